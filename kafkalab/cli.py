@@ -1,0 +1,49 @@
+"""The `kafkalab` command line: one verb per tool, in the spirit of Kafka's bin/*.sh.
+
+Each verb lives next to the code it drives and registers itself here through
+an `add_subcommand(subparsers)` function that sets `func` on its parser:
+
+    kafkalab dump-log PATH...        kafkalab.storage.dump_log_segments  (kafka-dump-log.sh)
+    kafkalab specs check [SPEC]      kafkalab.specs.cli
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# Modules that contribute a verb. A module listed here that is missing is a bug,
+# so import errors are not swallowed.
+_VERB_MODULES = (
+    "kafkalab.storage.dump_log_segments",
+    "kafkalab.specs.cli",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kafkalab",
+        description="kafkalab: a small but complete Kafka to learn and check how Kafka works.",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    subparsers.required = True
+    for name in _VERB_MODULES:
+        importlib.import_module(name).add_subcommand(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # `kafkalab dump-log ... | head`
+        sys.stderr.close()
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
