@@ -4,7 +4,6 @@ Each verb lives next to the code it drives and registers itself here through
 an `add_subcommand(subparsers)` function that sets `func` on its parser:
 
     kafkalab dump-log PATH...        kafkalab.storage.dump_log_segments  (kafka-dump-log.sh)
-    kafkalab specs check [SPEC]      kafkalab.specs.cli
 """
 
 from __future__ import annotations
@@ -15,10 +14,7 @@ import sys
 
 # Modules that contribute a verb. A module listed here that is missing is a bug,
 # so import errors are not swallowed.
-_VERB_MODULES = (
-    "kafkalab.storage.dump_log_segments",
-    "kafkalab.specs.cli",
-)
+_VERB_MODULES = ("kafkalab.storage.dump_log_segments",)
 
 
 def build_parser() -> argparse.ArgumentParser:

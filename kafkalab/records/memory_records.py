@@ -1,0 +1,206 @@
+"""Building and decoding whole RecordBatch v2 batches in memory.
+
+Kafka's classes: org.apache.kafka.common.record.MemoryRecordsBuilder (what a
+producer uses to fill a batch) and MemoryRecords / DefaultRecordBatch (what a
+consumer iterates). The broker's hot path does not come here: it works on the
+61-byte header only (kafkalab.records.record_batch). Producers, consumers,
+tools and labs do.
+
+    >>> data = build_batch([SimpleRecord(b"hello", key=b"k", timestamp=1000)])
+    >>> [r.value for r in decode_batch(data).records]
+    [b'hello']
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from kafkalab.records.compression import compress, decompress
+from kafkalab.records.crc import crc32c
+from kafkalab.records.record import Header, Record, decode_record, encode_record
+from kafkalab.records.record_batch import (
+    ATTRIBUTES_OFFSET,
+    CONTROL_FLAG_MASK,
+    CRC_OFFSET,
+    LOG_OVERHEAD,
+    MAGIC,
+    NO_PARTITION_LEADER_EPOCH,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    RECORD_BATCH_OVERHEAD,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_FLAG_MASK,
+    BatchHeader,
+    CompressionType,
+    CorruptRecordError,
+    TimestampType,
+    ensure_valid,
+    iter_headers,
+    read_header,
+)
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+
+
+@dataclass(frozen=True, slots=True)
+class SimpleRecord:
+    """What a producer hands over: a value, maybe a key, headers and a timestamp
+    (None: now, in ms). Kafka: SimpleRecord / ProducerRecord."""
+
+    value: bytes | None
+    key: bytes | None = None
+    headers: tuple[Header, ...] = ()
+    timestamp: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RecordBatch:
+    """A decoded batch: its header and its records with absolute offsets."""
+
+    header: BatchHeader
+    records: list[Record]
+
+    @property
+    def base_offset(self) -> int:
+        return self.header.base_offset
+
+    @property
+    def last_offset(self) -> int:
+        return self.header.last_offset
+
+    @property
+    def next_offset(self) -> int:
+        return self.header.next_offset
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self.header.size_in_bytes
+
+
+def _as_simple(record: SimpleRecord | bytes | bytearray | None) -> SimpleRecord:
+    if isinstance(record, SimpleRecord):
+        return record
+    if record is None or isinstance(record, (bytes, bytearray, memoryview)):
+        return SimpleRecord(None if record is None else bytes(record))
+    raise TypeError(f"expected SimpleRecord or bytes, got {type(record).__name__}")
+
+
+def _as_headers(headers) -> tuple[Header, ...]:
+    return tuple(h if isinstance(h, Header) else Header(h[0], h[1]) for h in headers)
+
+
+def build_batch(
+    records: Iterable[SimpleRecord | bytes],
+    *,
+    base_offset: int = 0,
+    compression: CompressionType = CompressionType.NONE,
+    compression_level: int | None = None,
+    timestamp_type: TimestampType = TimestampType.CREATE_TIME,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    is_transactional: bool = False,
+    is_control: bool = False,
+    base_timestamp: int | None = None,
+) -> bytes:
+    """Encode records as one RecordBatch v2, offsets base_offset, base_offset+1, ...
+
+    As Java's MemoryRecordsBuilder: baseTimestamp is the first record's
+    timestamp (unless given), maxTimestamp the largest, lastOffsetDelta n-1,
+    and the CRC-32C covers attributes to the end.
+    """
+    simple = [_as_simple(r) for r in records]
+    if not simple:
+        raise ValueError("a batch needs at least one record")
+    if is_transactional and producer_id < 0:
+        raise ValueError("a transactional batch needs a producer id (InitProducerId)")
+    now = None
+    timestamps = []
+    for r in simple:
+        if r.timestamp is None:
+            now = now if now is not None else int(time.time() * 1000)
+            timestamps.append(now)
+        else:
+            timestamps.append(r.timestamp)
+    first_ts = timestamps[0] if base_timestamp is None else base_timestamp
+    body = bytearray()
+    for delta, (r, ts) in enumerate(zip(simple, timestamps, strict=True)):
+        body += encode_record(delta, ts - first_ts, r.key, r.value, _as_headers(r.headers))
+    payload = compress(compression, body, compression_level)
+    attributes = int(compression) & 0x07
+    if timestamp_type == TimestampType.LOG_APPEND_TIME:
+        attributes |= TIMESTAMP_TYPE_MASK
+    if is_transactional:
+        attributes |= TRANSACTIONAL_FLAG_MASK
+    if is_control:
+        attributes |= CONTROL_FLAG_MASK
+    buf = bytearray(RECORD_BATCH_OVERHEAD + len(payload))
+    _HEADER.pack_into(
+        buf,
+        0,
+        base_offset,
+        len(buf) - LOG_OVERHEAD,
+        partition_leader_epoch,
+        MAGIC,
+        0,  # CRC, below
+        attributes,
+        len(simple) - 1,
+        first_ts,
+        max(timestamps),
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        len(simple),
+    )
+    buf[RECORD_BATCH_OVERHEAD:] = payload
+    struct.pack_into(">I", buf, CRC_OFFSET, crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:]))
+    return bytes(buf)
+
+
+def decode_batch(
+    buf: bytes | bytearray | memoryview, pos: int = 0, *, verify_crc: bool = True
+) -> RecordBatch:
+    """Decode the whole batch at `pos`, decompressing its records.
+
+    Raises CorruptRecordError on a bad CRC (unless verify_crc=False), a record
+    count that does not match, offset deltas out of order, or trailing bytes.
+    """
+    header = ensure_valid(buf, pos) if verify_crc else read_header(buf, pos)
+    end = pos + header.size_in_bytes
+    if len(buf) < end:
+        raise CorruptRecordError(f"batch at position {pos} is cut short")
+    body = decompress(header.compression_type, memoryview(buf)[pos + RECORD_BATCH_OVERHEAD : end])
+    records = []
+    at = 0
+    # When timestamps are LogAppendTime, every record's timestamp is the batch's max.
+    append_time = header.timestamp_type == TimestampType.LOG_APPEND_TIME
+    for _ in range(header.records_count):
+        record, at = decode_record(body, at, header.base_offset, header.base_timestamp)
+        if append_time:
+            record = Record(
+                record.offset, header.max_timestamp, record.key, record.value, record.headers
+            )
+        if record.offset > header.last_offset or (records and record.offset <= records[-1].offset):
+            raise CorruptRecordError(
+                f"record offset {record.offset} is out of order or past the batch's last "
+                f"offset {header.last_offset}"
+            )
+        records.append(record)
+    if at != len(body):
+        raise CorruptRecordError(
+            f"batch at position {pos} has {len(body) - at} bytes after its "
+            f"{header.records_count} records"
+        )
+    return RecordBatch(header, records)
+
+
+def iter_batches(buf: bytes | bytearray | memoryview, pos: int = 0) -> Iterator[RecordBatch]:
+    """Decode back-to-back batches (a .log file, a fetch response's records).
+    A trailing partial batch is skipped, as clients do."""
+    for at, _ in iter_headers(buf, pos):
+        yield decode_batch(buf, at)

@@ -1,0 +1,72 @@
+"""kafkalab.storage: Kafka's log on disk, in Kafka's byte format.
+
+One Kafka concept a module, named after Kafka's class:
+
+    unified_log.UnifiedLog        a partition's segmented log (Kafka: UnifiedLog / LocalLog / LogLoader)
+    log_segment.LogSegment        one .log file with its .index and .timeindex
+    file_records.FileRecords      a .log file or a byte range of one (what a fetch sends)
+    offset_index.OffsetIndex      sparse offset -> file position index (8-byte entries)
+    time_index.TimeIndex          sparse timestamp -> offset index (12-byte entries)
+    checkpoint_file               recovery-point / log-start / replication offset checkpoints
+    log_manager.LogManager        every log of a broker, retention, flush.ms, clean shutdown
+    log_config.LogConfig          segment.bytes, retention.ms, ... with Kafka's defaults
+    errors                        typed errors carrying Kafka's error codes
+    dump_log_segments             `kafkalab dump-log` (kafka-dump-log.sh)
+"""
+
+from kafkalab.storage.errors import (
+    CorruptIndexError,
+    CorruptRecordError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+    RecordBatchTooLargeError,
+    StorageError,
+    UnexpectedAppendOffsetError,
+)
+from kafkalab.storage.file_records import FileRecords
+from kafkalab.storage.log_config import InvalidConfigError, LogConfig
+from kafkalab.storage.log_manager import LogManager
+from kafkalab.storage.log_segment import FetchDataInfo, LogOffsetMetadata, LogSegment
+from kafkalab.storage.offset_index import OffsetIndex, OffsetPosition
+from kafkalab.storage.time_index import TimeIndex, TimestampOffset
+from kafkalab.storage.unified_log import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    AppendOrigin,
+    DeletedSegment,
+    Log,
+    LogAppendInfo,
+    TimestampAndOffset,
+    UnifiedLog,
+)
+
+__all__ = [
+    "EARLIEST_TIMESTAMP",
+    "LATEST_TIMESTAMP",
+    "MAX_TIMESTAMP",
+    "AppendOrigin",
+    "CorruptIndexError",
+    "CorruptRecordError",
+    "DeletedSegment",
+    "FetchDataInfo",
+    "FileRecords",
+    "InvalidConfigError",
+    "KafkaStorageError",
+    "Log",
+    "LogAppendInfo",
+    "LogConfig",
+    "LogManager",
+    "LogOffsetMetadata",
+    "LogSegment",
+    "OffsetIndex",
+    "OffsetOutOfRangeError",
+    "OffsetPosition",
+    "RecordBatchTooLargeError",
+    "StorageError",
+    "TimeIndex",
+    "TimestampAndOffset",
+    "TimestampOffset",
+    "UnexpectedAppendOffsetError",
+    "UnifiedLog",
+]

@@ -1,0 +1,278 @@
+"""`kafkalab dump-log PATH...`: print and check segment files, like kafka-dump-log.sh.
+
+Kafka's tool: kafka.tools.DumpLogSegments. Give it `.log`, `.index` or
+`.timeindex` files (or a partition directory, meaning every segment file in it):
+
+    $ kafkalab dump-log /tmp/lab/orders-0/00000000000000000000.log --print-data-log
+    Dumping /tmp/lab/orders-0/00000000000000000000.log
+    Log starting offset: 0
+    baseOffset: 0 lastOffset: 2 count: 3 ... position: 0 CreateTime: ... size: 98 ... isvalid: true
+    | offset: 0 CreateTime: ... keySize: 1 valueSize: 5 sequence: -1 headerKeys: [] payload: hello
+
+For an index it prints the entries and checks each against the log: an offset
+index entry must point at the start of a batch whose last offset is the entry's
+offset; a time index entry's offset must be in the log with a batch timestamp
+that matches. Mismatches are listed at the end and make the exit status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from kafkalab.records.record_batch import CorruptRecordError, ensure_valid
+from kafkalab.storage.file_records import FileRecords
+from kafkalab.storage.log_segment import (
+    INDEX_FILE_SUFFIX,
+    LOG_FILE_SUFFIX,
+    TIME_INDEX_FILE_SUFFIX,
+)
+from kafkalab.storage.offset_index import OffsetIndex
+from kafkalab.storage.time_index import TimeIndex
+
+_CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+
+
+def _payload(data: bytes | None) -> str:
+    if data is None:
+        return "null"
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return "0x" + data.hex()
+
+
+def dump_log(path: Path, *, print_data_log: bool, problems: list[str]) -> Iterator[str]:
+    """Lines describing every batch of a `.log` file (and its records if asked)."""
+    from kafkalab.records.control_record import parse_control_record
+    from kafkalab.records.memory_records import decode_batch
+
+    yield f"Dumping {path}"
+    yield f"Log starting offset: {int(path.stem)}"
+    records = FileRecords.open(path, mutable=False)
+    valid_end = 0
+    try:
+        for position, header, data in records.batches_with_bytes(0):
+            try:
+                ensure_valid(data)
+                valid = True
+            except CorruptRecordError as e:
+                valid = False
+                problems.append(f"{path}: {e}")
+            ts_name = "LogAppendTime" if header.timestamp_type else "CreateTime"
+            yield (
+                f"baseOffset: {header.base_offset} lastOffset: {header.last_offset} "
+                f"count: {header.records_count} baseSequence: {header.base_sequence} "
+                f"lastSequence: {header.last_sequence} producerId: {header.producer_id} "
+                f"producerEpoch: {header.producer_epoch} "
+                f"partitionLeaderEpoch: {header.partition_leader_epoch} "
+                f"isTransactional: {str(header.is_transactional).lower()} "
+                f"isControl: {str(header.is_control_batch).lower()} "
+                f"deleteHorizonMs: {'OptionalLong.empty' if not header.has_delete_horizon else header.base_timestamp} "
+                f"position: {position} {ts_name}: {header.max_timestamp} "
+                f"size: {header.size_in_bytes} magic: {header.magic} "
+                f"compresscodec: {_CODEC_NAMES.get(header.compression_type, '?')} "
+                f"crc: {header.crc} isvalid: {str(valid).lower()}"
+            )
+            valid_end = position + header.size_in_bytes
+            if print_data_log and valid:
+                batch = decode_batch(data)
+                for record in batch.records:
+                    line = (
+                        f"| offset: {record.offset} {ts_name}: {record.timestamp} "
+                        f"keySize: {-1 if record.key is None else len(record.key)} "
+                        f"valueSize: {-1 if record.value is None else len(record.value)} "
+                        f"sequence: {_record_sequence(header, record.offset)} "
+                        f"headerKeys: [{','.join(h.key for h in record.headers)}]"
+                    )
+                    if header.is_control_batch:
+                        marker = parse_control_record(record)
+                        line += (
+                            f" endTxnMarker: {marker.type.name} "
+                            f"coordinatorEpoch: {marker.coordinator_epoch}"
+                        )
+                    else:
+                        if record.key is not None:
+                            line += f" key: {_payload(record.key)}"
+                        line += f" payload: {_payload(record.value)}"
+                    yield line
+    except CorruptRecordError as e:
+        problems.append(f"{path}: {e}")
+    finally:
+        size = records.size_in_bytes()
+        records.close()
+    if valid_end < size:
+        problems.append(
+            f"{path}: {size - valid_end} bytes after position {valid_end} are not a whole "
+            "batch (a torn write); recovery would cut them off"
+        )
+        yield f"Found {size - valid_end} invalid bytes at the end of {path.name}"
+
+
+def _record_sequence(header, offset: int) -> int:
+    if header.base_sequence < 0:
+        return -1
+    return (header.base_sequence + offset - header.base_offset) % 2**31
+
+
+def _batches_by_position(log_path: Path) -> dict[int, tuple[int, int]]:
+    """position -> (last offset, max timestamp) of each batch of a log file."""
+    out = {}
+    records = FileRecords.open(log_path, mutable=False)
+    try:
+        for position, header in records.batch_headers(0):
+            out[position] = (header.last_offset, header.max_timestamp)
+    except CorruptRecordError:
+        pass
+    finally:
+        records.close()
+    return out
+
+
+def dump_offset_index(path: Path, *, verify_only: bool, problems: list[str]) -> Iterator[str]:
+    """Entries of a `.index` file, each checked against the batch it points at."""
+    yield f"Dumping {path}"
+    base = int(path.stem)
+    log_path = path.with_suffix(LOG_FILE_SUFFIX)
+    batches = _batches_by_position(log_path) if log_path.exists() else None
+    index = OffsetIndex(path, base, writable=False)
+    try:
+        for n in range(index.entries):
+            entry = index.entry(n)
+            if not verify_only:
+                yield f"offset: {entry.offset} position: {entry.position}"
+            if batches is None:
+                continue
+            found = batches.get(entry.position)
+            if found is None:
+                problems.append(
+                    f"{path}: entry {n} (offset {entry.offset}) points at position "
+                    f"{entry.position}, which is not the start of a batch"
+                )
+            elif found[0] != entry.offset:
+                problems.append(
+                    f"{path}: Index offset: {entry.offset}, log offset: {found[0]} "
+                    f"(position {entry.position})"
+                )
+    finally:
+        index.close()
+    if batches is None:
+        yield f"(no {log_path.name} next to it: entries not checked)"
+
+
+def dump_time_index(path: Path, *, verify_only: bool, problems: list[str]) -> Iterator[str]:
+    """Entries of a `.timeindex` file, checked for order and against the log."""
+    yield f"Dumping {path}"
+    base = int(path.stem)
+    log_path = path.with_suffix(LOG_FILE_SUFFIX)
+    batches = _batches_by_position(log_path) if log_path.exists() else None
+    max_ts_upto: list[tuple[int, int]] = []  # (last offset, max timestamp so far)
+    running = -1
+    for _, (last_offset, ts) in sorted((batches or {}).items()):
+        running = max(running, ts)
+        max_ts_upto.append((last_offset, running))
+    index = TimeIndex(path, base, writable=False)
+    try:
+        previous = -1
+        for n in range(index.entries):
+            entry = index.entry(n)
+            if not verify_only:
+                yield f"timestamp: {entry.timestamp} offset: {entry.offset}"
+            if entry.timestamp <= previous:
+                problems.append(
+                    f"{path}: Found out of order timestamp {entry.timestamp} at entry {n}, "
+                    f"previous {previous}"
+                )
+            previous = entry.timestamp
+            if batches is None:
+                continue
+            match = [ts for last, ts in max_ts_upto if last == entry.offset]
+            if not match:
+                problems.append(
+                    f"{path}: entry {n} names offset {entry.offset}, which is no batch's last "
+                    "offset in the log"
+                )
+            elif match[0] != entry.timestamp:
+                problems.append(
+                    f"{path}: Found timestamp mismatch: index timestamp {entry.timestamp}, "
+                    f"log max timestamp up to offset {entry.offset} is {match[0]}"
+                )
+    finally:
+        index.close()
+
+
+def dump_paths(
+    paths: list[Path],
+    *,
+    print_data_log: bool = False,
+    verify_index_only: bool = False,
+) -> tuple[list[str], list[str]]:
+    """Dump every file (directories expand to their segment files).
+    Returns (lines, problems)."""
+    problems: list[str] = []
+    lines: list[str] = []
+    files: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            files += sorted(
+                p
+                for p in path.iterdir()
+                if p.suffix in (LOG_FILE_SUFFIX, INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX)
+            )
+        else:
+            files.append(path)
+    for path in files:
+        if not path.exists():
+            problems.append(f"{path}: no such file")
+            continue
+        if path.suffix == LOG_FILE_SUFFIX:
+            lines += dump_log(path, print_data_log=print_data_log, problems=problems)
+        elif path.suffix == INDEX_FILE_SUFFIX:
+            lines += dump_offset_index(path, verify_only=verify_index_only, problems=problems)
+        elif path.suffix == TIME_INDEX_FILE_SUFFIX:
+            lines += dump_time_index(path, verify_only=verify_index_only, problems=problems)
+        else:
+            problems.append(f"{path}: not a segment file; give .log, .index or .timeindex files")
+    return lines, problems
+
+
+def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "dump-log",
+        help="print and check segment files (kafka-dump-log.sh)",
+        description=__doc__.split("\n\n")[0],
+    )
+    parser.add_argument(
+        "paths",
+        nargs="+",
+        type=Path,
+        metavar="PATH",
+        help=".log/.index/.timeindex files or partition directories",
+    )
+    parser.add_argument(
+        "--print-data-log",
+        action="store_true",
+        help="also print each record (offset, timestamp, key, payload)",
+    )
+    parser.add_argument(
+        "--verify-index-only",
+        action="store_true",
+        help="check index entries against the log without printing them",
+    )
+    parser.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    lines, problems = dump_paths(
+        args.paths, print_data_log=args.print_data_log, verify_index_only=args.verify_index_only
+    )
+    for line in lines:
+        print(line)
+    if problems:
+        print(f"\n{len(problems)} problem(s) found:", file=sys.stderr)
+        for problem in problems:
+            print(f"  {problem}", file=sys.stderr)
+        return 1
+    return 0

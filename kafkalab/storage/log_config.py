@@ -1,0 +1,165 @@
+"""LogConfig: the per-topic settings of a log, under Kafka's own names and defaults.
+
+Kafka's class: org.apache.kafka.storage.internals.log.LogConfig. Topic-level keys
+(`segment.bytes`) are what `kafka-configs.sh --entity-type topics` takes; the
+broker-wide defaults carry a `log.` prefix (`log.segment.bytes`) and are read by
+`LogConfig.from_properties(..., broker_prefix=True)`.
+
+    >>> LogConfig.from_properties({"segment.bytes": "1024"}).segment_bytes
+    1024
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+LONG_MAX = 2**63 - 1
+INT_MAX = 2**31 - 1
+
+
+class InvalidConfigError(ValueError):
+    """A config value is of the wrong type or out of range (Kafka: INVALID_CONFIG, 40)."""
+
+    error_code = 40
+
+
+# Kafka key -> (attribute, minimum allowed value). Defaults are on the dataclass.
+_KEYS: dict[str, tuple[str, int | None]] = {
+    "segment.bytes": ("segment_bytes", 14),  # Kafka: atLeast(LegacyRecord.RECORD_OVERHEAD_V0)
+    "segment.ms": ("segment_ms", 1),
+    "segment.jitter.ms": ("segment_jitter_ms", 0),
+    "segment.index.bytes": ("segment_index_bytes", 4),
+    "index.interval.bytes": ("index_interval_bytes", 0),
+    "retention.bytes": ("retention_bytes", None),
+    "retention.ms": ("retention_ms", -1),
+    "flush.messages": ("flush_messages", 1),
+    "flush.ms": ("flush_ms", 0),
+    "max.message.bytes": ("max_message_bytes", 0),
+    "message.timestamp.type": ("message_timestamp_type", None),
+    "file.delete.delay.ms": ("file_delete_delay_ms", 0),
+    "min.insync.replicas": ("min_insync_replicas", 1),
+    "unclean.leader.election.enable": ("unclean_leader_election_enable", None),
+    "cleanup.policy": ("cleanup_policy", None),
+}
+
+# Broker-level names where they differ from `log.` + topic key (Kafka's LogConfig synonyms).
+_BROKER_SYNONYMS = {
+    "log.roll.ms": "segment.ms",
+    "log.roll.hours": "segment.ms",
+    "log.roll.jitter.ms": "segment.jitter.ms",
+    "log.index.size.max.bytes": "segment.index.bytes",
+    "log.index.interval.bytes": "index.interval.bytes",
+    "log.retention.ms": "retention.ms",
+    "log.retention.minutes": "retention.ms",
+    "log.retention.hours": "retention.ms",
+    "log.flush.interval.messages": "flush.messages",
+    "log.flush.interval.ms": "flush.ms",
+    "message.max.bytes": "max.message.bytes",
+    "log.message.timestamp.type": "message.timestamp.type",
+    "log.segment.delete.delay.ms": "file.delete.delay.ms",
+    "log.segment.bytes": "segment.bytes",
+    "log.retention.bytes": "retention.bytes",
+    "log.cleanup.policy": "cleanup.policy",
+}
+_UNIT_MS = {
+    "log.roll.hours": 3_600_000,
+    "log.retention.hours": 3_600_000,
+    "log.retention.minutes": 60_000,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    """Settings of one log. Attribute names are Kafka's keys with `_` for `.`."""
+
+    segment_bytes: int = 1024 * 1024 * 1024  # segment.bytes: roll when a segment would pass it
+    segment_ms: int = 7 * 24 * 3600 * 1000  # segment.ms: roll a segment this old
+    segment_jitter_ms: int = 0  # segment.jitter.ms
+    segment_index_bytes: int = 10 * 1024 * 1024  # segment.index.bytes: preallocated index size
+    index_interval_bytes: int = 4096  # index.interval.bytes: bytes between index entries
+    retention_bytes: int = -1  # retention.bytes: -1 keeps any size
+    retention_ms: int = 7 * 24 * 3600 * 1000  # retention.ms: -1 keeps forever
+    flush_messages: int = LONG_MAX  # flush.messages: fsync after this many messages
+    flush_ms: int = LONG_MAX  # flush.ms: fsync data older than this
+    max_message_bytes: int = 1024 * 1024 + 12  # max.message.bytes: largest batch accepted
+    message_timestamp_type: str = "CreateTime"  # message.timestamp.type: or LogAppendTime
+    file_delete_delay_ms: int = 60_000  # file.delete.delay.ms
+    min_insync_replicas: int = 1  # min.insync.replicas
+    unclean_leader_election_enable: bool = False  # unclean.leader.election.enable
+    cleanup_policy: str = "delete"  # cleanup.policy (only delete is implemented)
+
+    def __post_init__(self) -> None:
+        for key, (attr, minimum) in _KEYS.items():
+            value = getattr(self, attr)
+            if minimum is not None and value < minimum:
+                raise InvalidConfigError(f"{key}={value} is invalid: it must be at least {minimum}")
+        if self.message_timestamp_type not in ("CreateTime", "LogAppendTime"):
+            raise InvalidConfigError(
+                f"message.timestamp.type={self.message_timestamp_type!r} is invalid: "
+                "use CreateTime or LogAppendTime"
+            )
+        if self.cleanup_policy != "delete":
+            raise InvalidConfigError(
+                f"cleanup.policy={self.cleanup_policy!r} is not supported by kafkalab: "
+                "only 'delete' (time/size retention) is implemented"
+            )
+
+    @classmethod
+    def from_properties(
+        cls, props: Mapping[str, Any], *, broker_prefix: bool = False, base: LogConfig | None = None
+    ) -> LogConfig:
+        """Build from Kafka keys. Unknown keys are ignored when `broker_prefix` (a
+        server.properties holds much more), and refused otherwise."""
+        values: dict[str, Any] = {}
+        for raw_key, raw in props.items():
+            key = raw_key
+            factor = 1
+            if broker_prefix:
+                if raw_key in _BROKER_SYNONYMS:
+                    key = _BROKER_SYNONYMS[raw_key]
+                    factor = _UNIT_MS.get(raw_key, 1)
+                else:
+                    continue
+            if key not in _KEYS:
+                raise InvalidConfigError(
+                    f"unknown topic config {raw_key!r}; known keys: {', '.join(sorted(_KEYS))}"
+                )
+            attr = _KEYS[key][0]
+            values[attr] = _parse(key, attr, raw)
+            if factor != 1:
+                values[attr] *= factor
+        return dataclasses.replace(base or cls(), **values)
+
+    def with_overrides(self, props: Mapping[str, Any]) -> LogConfig:
+        """A copy with topic-level overrides (Kafka keys) applied."""
+        return LogConfig.from_properties(props, base=self)
+
+    def to_properties(self) -> dict[str, str]:
+        """Kafka keys and string values, as `kafka-configs.sh --describe` shows them."""
+        out = {}
+        for key, (attr, _) in _KEYS.items():
+            value = getattr(self, attr)
+            out[key] = str(value).lower() if isinstance(value, bool) else str(value)
+        return out
+
+
+def _parse(key: str, attr: str, raw: Any) -> Any:
+    field_type = type(getattr(LogConfig(), attr))
+    if isinstance(raw, field_type) and not (field_type is int and isinstance(raw, bool)):
+        return raw
+    text = str(raw).strip()
+    try:
+        if field_type is bool:
+            if text.lower() not in ("true", "false"):
+                raise ValueError(text)
+            return text.lower() == "true"
+        if field_type is int:
+            return int(text)
+        return text
+    except ValueError:
+        raise InvalidConfigError(
+            f"{key}={raw!r} is invalid: expected {field_type.__name__}"
+        ) from None

@@ -1,0 +1,242 @@
+"""LogManager: every partition log of a broker, its checkpoints and background duties.
+
+Kafka's class: kafka.log.LogManager. A broker has one or more log directories
+(`log.dirs`); each holds partition directories and the checkpoint files:
+
+    /var/kafka-logs/
+        .kafka_cleanshutdown               present only after a clean shutdown
+        recovery-point-offset-checkpoint   per partition: everything below was fsynced
+        log-start-offset-checkpoint        per partition: first offset still readable
+        replication-offset-checkpoint      per partition: the high watermark
+        orders-0/  orders-1/  ...
+
+Startup: if `.kafka_cleanshutdown` is there, logs are trusted as they are;
+otherwise every log re-checks its data past its recovery point. The marker is
+removed at startup and written again only by `shutdown()`.
+
+The background duties (retention, flush.ms, checkpoints) are not threads here:
+the owner calls `tick()` (the broker from its event loop, a lab by hand), which
+runs each duty whose interval has passed. Time comes from `clock` (ms).
+(Kafka's ReplicaManager writes replication-offset-checkpoint; the LogManager
+writes it here because UnifiedLog holds the high watermark.)
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from kafkalab.storage.checkpoint_file import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_OFFSET_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    OffsetCheckpointFile,
+    fsync_dir,
+)
+from kafkalab.storage.log_config import LogConfig
+from kafkalab.storage.unified_log import DeletedSegment, UnifiedLog, parse_topic_partition
+
+log = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+
+TopicPartition = tuple[str, int]
+
+
+def _wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class LogManager:
+    """Opens, creates, retains, flushes and checkpoints the logs under `log_dirs`."""
+
+    def __init__(
+        self,
+        log_dirs: str | os.PathLike | Iterable[str | os.PathLike],
+        default_config: LogConfig | None = None,
+        *,
+        topic_configs: Mapping[str, Mapping[str, Any]] | None = None,
+        retention_check_interval_ms: int = 300_000,  # log.retention.check.interval.ms
+        flush_check_interval_ms: int = 2**63 - 1,  # log.flush.scheduler.interval.ms
+        checkpoint_interval_ms: int = 60_000,  # log.flush.offset.checkpoint.interval.ms
+        clock: Callable[[], int] = _wall_clock_ms,
+    ) -> None:
+        if isinstance(log_dirs, (str, os.PathLike)):
+            log_dirs = [log_dirs]
+        self.log_dirs = [Path(d) for d in log_dirs]
+        if not self.log_dirs:
+            raise ValueError("log.dirs is empty: give at least one directory")
+        self.default_config = default_config or LogConfig()
+        self.topic_configs = {t: dict(c) for t, c in (topic_configs or {}).items()}
+        self.clock = clock
+        self._intervals = {
+            "retention": retention_check_interval_ms,
+            "flush": flush_check_interval_ms,
+            "checkpoint": checkpoint_interval_ms,
+        }
+        now = clock()
+        self._last_run = dict.fromkeys(self._intervals, now)
+        self._logs: dict[TopicPartition, UnifiedLog] = {}
+        self.had_clean_shutdown: dict[Path, bool] = {}
+        for directory in self.log_dirs:
+            self._load_dir(directory)
+
+    def _load_dir(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        marker = directory / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        self.had_clean_shutdown[directory] = clean
+        recovery_points = OffsetCheckpointFile(directory / RECOVERY_POINT_OFFSET_CHECKPOINT).read()
+        start_offsets = OffsetCheckpointFile(directory / LOG_START_OFFSET_CHECKPOINT).read()
+        high_watermarks = OffsetCheckpointFile(directory / REPLICATION_OFFSET_CHECKPOINT).read()
+        for child in sorted(directory.iterdir()):
+            if not child.is_dir():
+                continue
+            try:
+                tp = parse_topic_partition(child)
+            except ValueError:
+                log.warning("ignoring %s: not a <topic>-<partition> directory", child)
+                continue
+            if tp in self._logs:
+                raise RuntimeError(
+                    f"partition {tp[0]}-{tp[1]} is in two log dirs: {self._logs[tp].dir} and "
+                    f"{child}; remove one of them"
+                )
+            self._logs[tp] = UnifiedLog(
+                child,
+                self.config_for(tp[0]),
+                log_start_offset=start_offsets.get(tp, 0),
+                recovery_point=recovery_points.get(tp, 0),
+                high_watermark=high_watermarks.get(tp, 0),
+                clean_shutdown=clean,
+                clock=self.clock,
+            )
+        if clean:
+            marker.unlink()  # from now on, a crash must be noticed at the next start
+            fsync_dir(directory)
+
+    # -- logs ------------------------------------------------------------------------------
+
+    def config_for(self, topic: str) -> LogConfig:
+        overrides = self.topic_configs.get(topic)
+        return self.default_config.with_overrides(overrides) if overrides else self.default_config
+
+    def get_log(self, topic: str, partition: int) -> UnifiedLog | None:
+        return self._logs.get((topic, partition))
+
+    def get_or_create_log(
+        self, topic: str, partition: int, overrides: Mapping[str, Any] | None = None
+    ) -> UnifiedLog:
+        """The log of topic-partition, created in the log dir with the fewest
+        partitions when missing (Kafka: LogManager.getOrCreateLog)."""
+        tp = (topic, partition)
+        if tp in self._logs:
+            return self._logs[tp]
+        _check_topic_name(topic)
+        if overrides:
+            self.topic_configs[topic] = dict(overrides)
+        counts = {d: 0 for d in self.log_dirs}
+        for existing in self._logs.values():
+            counts[existing.dir.parent] = counts.get(existing.dir.parent, 0) + 1
+        directory = min(self.log_dirs, key=lambda d: counts[d])
+        created = UnifiedLog(
+            directory / f"{topic}-{partition}",
+            self.config_for(topic),
+            clean_shutdown=True,
+            clock=self.clock,
+        )
+        fsync_dir(directory)
+        self._logs[tp] = created
+        return created
+
+    def all_logs(self) -> dict[TopicPartition, UnifiedLog]:
+        return dict(self._logs)
+
+    def delete_log(self, topic: str, partition: int) -> bool:
+        removed = self._logs.pop((topic, partition), None)
+        if removed is None:
+            return False
+        removed.delete()
+        self.checkpoint()
+        return True
+
+    # -- background duties -----------------------------------------------------------------
+
+    def cleanup_logs(self) -> dict[TopicPartition, list[DeletedSegment]]:
+        """Retention on every log (Kafka: LogManager.cleanupLogs)."""
+        out = {}
+        for tp, partition_log in self._logs.items():
+            deleted = partition_log.delete_old_segments()
+            if deleted:
+                out[tp] = deleted
+        if out:
+            self.checkpoint()
+        return out
+
+    def flush_dirty_logs(self) -> list[TopicPartition]:
+        """Flush each log whose flush.ms has passed (Kafka: flushDirtyLogs)."""
+        return [tp for tp, lg in self._logs.items() if lg.maybe_flush()]
+
+    def checkpoint(self) -> None:
+        """Write the three offset checkpoints of every log dir."""
+        for directory in self.log_dirs:
+            logs = {tp: lg for tp, lg in self._logs.items() if lg.dir.parent == directory}
+            OffsetCheckpointFile(directory / RECOVERY_POINT_OFFSET_CHECKPOINT).write(
+                {tp: lg.recovery_point for tp, lg in logs.items()}
+            )
+            OffsetCheckpointFile(directory / LOG_START_OFFSET_CHECKPOINT).write(
+                {tp: lg.log_start_offset for tp, lg in logs.items()}
+            )
+            OffsetCheckpointFile(directory / REPLICATION_OFFSET_CHECKPOINT).write(
+                {tp: lg.high_watermark for tp, lg in logs.items()}
+            )
+
+    def tick(self) -> dict[str, object]:
+        """Run every duty whose interval has passed; return what each did."""
+        now = self.clock()
+        done: dict[str, object] = {}
+        duties = {
+            "retention": self.cleanup_logs,
+            "flush": self.flush_dirty_logs,
+            "checkpoint": self.checkpoint,
+        }
+        for name, duty in duties.items():
+            if now - self._last_run[name] >= self._intervals[name]:
+                self._last_run[name] = now
+                done[name] = duty()
+        return done
+
+    def shutdown(self) -> None:
+        """Flush and close every log, write the checkpoints, then the clean
+        shutdown marker (last, so a crash before it means recovery next time)."""
+        for lg in self._logs.values():
+            lg.close()  # flushes: the recovery point becomes the LEO
+        self.checkpoint()
+        self._logs = {}
+        for directory in self.log_dirs:
+            (directory / CLEAN_SHUTDOWN_FILE).touch()
+            fsync_dir(directory)
+
+    close = shutdown
+
+    def __enter__(self) -> LogManager:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.shutdown()
+
+
+_LEGAL_TOPIC_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+
+
+def _check_topic_name(topic: str) -> None:
+    """Kafka's Topic.validate: 1-249 chars of [a-zA-Z0-9._-], not '.' or '..'."""
+    if not topic or topic in (".", "..") or len(topic) > 249 or set(topic) - _LEGAL_TOPIC_CHARS:
+        raise ValueError(
+            f"invalid topic name {topic!r}: use 1 to 249 characters from a-z A-Z 0-9 . _ - "
+            "(Kafka: INVALID_TOPIC_EXCEPTION)"
+        )

@@ -1,0 +1,670 @@
+"""UnifiedLog: one partition's log, a directory of segments that only grows at the end.
+
+Kafka's class: kafka.log.UnifiedLog (with LocalLog and LogLoader folded in). A
+partition directory `<topic>-<partition>` holds segments named by base offset;
+the last one is the active segment, the only one appended to.
+
+    log start offset                    high watermark     log end offset (LEO)
+          |                                    |                 |
+          v                                    v                 v
+    [00000000000000000000.log][00000000000000004096.log][...active.log]
+
+Invariants kept here:
+- Segments are sorted by base offset, do not overlap, and the active segment is
+  the last. Offsets only grow: every append starts at or after the LEO.
+- log_start_offset <= high_watermark <= log_end_offset, and
+  recovery_point <= log_end_offset. The recovery point is the offset below
+  which every byte was fsynced; after a crash only data past it is checked.
+- Retention deletes whole segments from the front, only segments wholly below
+  the high watermark, and moves the log start offset forward, never back.
+- A batch in the log is whole and its CRC is valid: leader appends check every
+  CRC before writing, and recovery cuts the tail at the first invalid batch.
+
+Time is read from `clock` (ms), so labs and tests can drive segment.ms,
+retention.ms and flush.ms with a fake clock.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+
+from kafkalab.records.record_batch import (
+    RECORD_BATCH_OVERHEAD,
+    BatchHeader,
+    CorruptRecordError,
+    InvalidRecordError,
+    TimestampType,
+    ensure_valid,
+    iter_headers,
+    peek_size,
+    set_base_offset,
+    set_max_timestamp_and_type,
+    set_partition_leader_epoch,
+)
+from kafkalab.storage.errors import (
+    CorruptIndexError,
+    OffsetOutOfRangeError,
+    RecordBatchTooLargeError,
+    UnexpectedAppendOffsetError,
+)
+from kafkalab.storage.log_config import LogConfig
+from kafkalab.storage.log_segment import (
+    DELETED_FILE_SUFFIX,
+    INDEX_FILE_SUFFIX,
+    LOG_FILE_SUFFIX,
+    TIME_INDEX_FILE_SUFFIX,
+    FetchDataInfo,
+    LogOffsetMetadata,
+    LogSegment,
+    offset_index_file,
+    time_index_file,
+)
+
+log = logging.getLogger(__name__)
+
+#: ListOffsets special timestamps (Kafka: ListOffsetsRequest.*_TIMESTAMP).
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+
+
+class AppendOrigin(Enum):
+    """Who is appending (Kafka: AppendOrigin). Only the coordinator may write
+    control batches; replication keeps the leader's offsets."""
+
+    CLIENT = "client"
+    COORDINATOR = "coordinator"
+    REPLICATION = "replication"
+
+
+@dataclass(frozen=True, slots=True)
+class LogAppendInfo:
+    """What an append did (Kafka: LogAppendInfo)."""
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int  # -1 unless message.timestamp.type=LogAppendTime
+    log_start_offset: int
+    num_batches: int
+    num_records: int
+    valid_bytes: int
+    rolled: str | None = None  # why a new segment was rolled first, if one was
+
+
+@dataclass(frozen=True, slots=True)
+class TimestampAndOffset:
+    """ListOffsets answer (Kafka: FileRecords.TimestampAndOffset)."""
+
+    timestamp: int
+    offset: int
+    leader_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class DeletedSegment:
+    """A segment removed by retention, and the rule that removed it (for the labs)."""
+
+    base_offset: int
+    size: int
+    reason: str
+
+
+def _wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def parse_topic_partition(directory: Path) -> tuple[str, int]:
+    """`orders-3` -> ('orders', 3). Topic names may contain '-'."""
+    topic, sep, partition = directory.name.rpartition("-")
+    if not sep or not topic or not partition.isdigit():
+        raise ValueError(
+            f"{directory} is not a partition directory: its name must be <topic>-<partition>"
+        )
+    return topic, int(partition)
+
+
+class UnifiedLog:
+    """A partition's segmented log in `directory` (created when missing)."""
+
+    def __init__(
+        self,
+        directory: str | Path,
+        config: LogConfig | None = None,
+        *,
+        log_start_offset: int = 0,
+        recovery_point: int = 0,
+        high_watermark: int | None = None,
+        clean_shutdown: bool = False,
+        clock: Callable[[], int] = _wall_clock_ms,
+    ) -> None:
+        self.dir = Path(directory)
+        self.config = config or LogConfig()
+        self.clock = clock
+        self._segments: list[LogSegment] = []
+        self._bases: list[int] = []  # base offsets of _segments, for bisect
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.recovered: list[tuple[int, int]] = []  # (segment base, bytes cut), for the labs
+        self._load(log_start_offset, recovery_point, clean_shutdown)
+        self._log_end_offset = self.active_segment.read_next_offset()
+        self.log_start_offset = max(log_start_offset, self._segments[0].base_offset)
+        self.recovery_point = min(recovery_point, self.log_end_offset)
+        self.high_watermark = self.log_start_offset
+        self.update_high_watermark(
+            self.log_start_offset if high_watermark is None else high_watermark
+        )
+        self.last_flush_ms = self.clock()
+
+    # -- loading (Kafka: LogLoader) ------------------------------------------------------
+
+    def _load(self, log_start_offset: int, recovery_point: int, clean_shutdown: bool) -> None:
+        for leftover in sorted(self.dir.glob("*" + DELETED_FILE_SUFFIX)):
+            log.info("deleting %s left over from an interrupted segment deletion", leftover)
+            leftover.unlink()
+        for stray in sorted(self.dir.glob("*.tmp")):
+            stray.unlink()
+        for index in sorted(self.dir.glob("*" + INDEX_FILE_SUFFIX)) + sorted(
+            self.dir.glob("*" + TIME_INDEX_FILE_SUFFIX)
+        ):
+            if not index.with_suffix(LOG_FILE_SUFFIX).exists():
+                log.info("deleting index %s: it has no log file", index)
+                index.unlink()
+        for data in sorted(self.dir.glob("*" + LOG_FILE_SUFFIX)):
+            base = int(data.stem)
+            missing = not (
+                offset_index_file(self.dir, base).exists()
+                and time_index_file(self.dir, base).exists()
+            )
+            segment = LogSegment.open(self.dir, base, self.config, now_ms=self.clock())
+            try:
+                if missing:
+                    raise CorruptIndexError(f"index files of segment {base} are missing")
+                segment.sanity_check()
+            except CorruptIndexError as e:
+                log.warning("%s: rebuilding the indexes of segment %d (%s)", self.dir, base, e)
+                self._note_recovered(base, segment.recover())
+            self._add_segment(segment)
+        if not self._segments:
+            self._add_segment(
+                LogSegment.open(self.dir, log_start_offset, self.config, now_ms=self.clock())
+            )
+        if not clean_shutdown:
+            self._recover_from(recovery_point)
+        self.active_segment.resize_indexes(self.config.segment_index_bytes)
+
+    def _recover_from(self, recovery_point: int) -> None:
+        """Check every batch after the recovery point; cut the log at the first bad one.
+
+        Kafka: LogLoader.recoverLog. Segments before the one holding the recovery
+        point were fsynced and are trusted; from there on every batch is read and
+        its CRC checked. When a segment had to be cut, everything after it is
+        garbage from the crash and its segments are deleted.
+        """
+        start = max(0, self._floor_index(recovery_point))
+        i = start
+        while i < len(self._segments):
+            segment = self._segments[i]
+            truncated = segment.recover()
+            self._note_recovered(segment.base_offset, truncated)
+            if truncated > 0:
+                for later in self._segments[i + 1 :]:
+                    log.warning(
+                        "%s: deleting segment %d after a corrupt tail", self.dir, later.base_offset
+                    )
+                    later.delete()
+                del self._segments[i + 1 :]
+                del self._bases[i + 1 :]
+                break
+            i += 1
+
+    def _note_recovered(self, base: int, truncated: int) -> None:
+        self.recovered.append((base, truncated))
+        if truncated:
+            log.warning(
+                "%s: cut %d bytes of corrupt or torn data from segment %d",
+                self.dir,
+                truncated,
+                base,
+            )
+
+    def _add_segment(self, segment: LogSegment) -> None:
+        i = bisect.bisect_left(self._bases, segment.base_offset)
+        self._segments.insert(i, segment)
+        self._bases.insert(i, segment.base_offset)
+
+    def _floor_index(self, offset: int) -> int:
+        """Index of the segment that would hold `offset` (-1 if before the first)."""
+        return bisect.bisect_right(self._bases, offset) - 1
+
+    # -- facts ----------------------------------------------------------------------------
+
+    @property
+    def topic_partition(self) -> tuple[str, int]:
+        return parse_topic_partition(self.dir)
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        """The segments, oldest first (a copy; the log owns them)."""
+        return list(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        """LEO: the offset the next appended record gets."""
+        return self._log_end_offset
+
+    @property
+    def size(self) -> int:
+        """Bytes in all segment data files."""
+        return sum(s.size for s in self._segments)
+
+    @property
+    def unflushed_messages(self) -> int:
+        return self.log_end_offset - self.recovery_point
+
+    # -- appends --------------------------------------------------------------------------
+
+    def append_as_leader(
+        self,
+        records: bytes | bytearray | memoryview,
+        leader_epoch: int = 0,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+    ) -> LogAppendInfo:
+        """Validate whole batches, assign them offsets from the LEO, stamp the leader
+        epoch (and LogAppendTime if configured), and append them.
+
+        Kafka: UnifiedLog.appendAsLeader. Raises CorruptRecordError (bad CRC or
+        framing), InvalidRecordError, RecordBatchTooLargeError; nothing is written
+        unless every batch is valid.
+        """
+        buf = bytearray(records)
+        headers = self._validate(buf, origin)
+        now = self.clock()
+        append_time = now if self.config.message_timestamp_type == "LogAppendTime" else -1
+        offset = self.log_end_offset
+        for pos, header in headers:
+            set_base_offset(buf, pos, offset)
+            set_partition_leader_epoch(buf, pos, leader_epoch)
+            if append_time >= 0:
+                set_max_timestamp_and_type(buf, pos, append_time, TimestampType.LOG_APPEND_TIME)
+            offset += header.last_offset_delta + 1
+        return self._append(buf, list(iter_headers(buf)), append_time)
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo:
+        """Append batches with the offsets and epochs the leader gave them.
+
+        Kafka: UnifiedLog.appendAsFollower. The first batch must start at or after
+        the LEO and offsets must increase, else UnexpectedAppendOffsetError (the
+        replica fetcher then truncates and fetches again).
+        """
+        buf = bytes(records)
+        headers = self._validate(buf, AppendOrigin.REPLICATION)
+        expected = self.log_end_offset
+        for pos, header in headers:
+            if header.base_offset < expected:
+                first, last = headers[0][1].base_offset, headers[-1][1].last_offset
+                raise UnexpectedAppendOffsetError(
+                    f"{self.dir.name}: batch at offset {header.base_offset} (position {pos}) "
+                    f"is below {expected}, the log end offset or the previous batch's end; "
+                    "a follower must truncate before it appends older offsets",
+                    first,
+                    last,
+                )
+            expected = header.next_offset
+        return self._append(buf, headers, -1)
+
+    def _validate(
+        self, buf: bytes | bytearray, origin: AppendOrigin
+    ) -> list[tuple[int, BatchHeader]]:
+        """Every batch whole, CRC-checked, within max.message.bytes and segment.bytes."""
+        headers: list[tuple[int, BatchHeader]] = []
+        pos = 0
+        while pos < len(buf):
+            size = peek_size(buf, pos)
+            if size is None or size < RECORD_BATCH_OVERHEAD or pos + size > len(buf):
+                raise CorruptRecordError(
+                    f"{self.dir.name}: the records end with a partial batch at position {pos}; "
+                    "a produce request must carry whole batches"
+                )
+            header = ensure_valid(buf, pos)
+            if size > self.config.max_message_bytes:
+                raise RecordBatchTooLargeError(
+                    f"{self.dir.name}: a batch of {size} bytes exceeds max.message.bytes="
+                    f"{self.config.max_message_bytes}; send smaller batches (batch.size) or "
+                    "raise max.message.bytes for the topic"
+                )
+            if size > self.config.segment_bytes:
+                raise RecordBatchTooLargeError(
+                    f"{self.dir.name}: a batch of {size} bytes does not fit in a segment "
+                    f"(segment.bytes={self.config.segment_bytes}); raise segment.bytes"
+                )
+            if origin is not AppendOrigin.REPLICATION:
+                if header.records_count != header.last_offset_delta + 1:
+                    raise InvalidRecordError(
+                        f"{self.dir.name}: batch at position {pos} says {header.records_count} "
+                        f"records but lastOffsetDelta {header.last_offset_delta}"
+                    )
+                if header.is_control_batch and origin is AppendOrigin.CLIENT:
+                    raise InvalidRecordError(
+                        f"{self.dir.name}: clients may not write control batches; "
+                        "transaction markers are written by the transaction coordinator"
+                    )
+            headers.append((pos, header))
+            pos += size
+        if not headers:
+            raise InvalidRecordError(f"{self.dir.name}: an append must carry at least one batch")
+        return headers
+
+    def _append(
+        self, buf: bytes | bytearray, headers: list[tuple[int, BatchHeader]], append_time: int
+    ) -> LogAppendInfo:
+        first = headers[0][1].base_offset
+        last = headers[-1][1].last_offset
+        max_ts, offset_of_max = -1, first
+        batches = []
+        for pos, header in headers:
+            if header.max_timestamp > max_ts:
+                max_ts, offset_of_max = header.max_timestamp, header.last_offset
+            batches.append((pos, header.size_in_bytes, header.last_offset, header.max_timestamp))
+        now = self.clock()
+        reason = self.active_segment.should_roll(
+            messages_size=len(buf),
+            max_offset_in_messages=last,
+            max_timestamp=max_ts,
+            now_ms=now,
+            config=self.config,
+        )
+        if reason is not None:
+            self.roll(first)
+        self.active_segment.append(last, max_ts, offset_of_max, buf, batches)
+        self._log_end_offset = last + 1
+        if self.unflushed_messages >= self.config.flush_messages:
+            self.flush()
+        return LogAppendInfo(
+            first_offset=first,
+            last_offset=last,
+            max_timestamp=max_ts,
+            offset_of_max_timestamp=offset_of_max,
+            log_append_time=append_time,
+            log_start_offset=self.log_start_offset,
+            num_batches=len(headers),
+            num_records=sum(h.records_count for _, h in headers),
+            valid_bytes=len(buf),
+            rolled=reason,
+        )
+
+    # -- reads ----------------------------------------------------------------------------
+
+    def read(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        max_offset: int | None = None,
+        min_one_message: bool = True,
+    ) -> FetchDataInfo:
+        """The file byte range holding batches from `start_offset`, at most
+        `max_bytes` (but one whole first batch when `min_one_message`), and only
+        batches below `max_offset` (a consumer's limit is the high watermark).
+
+        Kafka: UnifiedLog.read. Raises OffsetOutOfRangeError outside
+        [log start offset, LEO].
+        """
+        leo = self.log_end_offset
+        if start_offset > leo or start_offset < self.log_start_offset:
+            raise OffsetOutOfRangeError(start_offset, self.log_start_offset, leo, self.dir.name)
+        limit = leo if max_offset is None else min(max_offset, leo)
+        if start_offset >= limit:
+            return FetchDataInfo(LogOffsetMetadata(start_offset))
+        limit_meta = self.offset_metadata(limit)
+        for segment in self._segments[max(0, self._floor_index(start_offset)) :]:
+            if segment.base_offset == limit_meta.segment_base_offset:
+                max_position = limit_meta.relative_position_in_segment
+            else:
+                max_position = segment.size
+            info = segment.read(start_offset, max_bytes, max_position, min_one_message)
+            if info is not None:
+                return info
+        return FetchDataInfo(LogOffsetMetadata(start_offset))
+
+    def offset_metadata(self, offset: int) -> LogOffsetMetadata:
+        """Which segment and byte position `offset`'s batch starts at (its end if past)."""
+        i = self._floor_index(offset)
+        if i < 0:
+            raise OffsetOutOfRangeError(
+                offset, self.log_start_offset, self.log_end_offset, self.dir.name
+            )
+        segment = self._segments[i]
+        found = segment.translate_offset(offset)
+        position = segment.size if found is None else found.position
+        return LogOffsetMetadata(offset, segment.base_offset, position)
+
+    def fetch_offset_by_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
+        """ListOffsets: EARLIEST_TIMESTAMP (-2), LATEST_TIMESTAMP (-1),
+        MAX_TIMESTAMP (-3), or the first record with a timestamp >= `timestamp`
+        (None when there is none). Kafka: UnifiedLog.fetchOffsetByTimestamp."""
+        if timestamp == EARLIEST_TIMESTAMP:
+            return TimestampAndOffset(-1, self.log_start_offset, -1)
+        if timestamp == LATEST_TIMESTAMP:
+            return TimestampAndOffset(-1, self.log_end_offset, -1)
+        if timestamp == MAX_TIMESTAMP:
+            best = max(self._segments, key=lambda s: s.max_timestamp_so_far)
+            if best.max_timestamp_so_far < 0:
+                return None
+            return TimestampAndOffset(
+                best.max_timestamp_so_far, best.offset_of_max_timestamp_so_far, -1
+            )
+        for segment in self._segments:
+            if segment.max_timestamp_so_far >= timestamp or segment is self.active_segment:
+                found = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
+                if found is not None:
+                    return TimestampAndOffset(*found)
+        return None
+
+    # -- rolling, flushing, high watermark ----------------------------------------------------
+
+    def roll(self, expected_next_offset: int | None = None) -> LogSegment:
+        """Start a new active segment at max(expected_next_offset, LEO).
+
+        Kafka: UnifiedLog.roll. The old active segment gets its final time index
+        entry and its indexes trimmed to size.
+        """
+        new_base = max(expected_next_offset or 0, self.log_end_offset)
+        old = self.active_segment
+        if old.base_offset == new_base:
+            if old.size == 0:
+                return old  # an empty active segment at the LEO is already what we want
+            raise RuntimeError(f"cannot roll {self.dir.name}: segment {new_base} already exists")
+        old.on_become_inactive_segment()
+        segment = LogSegment.open(self.dir, new_base, self.config, now_ms=self.clock())
+        self._add_segment(segment)
+        return segment
+
+    def flush(self) -> None:
+        """fsync every segment with unflushed data and move the recovery point to the LEO.
+
+        Kafka: UnifiedLog.flush. Triggered by flush.messages after an append, by
+        flush.ms from `maybe_flush`, and on close.
+        """
+        leo = self.log_end_offset
+        for segment in self._segments[max(0, self._floor_index(self.recovery_point)) :]:
+            segment.flush()
+        self.recovery_point = leo
+        self.last_flush_ms = self.clock()
+
+    def maybe_flush(self) -> bool:
+        """Flush when flush.ms has passed since the last flush and data is waiting."""
+        if (
+            self.unflushed_messages > 0
+            and self.clock() - self.last_flush_ms >= self.config.flush_ms
+        ):
+            self.flush()
+            return True
+        return False
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the high watermark, clamped to [log start offset, LEO]; returns it.
+        (The Partition layer moves it as replicas confirm data; a single-replica
+        log may move it to the LEO after each append.)"""
+        self.high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
+        return self.high_watermark
+
+    def maybe_increment_log_start_offset(self, new_log_start_offset: int) -> bool:
+        """DeleteRecords: move the log start offset forward (never past the HW);
+        segments wholly below it go at the next retention pass."""
+        if new_log_start_offset > self.high_watermark:
+            raise OffsetOutOfRangeError(
+                new_log_start_offset, self.log_start_offset, self.high_watermark + 1, self.dir.name
+            )
+        if new_log_start_offset <= self.log_start_offset:
+            return False
+        self.log_start_offset = new_log_start_offset
+        return True
+
+    # -- retention ----------------------------------------------------------------------------
+
+    def delete_old_segments(self) -> list[DeletedSegment]:
+        """Apply retention.ms, retention.bytes and the log start offset; return what went.
+
+        Kafka: UnifiedLog.deleteOldSegments. Only a prefix of segments can go,
+        each wholly below the high watermark; if every segment goes, a new empty
+        active segment is rolled first so the log always has one.
+        """
+        now = self.clock()
+        deleted: list[DeletedSegment] = []
+        if self.config.retention_ms >= 0:
+            deleted += self._delete_prefix(
+                lambda seg, _next: now - seg.largest_timestamp() > self.config.retention_ms,
+                lambda seg: (
+                    f"retention.ms: newest record is {now - seg.largest_timestamp()} "
+                    f"ms old > {self.config.retention_ms}"
+                ),
+            )
+        if self.config.retention_bytes >= 0:
+            excess = [self.size - self.config.retention_bytes]
+
+            def over_size(seg: LogSegment, _next: LogSegment | None) -> bool:
+                if excess[0] - seg.size >= 0:
+                    excess[0] -= seg.size
+                    return True
+                return False
+
+            deleted += self._delete_prefix(
+                over_size,
+                lambda seg: (
+                    f"retention.bytes: log is {self.size} bytes > {self.config.retention_bytes}"
+                ),
+            )
+        deleted += self._delete_prefix(
+            lambda seg, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset,
+            lambda seg: f"log start offset {self.log_start_offset} is past it",
+        )
+        return deleted
+
+    def _delete_prefix(self, predicate, describe) -> list[DeletedSegment]:
+        doomed: list[tuple[LogSegment, str]] = []
+        for i, segment in enumerate(self._segments):
+            nxt = self._segments[i + 1] if i + 1 < len(self._segments) else None
+            upper = nxt.base_offset if nxt is not None else self.log_end_offset
+            if nxt is None and segment.size == 0:
+                break
+            if self.high_watermark < upper or not predicate(segment, nxt):
+                break
+            doomed.append((segment, describe(segment)))
+        if not doomed:
+            return []
+        if len(doomed) == len(self._segments):
+            self.roll()
+        out = []
+        for segment, reason in doomed:
+            out.append(DeletedSegment(segment.base_offset, segment.size, reason))
+            self._delete_segment(segment)
+        self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
+        return out
+
+    def _delete_segment(self, segment: LogSegment) -> None:
+        """Rename the files `.deleted` (so a crash mid-way leaves no half segment in
+        the log), then delete them. Kafka waits file.delete.delay.ms before the
+        delete so in-flight reads finish; our reads copy or send synchronously."""
+        i = self._bases.index(segment.base_offset)
+        del self._segments[i]
+        del self._bases[i]
+        segment.change_file_suffixes("", DELETED_FILE_SUFFIX)
+        segment.delete()
+
+    # -- truncation (replication) -------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> bool:
+        """Remove every record at `offset` or later (a follower dropping a
+        divergent tail). Returns False when there was nothing to remove."""
+        if offset < 0:
+            raise ValueError(f"cannot truncate {self.dir.name} to a negative offset {offset}")
+        if offset >= self.log_end_offset:
+            return False
+        if offset < self.log_start_offset:
+            self.truncate_fully_and_start_at(offset)
+            return True
+        while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
+            segment = self._segments[-1]
+            self._delete_segment(segment)
+        self.active_segment.truncate_to(offset)
+        self._log_end_offset = self.active_segment.read_next_offset()
+        self.recovery_point = min(self.recovery_point, self._log_end_offset)
+        self.high_watermark = min(self.high_watermark, self._log_end_offset)
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete everything and start an empty log at `offset` (a follower far
+        behind a leader whose log now starts later)."""
+        for segment in list(self._segments):
+            self._delete_segment(segment)
+        self._add_segment(LogSegment.open(self.dir, offset, self.config, now_ms=self.clock()))
+        self._log_end_offset = offset
+        self.log_start_offset = offset
+        self.recovery_point = offset
+        self.high_watermark = offset
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Flush and close every file. The log directory stays as it is."""
+        if not self._segments:
+            return
+        self.flush()
+        for segment in self._segments:
+            segment.close()
+        self._segments = []
+        self._bases = []
+
+    def delete(self) -> None:
+        """Delete every file and the directory."""
+        for segment in list(self._segments):
+            self._delete_segment(segment)
+        for leftover in self.dir.iterdir():
+            leftover.unlink()
+        self.dir.rmdir()
+
+    def __enter__(self) -> UnifiedLog:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"UnifiedLog({self.dir.name}: [{self.log_start_offset}, {self.log_end_offset}), "
+            f"{len(self._segments)} segments, hw={self.high_watermark})"
+        )
+
+
+#: Kafka's older name, as in the course material.
+Log = UnifiedLog
