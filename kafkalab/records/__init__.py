@@ -1,12 +1,12 @@
 """kafkalab.records: Kafka's record format (RecordBatch v2, magic 2), pure, no I/O.
 
-    record_batch     the 61-byte batch header: read, CRC-check, patch in place (hot path)
-    memory_records   build_batch / decode_batch / iter_batches (Kafka: MemoryRecordsBuilder)
-    record           Record and Header, one record's varint encoding (Kafka: DefaultRecord)
-    control_record   COMMIT / ABORT transaction markers (Kafka: EndTransactionMarker)
-    compression      gzip, snappy (xerial), lz4 (frame), zstd
-    varint           zigzag varints (Kafka: ByteUtils)
-    crc              CRC-32C
+record_batch     the 61-byte batch header: read, CRC-check, patch in place (hot path)
+memory_records   build_batch / decode_batch / iter_batches (Kafka: MemoryRecordsBuilder)
+record           Record and Header, one record's varint encoding (Kafka: DefaultRecord)
+control_record   COMMIT / ABORT transaction markers (Kafka: EndTransactionMarker)
+compression      gzip, snappy (xerial), lz4 (frame), zstd
+varint           zigzag varints (Kafka: ByteUtils)
+crc              CRC-32C
 """
 
 from kafkalab.records.compression import CompressionError

@@ -7,8 +7,8 @@ broker can read offsets and check CRCs without decompressing.
 
 What each codec writes, as the Java producer does:
 
-- GZIP: a gzip member (RFC 1952) with mtime 0; level `compression.gzip.level`
-  (Kafka's default -1 means zlib's 6).
+- GZIP: a gzip member (RFC 1952) with mtime 0 and OS 255, as kafka-python writes
+  it; level `compression.gzip.level` (Kafka's default -1 means zlib's 6).
 - SNAPPY: Xerial's framing: a 16-byte header (0x82 'SNAPPY' 0x00, version 1,
   compatible 1), then blocks of at most 32 KiB of input, each a big-endian
   int32 length and raw snappy bytes. Readers also accept plain raw snappy,
@@ -55,7 +55,7 @@ def compress(
     if level is None or level == -1:
         level = DEFAULT_LEVELS.get(codec)
     if codec == CompressionType.GZIP:
-        return gzip.compress(data, compresslevel=level, mtime=0)
+        return _gzip_member(data, level)
     if codec == CompressionType.SNAPPY:
         out = bytearray(XERIAL_HEADER)
         for start in range(0, len(data), XERIAL_BLOCK_SIZE):
@@ -75,6 +75,17 @@ def compress(
     if codec == CompressionType.ZSTD:
         return bytes(cramjam.zstd.compress(data, level=level))
     raise ValueError(f"unknown compression codec {codec}")
+
+
+def _gzip_member(data: bytes, level: int) -> bytes:
+    """One gzip member (RFC 1952): 10-byte header with mtime 0, no file name, XFL
+    from the level and OS 255 (unknown), as Python's GzipFile and so kafka-python
+    write it; then raw deflate, CRC-32 and the length mod 2**32."""
+    xfl = 2 if level == 9 else 4 if level == 1 else 0
+    header = b"\x1f\x8b\x08\x00" + struct.pack("<I", 0) + bytes([xfl, 255])
+    deflate = zlib.compressobj(level, zlib.DEFLATED, -zlib.MAX_WBITS)
+    body = deflate.compress(data) + deflate.flush()
+    return header + body + struct.pack("<II", zlib.crc32(data), len(data) & 0xFFFFFFFF)
 
 
 def decompress(codec: CompressionType, data: bytes | bytearray | memoryview) -> bytes:

@@ -32,8 +32,8 @@ attributes, timestamps or producer fields does.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 from enum import IntEnum
+from typing import NamedTuple
 
 from kafkalab.records.crc import crc32c
 
@@ -110,9 +110,11 @@ class InvalidRecordError(CorruptRecordError):
     """A batch is well-formed bytes but breaks a rule (bad magic, bad counts)."""
 
 
-@dataclass(frozen=True, slots=True)
-class BatchHeader:
-    """The 61-byte header of one batch, decoded. Cheap: no records are touched."""
+class BatchHeader(NamedTuple):
+    """The 61-byte header of one batch, decoded. Cheap: no records are touched.
+
+    A NamedTuple rather than a frozen dataclass: it is built for every batch on
+    the produce path, and a tuple is several times faster to create."""
 
     base_offset: int
     batch_length: int
@@ -177,7 +179,7 @@ def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeade
             f"batch header at position {pos} needs {RECORD_BATCH_OVERHEAD} bytes, "
             f"only {len(buf) - pos} remain"
         )
-    header = BatchHeader(*_HEADER.unpack_from(buf, pos))
+    header = BatchHeader._make(_HEADER.unpack_from(buf, pos))
     if header.magic != MAGIC:
         raise InvalidRecordError(
             f"batch at position {pos} has magic {header.magic}; kafkalab reads only "

@@ -59,6 +59,10 @@ class AbstractIndex:
         self._mmap: mmap.mmap | None = None
         self._map()
         self._entries = self._count_entries()
+        self._on_entries_changed()
+
+    def _on_entries_changed(self) -> None:
+        """Hook for subclasses that cache their last entry."""
 
     # -- mapping ---------------------------------------------------------------------------
 
@@ -166,6 +170,7 @@ class AbstractIndex:
             end = self._entries * self.ENTRY_SIZE
             self._mmap[start:end] = bytes(end - start)  # keep unused slots zero
         self._entries = min(entries, self._entries)
+        self._on_entries_changed()
 
     def truncate_to(self, offset: int) -> None:
         """Remove every entry whose offset is >= `offset`."""

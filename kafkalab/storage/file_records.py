@@ -93,11 +93,11 @@ class FileRecords:
 
     def append(self, data: bytes | bytearray | memoryview) -> int:
         """Write `data` at the end. Returns the bytes written (all of them)."""
-        self._check_whole_file("append to")
-        view = memoryview(data)
-        written = 0
-        while written < len(view):
-            written += os.pwrite(self._fd, view[written:], self._size + written)
+        if self.is_slice:
+            self._check_whole_file("append to")
+        written = os.pwrite(self._fd, data, self._size)
+        while written < len(data):  # a short write: rare, but allowed by POSIX
+            written += os.pwrite(self._fd, memoryview(data)[written:], self._size + written)
         self._size += written
         return written
 

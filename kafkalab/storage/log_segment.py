@@ -189,7 +189,7 @@ class LogSegment:
         """
         if not records:
             return
-        if not self.can_convert_to_relative_offset(largest_offset):
+        if not 0 <= largest_offset - self.base_offset <= INT32_MAX:
             raise LogOffsetMetadataError(
                 f"offset {largest_offset} cannot be stored in segment {self.base_offset}: "
                 "relative offsets must fit in an int32; the log should have rolled"
@@ -291,7 +291,6 @@ class LogSegment:
 
     def should_roll(
         self,
-        *,
         messages_size: int,
         max_offset_in_messages: int,
         max_timestamp: int,
@@ -300,16 +299,18 @@ class LogSegment:
     ) -> str | None:
         """Why the next append must go to a new segment, or None (Kafka: shouldRoll).
         The reason string is what the labs show."""
-        reach = self.time_waited_for_roll(now_ms, max_timestamp)
-        if self.size > config.segment_bytes - messages_size:
-            return f"segment.bytes: {self.size} + {messages_size} bytes > {config.segment_bytes}"
-        if self.size > 0 and reach > config.segment_ms - self.roll_jitter_ms:
-            return f"segment.ms: segment is {reach} ms old > {config.segment_ms}"
+        size = self.log.size_in_bytes()
+        if size > config.segment_bytes - messages_size:
+            return f"segment.bytes: {size} + {messages_size} bytes > {config.segment_bytes}"
+        if size > 0:
+            reach = self.time_waited_for_roll(now_ms, max_timestamp)
+            if reach > config.segment_ms - self.roll_jitter_ms:
+                return f"segment.ms: segment is {reach} ms old > {config.segment_ms}"
         if self.offset_index.is_full():
             return f"offset index full ({self.offset_index.entries} entries)"
         if self.time_index.is_full():
             return f"time index full ({self.time_index.entries} entries)"
-        if not self.can_convert_to_relative_offset(max_offset_in_messages):
+        if not 0 <= max_offset_in_messages - self.base_offset <= INT32_MAX:
             return f"offset {max_offset_in_messages} does not fit relative to {self.base_offset}"
         return None
 

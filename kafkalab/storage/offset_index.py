@@ -44,10 +44,13 @@ class OffsetIndex(AbstractIndex):
         relative, position = _ENTRY.unpack_from(self._mmap, n * self.ENTRY_SIZE)
         return OffsetPosition(self.base_offset + relative, position)
 
+    def _on_entries_changed(self) -> None:
+        self._last_offset = self.entry(self._entries - 1).offset if self._entries else None
+
     @property
     def last_offset(self) -> int:
         """Offset of the last entry; the base offset when there is none."""
-        return self.entry(self._entries - 1).offset if self._entries else self.base_offset
+        return self.base_offset if self._last_offset is None else self._last_offset
 
     def lookup(self, target_offset: int) -> OffsetPosition:
         """The entry with the largest offset <= `target_offset`, or (base offset, 0)
@@ -82,7 +85,7 @@ class OffsetIndex(AbstractIndex):
     def append(self, offset: int, position: int) -> None:
         """Add an entry; offsets must increase (Kafka: OffsetIndex.append)."""
         self._check_appendable()
-        if self._entries and offset <= self.last_offset:
+        if self._last_offset is not None and offset <= self._last_offset:
             raise InvalidOffsetError(
                 f"attempt to append offset {offset} to {self.path.name} after offset "
                 f"{self.last_offset}: index entries must have increasing offsets"
@@ -93,3 +96,4 @@ class OffsetIndex(AbstractIndex):
             self._mmap, self._entries * self.ENTRY_SIZE, self.relative_offset(offset), position
         )
         self._entries += 1
+        self._last_offset = offset

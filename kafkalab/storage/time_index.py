@@ -41,12 +41,17 @@ class TimeIndex(AbstractIndex):
         timestamp, relative = _ENTRY.unpack_from(self._mmap, n * self.ENTRY_SIZE)
         return TimestampOffset(timestamp, self.base_offset + relative)
 
+    def _on_entries_changed(self) -> None:
+        self._last = (
+            self.entry(self._entries - 1)
+            if self._entries
+            else TimestampOffset(-1, self.base_offset)
+        )
+
     @property
     def last_entry(self) -> TimestampOffset:
         """The last entry; TimestampOffset(-1, base offset) when there is none."""
-        if not self._entries:
-            return TimestampOffset(-1, self.base_offset)
-        return self.entry(self._entries - 1)
+        return self._last
 
     def is_full(self) -> bool:
         # One slot stays free for the final entry written on roll/close.
@@ -74,7 +79,7 @@ class TimeIndex(AbstractIndex):
         (Kafka: TimeIndex.maybeAppend). `skip_full_check` uses the spare slot."""
         if not self.writable:
             raise InvalidOffsetError(f"index {self.path} is open read-only")
-        last = self.last_entry
+        last = self._last
         if self._entries and offset < last.offset:
             raise InvalidOffsetError(
                 f"attempt to append offset {offset} to {self.path.name} after offset "
@@ -93,3 +98,4 @@ class TimeIndex(AbstractIndex):
             self._mmap, self._entries * self.ENTRY_SIZE, timestamp, self.relative_offset(offset)
         )
         self._entries += 1
+        self._last = TimestampOffset(timestamp, offset)

@@ -41,7 +41,6 @@ from kafkalab.records.record_batch import (
     InvalidRecordError,
     TimestampType,
     ensure_valid,
-    iter_headers,
     peek_size,
     set_base_offset,
     set_max_timestamp_and_type,
@@ -83,7 +82,7 @@ class AppendOrigin(Enum):
     REPLICATION = "replication"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: built on every append, and frozen init is slow
 class LogAppendInfo:
     """What an append did (Kafka: LogAppendInfo)."""
 
@@ -289,16 +288,21 @@ class UnifiedLog:
         """
         buf = bytearray(records)
         headers = self._validate(buf, origin)
-        now = self.clock()
-        append_time = now if self.config.message_timestamp_type == "LogAppendTime" else -1
-        offset = self.log_end_offset
+        append_time = -1
+        if self.config.message_timestamp_type == "LogAppendTime":
+            append_time = self.clock()
+        offset = self._log_end_offset
+        batches = []
         for pos, header in headers:
             set_base_offset(buf, pos, offset)
             set_partition_leader_epoch(buf, pos, leader_epoch)
+            max_timestamp = header.max_timestamp
             if append_time >= 0:
                 set_max_timestamp_and_type(buf, pos, append_time, TimestampType.LOG_APPEND_TIME)
+                max_timestamp = append_time
             offset += header.last_offset_delta + 1
-        return self._append(buf, list(iter_headers(buf)), append_time)
+            batches.append((pos, header.size_in_bytes, offset - 1, max_timestamp))
+        return self._append(buf, batches, headers, append_time)
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo:
         """Append batches with the offsets and epochs the leader gave them.
@@ -321,7 +325,8 @@ class UnifiedLog:
                     last,
                 )
             expected = header.next_offset
-        return self._append(buf, headers, -1)
+        batches = [(pos, h.size_in_bytes, h.last_offset, h.max_timestamp) for pos, h in headers]
+        return self._append(buf, batches, headers, -1)
 
     def _validate(
         self, buf: bytes | bytearray, origin: AppendOrigin
@@ -366,41 +371,42 @@ class UnifiedLog:
         return headers
 
     def _append(
-        self, buf: bytes | bytearray, headers: list[tuple[int, BatchHeader]], append_time: int
+        self,
+        buf: bytes | bytearray,
+        batches: list[tuple[int, int, int, int]],
+        headers: list[tuple[int, BatchHeader]],
+        append_time: int,
     ) -> LogAppendInfo:
-        first = headers[0][1].base_offset
-        last = headers[-1][1].last_offset
+        """Write validated batches: `batches` holds (position, size, last offset,
+        max timestamp) of each, as they will be stored."""
+        last = batches[-1][2]
+        first = batches[0][2] - headers[0][1].last_offset_delta
         max_ts, offset_of_max = -1, first
-        batches = []
-        for pos, header in headers:
-            if header.max_timestamp > max_ts:
-                max_ts, offset_of_max = header.max_timestamp, header.last_offset
-            batches.append((pos, header.size_in_bytes, header.last_offset, header.max_timestamp))
-        now = self.clock()
-        reason = self.active_segment.should_roll(
-            messages_size=len(buf),
-            max_offset_in_messages=last,
-            max_timestamp=max_ts,
-            now_ms=now,
-            config=self.config,
-        )
+        for _, _, last_offset, max_timestamp in batches:
+            if max_timestamp > max_ts:
+                max_ts, offset_of_max = max_timestamp, last_offset
+        segment = self._segments[-1]
+        reason = segment.should_roll(len(buf), last, max_ts, self.clock(), self.config)
         if reason is not None:
-            self.roll(first)
-        self.active_segment.append(last, max_ts, offset_of_max, buf, batches)
+            segment = self.roll(first)
+        segment.append(last, max_ts, offset_of_max, buf, batches)
         self._log_end_offset = last + 1
-        if self.unflushed_messages >= self.config.flush_messages:
+        if self._log_end_offset - self.recovery_point >= self.config.flush_messages:
             self.flush()
+        num_records = 0
+        for _, header in headers:
+            num_records += header.records_count
         return LogAppendInfo(
-            first_offset=first,
-            last_offset=last,
-            max_timestamp=max_ts,
-            offset_of_max_timestamp=offset_of_max,
-            log_append_time=append_time,
-            log_start_offset=self.log_start_offset,
-            num_batches=len(headers),
-            num_records=sum(h.records_count for _, h in headers),
-            valid_bytes=len(buf),
-            rolled=reason,
+            first,
+            last,
+            max_ts,
+            offset_of_max,
+            append_time,
+            self.log_start_offset,
+            len(headers),
+            num_records,
+            len(buf),
+            reason,
         )
 
     # -- reads ----------------------------------------------------------------------------

@@ -15,20 +15,34 @@ from kafkalab.storage.unified_log import AppendOrigin, UnifiedLog
 def run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "kafkalab", "dump-log", *args],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
 def make_log(path):
     log = UnifiedLog(path, LogConfig(index_interval_bytes=50, segment_bytes=2000))
     for i in range(20):
-        log.append_as_leader(build_batch(
-            [SimpleRecord(f"value-{i}".encode(), key=f"k{i}".encode(),
-                          headers=(Header("trace", b"1"),), timestamp=1000 + i)],
-            producer_id=42, producer_epoch=0, base_sequence=i,
-        ))
-    log.append_as_leader(build_end_txn_marker_batch(42, 0, ControlRecordType.COMMIT, 3),
-                         origin=AppendOrigin.COORDINATOR)
+        log.append_as_leader(
+            build_batch(
+                [
+                    SimpleRecord(
+                        f"value-{i}".encode(),
+                        key=f"k{i}".encode(),
+                        headers=(Header("trace", b"1"),),
+                        timestamp=1000 + i,
+                    )
+                ],
+                producer_id=42,
+                producer_epoch=0,
+                base_sequence=i,
+            )
+        )
+    log.append_as_leader(
+        build_end_txn_marker_batch(42, 0, ControlRecordType.COMMIT, 3),
+        origin=AppendOrigin.COORDINATOR,
+    )
     log.close()
 
 

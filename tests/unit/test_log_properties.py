@@ -102,8 +102,14 @@ class LogMachine(RuleBasedStateMachine):
     def clean_reopen(self) -> None:
         start, point = self.log.log_start_offset, self.log.recovery_point
         self.log.close()
-        self.log = UnifiedLog(self.dir, CONFIG, log_start_offset=start, recovery_point=point,
-                              clean_shutdown=True, clock=self.clock)
+        self.log = UnifiedLog(
+            self.dir,
+            CONFIG,
+            log_start_offset=start,
+            recovery_point=point,
+            clean_shutdown=True,
+            clock=self.clock,
+        )
 
     @rule(damage=st.sampled_from(["tear", "flip", "garbage", "none"]), where=st.floats(0, 1))
     def crash(self, damage: str, where: float) -> None:
@@ -132,8 +138,9 @@ class LogMachine(RuleBasedStateMachine):
             for later in self.dir.glob("*.log"):  # later segments hold unflushed data too
                 if int(later.stem) > flushed_pos.segment_base_offset:
                     later.write_bytes(later.read_bytes()[: len(later.read_bytes()) // 2])
-        self.log = UnifiedLog(self.dir, CONFIG, log_start_offset=start, recovery_point=point,
-                              clock=self.clock)
+        self.log = UnifiedLog(
+            self.dir, CONFIG, log_start_offset=start, recovery_point=point, clock=self.clock
+        )
         survived = read_all(self.log)
         assert survived[: len(flushed)] == flushed, "a flushed record was lost"
         assert survived == self.model[: len(survived)], "recovery produced a record never written"
@@ -156,6 +163,8 @@ def _fields(config: LogConfig) -> dict:
 
 TestLogMachine = LogMachine.TestCase
 TestLogMachine.settings = settings(
-    max_examples=60, stateful_step_count=25, deadline=None,
+    max_examples=60,
+    stateful_step_count=25,
+    deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )

@@ -275,7 +275,7 @@ def test_recovery_cuts_torn_and_corrupt_tails_and_rebuilds_indexes(tmp_path, clo
         log.append_as_leader(batch(bytes([i]) * 100))
     log.flush()
     flushed = read_all(log)
-    for i in range(5):
+    for _ in range(5):
         log.append_as_leader(batch(b"late" * 10))
     recovery_point = log.recovery_point
     assert recovery_point == 30
@@ -347,7 +347,10 @@ def test_log_manager_checkpoints_and_clean_shutdown(tmp_path, clock):
 def test_log_manager_tick_runs_retention_and_flush_ms(tmp_path, clock):
     config = LogConfig(segment_bytes=200, retention_ms=1000, flush_ms=500)
     manager = LogManager(
-        tmp_path, config, retention_check_interval_ms=100, flush_check_interval_ms=100,
+        tmp_path,
+        config,
+        retention_check_interval_ms=100,
+        flush_check_interval_ms=100,
         clock=clock,
     )
     log = manager.get_or_create_log("t", 0)
@@ -366,7 +369,9 @@ def test_log_manager_tick_runs_retention_and_flush_ms(tmp_path, clock):
 def test_log_config_names_defaults_and_errors():
     config = LogConfig.from_properties({"segment.bytes": "1024", "retention.ms": "-1"})
     assert (config.segment_bytes, config.retention_ms, config.index_interval_bytes) == (
-        1024, -1, 4096,
+        1024,
+        -1,
+        4096,
     )
     broker = LogConfig.from_properties(
         {"log.segment.bytes": "2048", "log.retention.hours": "1", "node.id": "1"},
