@@ -206,12 +206,14 @@ class UnifiedLog:
         its CRC checked. When a segment had to be cut, everything after it is
         garbage from the crash and its segments are deleted.
         """
-        start = max(0, self._floor_index(recovery_point))
-        i = start
+        rebuilt = dict(self.recovered)  # segments already recovered while loading
+        i = max(0, self._floor_index(recovery_point))
         while i < len(self._segments):
             segment = self._segments[i]
-            truncated = segment.recover()
-            self._note_recovered(segment.base_offset, truncated)
+            truncated = rebuilt.get(segment.base_offset)
+            if truncated is None:
+                truncated = segment.recover()
+                self._note_recovered(segment.base_offset, truncated)
             if truncated > 0:
                 for later in self._segments[i + 1 :]:
                     log.warning(
