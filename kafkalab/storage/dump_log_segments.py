@@ -216,10 +216,10 @@ def dump_paths(
     files: list[Path] = []
     for path in paths:
         if path.is_dir():
+            order = {LOG_FILE_SUFFIX: 0, INDEX_FILE_SUFFIX: 1, TIME_INDEX_FILE_SUFFIX: 2}
             files += sorted(
-                p
-                for p in path.iterdir()
-                if p.suffix in (LOG_FILE_SUFFIX, INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX)
+                (p for p in path.iterdir() if p.suffix in order),
+                key=lambda p: (p.stem, order[p.suffix]),
             )
         else:
             files.append(path)

@@ -199,16 +199,21 @@ class LogSegment:
             self._rolling_based_timestamp = largest_timestamp
         self.log.append(records)
         current = self._max_ts_and_offset()
+        max_ts, max_ts_offset = current.timestamp, current.offset
+        since_entry = self._bytes_since_last_index_entry
+        interval = self.index_interval_bytes
         for rel_position, size, last_offset, max_timestamp in batches:
-            if max_timestamp > current.timestamp:
-                current = TimestampOffset(max_timestamp, last_offset)
+            if max_timestamp > max_ts:
+                max_ts, max_ts_offset = max_timestamp, last_offset
             # Kafka: one index entry per index.interval.bytes of appended batches.
-            if self._bytes_since_last_index_entry > self.index_interval_bytes:
+            if since_entry > interval:
                 self.offset_index.append(last_offset, physical_position + rel_position)
-                self.time_index.maybe_append(current.timestamp, current.offset)
-                self._bytes_since_last_index_entry = 0
-            self._bytes_since_last_index_entry += size
-        self._max_timestamp_and_offset = current
+                self.time_index.maybe_append(max_ts, max_ts_offset)
+                since_entry = 0
+            since_entry += size
+        self._bytes_since_last_index_entry = since_entry
+        if max_ts != current.timestamp:
+            self._max_timestamp_and_offset = TimestampOffset(max_ts, max_ts_offset)
 
     # -- reads --------------------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,6 +36,9 @@ from enum import Enum
 from pathlib import Path
 
 from kafkalab.records.record_batch import (
+    CONTROL_FLAG_MASK,
+    LOG_OVERHEAD,
+    PARTITION_LEADER_EPOCH_OFFSET,
     RECORD_BATCH_OVERHEAD,
     BatchHeader,
     CorruptRecordError,
@@ -42,9 +46,7 @@ from kafkalab.records.record_batch import (
     TimestampType,
     ensure_valid,
     peek_size,
-    set_base_offset,
     set_max_timestamp_and_type,
-    set_partition_leader_epoch,
 )
 from kafkalab.storage.errors import (
     CorruptIndexError,
@@ -66,6 +68,9 @@ from kafkalab.storage.log_segment import (
 )
 
 log = logging.getLogger(__name__)
+
+_INT64 = struct.Struct(">q")
+_INT32 = struct.Struct(">i")
 
 #: ListOffsets special timestamps (Kafka: ListOffsetsRequest.*_TIMESTAMP).
 EARLIEST_TIMESTAMP = -2
@@ -286,9 +291,10 @@ class UnifiedLog:
 
         Kafka: UnifiedLog.appendAsLeader. Raises CorruptRecordError (bad CRC or
         framing), InvalidRecordError, RecordBatchTooLargeError; nothing is written
-        unless every batch is valid.
+        unless every batch is valid. A bytearray is patched in place (as Kafka
+        patches the request's buffer); other buffers are copied first.
         """
-        buf = bytearray(records)
+        buf = records if isinstance(records, bytearray) else bytearray(records)
         headers = self._validate(buf, origin)
         append_time = -1
         if self.config.message_timestamp_type == "LogAppendTime":
@@ -296,14 +302,16 @@ class UnifiedLog:
         offset = self._log_end_offset
         batches = []
         for pos, header in headers:
-            set_base_offset(buf, pos, offset)
-            set_partition_leader_epoch(buf, pos, leader_epoch)
+            # The leader assigns offsets and stamps its epoch: both fields sit
+            # before the CRC'd range, so the CRC stays valid.
+            _INT64.pack_into(buf, pos, offset)
+            _INT32.pack_into(buf, pos + PARTITION_LEADER_EPOCH_OFFSET, leader_epoch)
             max_timestamp = header.max_timestamp
             if append_time >= 0:
                 set_max_timestamp_and_type(buf, pos, append_time, TimestampType.LOG_APPEND_TIME)
                 max_timestamp = append_time
             offset += header.last_offset_delta + 1
-            batches.append((pos, header.size_in_bytes, offset - 1, max_timestamp))
+            batches.append((pos, header.batch_length + LOG_OVERHEAD, offset - 1, max_timestamp))
         return self._append(buf, batches, headers, append_time)
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo:
@@ -335,33 +343,28 @@ class UnifiedLog:
     ) -> list[tuple[int, BatchHeader]]:
         """Every batch whole, CRC-checked, within max.message.bytes and segment.bytes."""
         headers: list[tuple[int, BatchHeader]] = []
+        config = self.config
+        limit = min(config.max_message_bytes, config.segment_bytes)
+        from_client = origin is AppendOrigin.CLIENT
+        end = len(buf)
         pos = 0
-        while pos < len(buf):
+        while pos < end:
             size = peek_size(buf, pos)
-            if size is None or size < RECORD_BATCH_OVERHEAD or pos + size > len(buf):
+            if size is None or size < RECORD_BATCH_OVERHEAD or pos + size > end:
                 raise CorruptRecordError(
                     f"{self.dir.name}: the records end with a partial batch at position {pos}; "
                     "a produce request must carry whole batches"
                 )
             header = ensure_valid(buf, pos)
-            if size > self.config.max_message_bytes:
-                raise RecordBatchTooLargeError(
-                    f"{self.dir.name}: a batch of {size} bytes exceeds max.message.bytes="
-                    f"{self.config.max_message_bytes}; send smaller batches (batch.size) or "
-                    "raise max.message.bytes for the topic"
-                )
-            if size > self.config.segment_bytes:
-                raise RecordBatchTooLargeError(
-                    f"{self.dir.name}: a batch of {size} bytes does not fit in a segment "
-                    f"(segment.bytes={self.config.segment_bytes}); raise segment.bytes"
-                )
+            if size > limit:
+                self._refuse_size(size)
             if origin is not AppendOrigin.REPLICATION:
                 if header.records_count != header.last_offset_delta + 1:
                     raise InvalidRecordError(
                         f"{self.dir.name}: batch at position {pos} says {header.records_count} "
                         f"records but lastOffsetDelta {header.last_offset_delta}"
                     )
-                if header.is_control_batch and origin is AppendOrigin.CLIENT:
+                if from_client and header.attributes & CONTROL_FLAG_MASK:
                     raise InvalidRecordError(
                         f"{self.dir.name}: clients may not write control batches; "
                         "transaction markers are written by the transaction coordinator"
@@ -371,6 +374,18 @@ class UnifiedLog:
         if not headers:
             raise InvalidRecordError(f"{self.dir.name}: an append must carry at least one batch")
         return headers
+
+    def _refuse_size(self, size: int) -> None:
+        if size > self.config.max_message_bytes:
+            raise RecordBatchTooLargeError(
+                f"{self.dir.name}: a batch of {size} bytes exceeds max.message.bytes="
+                f"{self.config.max_message_bytes}; send smaller batches (batch.size) or "
+                "raise max.message.bytes for the topic"
+            )
+        raise RecordBatchTooLargeError(
+            f"{self.dir.name}: a batch of {size} bytes does not fit in a segment "
+            f"(segment.bytes={self.config.segment_bytes}); raise segment.bytes"
+        )
 
     def _append(
         self,
