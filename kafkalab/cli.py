@@ -4,6 +4,7 @@ Each verb lives next to the code it drives and registers itself here through
 an `add_subcommand(subparsers)` function that sets `func` on its parser:
 
     kafkalab dump-log PATH...        kafkalab.storage.dump_log_segments  (kafka-dump-log.sh)
+    kafkalab broker CONFIG           kafkalab.server.broker  (kafka-server-start.sh)
 """
 
 from __future__ import annotations

@@ -136,7 +136,7 @@ class LogManager:
         tp = (topic, partition)
         if tp in self._logs:
             return self._logs[tp]
-        _check_topic_name(topic)
+        check_topic_name(topic)
         if overrides:
             self.topic_configs[topic] = dict(overrides)
         counts = {d: 0 for d in self.log_dirs}
@@ -233,7 +233,7 @@ class LogManager:
 _LEGAL_TOPIC_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
 
-def _check_topic_name(topic: str) -> None:
+def check_topic_name(topic: str) -> None:
     """Kafka's Topic.validate: 1-249 chars of [a-zA-Z0-9._-], not '.' or '..'."""
     if not topic or topic in (".", "..") or len(topic) > 249 or set(topic) - _LEGAL_TOPIC_CHARS:
         raise ValueError(

@@ -1,0 +1,442 @@
+"""The requests and responses kafkalab speaks, declared once, as data.
+
+Each declaration follows Kafka's JSON schema of the same name
+(`clients/src/main/resources/common/message/<Name>Request.json`), field for
+field, in order, with the versions each field exists in. `API_VERSIONS` holds
+the version range the broker advertises for each API: the non-flexible ranges
+that every client in shared/kafka-protocol-notes.md can use (ApiVersions
+also at v3, the first flexible one, which librdkafka and kafka-python send).
+
+Field order matters: fields are encoded in declaration order, which is why
+`throttle_time_ms` comes last in Produce and ApiVersions responses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kafkalab.protocol.schema import Field as F
+from kafkalab.protocol.schema import Message
+from kafkalab.protocol.types import (
+    BOOL,
+    INT8,
+    INT16,
+    INT32,
+    INT64,
+    RECORDS,
+    STRING,
+    ArrayOf,
+)
+
+
+@dataclass(frozen=True)
+class Api:
+    """One API: its key, name, the versions kafkalab supports, and both schemas."""
+
+    key: int
+    name: str
+    min_version: int
+    max_version: int
+    request: Message
+    response: Message
+
+    def supports(self, version: int) -> bool:
+        return self.min_version <= version <= self.max_version
+
+
+# -- ApiVersions (18) ----------------------------------------------------------------------
+
+API_VERSIONS_REQUEST = Message(
+    18,
+    "ApiVersionsRequest",
+    [
+        F("client_software_name", STRING, "3+"),
+        F("client_software_version", STRING, "3+"),
+    ],
+    flexible_from=3,
+)
+
+API_VERSIONS_RESPONSE = Message(
+    18,
+    "ApiVersionsResponse",
+    [
+        F("error_code", INT16),
+        F(
+            "api_keys",
+            [
+                F("api_key", INT16),
+                F("min_version", INT16),
+                F("max_version", INT16),
+            ],
+        ),
+        F("throttle_time_ms", INT32, "1+"),
+    ],
+    flexible_from=3,
+)
+
+# -- Metadata (3) --------------------------------------------------------------------------
+
+METADATA_REQUEST = Message(
+    3,
+    "MetadataRequest",
+    [
+        F("topics", [F("name", STRING)], nullable="1+"),
+        F("allow_auto_topic_creation", BOOL, "4+", default=True),
+        F("include_cluster_authorized_operations", BOOL, "8-10"),
+        F("include_topic_authorized_operations", BOOL, "8+"),
+    ],
+    flexible_from=9,
+)
+
+METADATA_RESPONSE = Message(
+    3,
+    "MetadataResponse",
+    [
+        F("throttle_time_ms", INT32, "3+"),
+        F(
+            "brokers",
+            [
+                F("node_id", INT32),
+                F("host", STRING),
+                F("port", INT32),
+                F("rack", STRING, "1+", nullable="1+"),
+            ],
+        ),
+        F("cluster_id", STRING, "2+", nullable="2+"),
+        F("controller_id", INT32, "1+", default=-1),
+        F(
+            "topics",
+            [
+                F("error_code", INT16),
+                F("name", STRING),
+                F("is_internal", BOOL, "1+"),
+                F(
+                    "partitions",
+                    [
+                        F("error_code", INT16),
+                        F("partition_index", INT32),
+                        F("leader_id", INT32),
+                        F("leader_epoch", INT32, "7+", default=-1),
+                        F("replica_nodes", ArrayOf(INT32)),
+                        F("isr_nodes", ArrayOf(INT32)),
+                        F("offline_replicas", ArrayOf(INT32), "5+"),
+                    ],
+                ),
+                F("topic_authorized_operations", INT32, "8+", default=-(2**31)),
+            ],
+        ),
+        F("cluster_authorized_operations", INT32, "8-10", default=-(2**31)),
+    ],
+    flexible_from=9,
+)
+
+# -- Produce (0) ---------------------------------------------------------------------------
+
+PRODUCE_REQUEST = Message(
+    0,
+    "ProduceRequest",
+    [
+        F("transactional_id", STRING, "3+", nullable="0+"),
+        F("acks", INT16),
+        F("timeout_ms", INT32),
+        F(
+            "topics",
+            [
+                F("name", STRING),
+                F(
+                    "partitions",
+                    [
+                        F("partition_index", INT32),
+                        F("records", RECORDS, nullable="0+"),
+                    ],
+                ),
+            ],
+        ),
+    ],
+    flexible_from=9,
+)
+
+PRODUCE_RESPONSE = Message(
+    0,
+    "ProduceResponse",
+    [
+        F(
+            "responses",
+            [
+                F("name", STRING),
+                F(
+                    "partitions",
+                    [
+                        F("partition_index", INT32),
+                        F("error_code", INT16),
+                        F("base_offset", INT64),
+                        F("log_append_time_ms", INT64, "2+", default=-1),
+                        F("log_start_offset", INT64, "5+", default=-1),
+                        F(
+                            "record_errors",
+                            [
+                                F("batch_index", INT32),
+                                F("batch_index_error_message", STRING, nullable="8+"),
+                            ],
+                            "8+",
+                        ),
+                        F("error_message", STRING, "8+", nullable="8+"),
+                    ],
+                ),
+            ],
+        ),
+        F("throttle_time_ms", INT32, "1+"),
+    ],
+    flexible_from=9,
+)
+
+# -- Fetch (1) -----------------------------------------------------------------------------
+
+FETCH_REQUEST = Message(
+    1,
+    "FetchRequest",
+    [
+        F("replica_id", INT32),
+        F("max_wait_ms", INT32),
+        F("min_bytes", INT32),
+        F("max_bytes", INT32, "3+", default=0x7FFFFFFF),
+        F("isolation_level", INT8, "4+"),
+        F("session_id", INT32, "7+"),
+        F("session_epoch", INT32, "7+", default=-1),
+        F(
+            "topics",
+            [
+                F("topic", STRING),
+                F(
+                    "partitions",
+                    [
+                        F("partition", INT32),
+                        F("current_leader_epoch", INT32, "9+", default=-1),
+                        F("fetch_offset", INT64),
+                        F("log_start_offset", INT64, "5+", default=-1),
+                        F("partition_max_bytes", INT32),
+                    ],
+                ),
+            ],
+        ),
+        F(
+            "forgotten_topics_data",
+            [
+                F("topic", STRING),
+                F("partitions", ArrayOf(INT32)),
+            ],
+            "7+",
+        ),
+        F("rack_id", STRING, "11+"),
+    ],
+    flexible_from=12,
+)
+
+FETCH_RESPONSE = Message(
+    1,
+    "FetchResponse",
+    [
+        F("throttle_time_ms", INT32, "1+"),
+        F("error_code", INT16, "7+"),
+        F("session_id", INT32, "7+"),
+        F(
+            "responses",
+            [
+                F("topic", STRING),
+                F(
+                    "partitions",
+                    [
+                        F("partition_index", INT32),
+                        F("error_code", INT16),
+                        F("high_watermark", INT64),
+                        F("last_stable_offset", INT64, "4+", default=-1),
+                        F("log_start_offset", INT64, "5+", default=-1),
+                        F(
+                            "aborted_transactions",
+                            [
+                                F("producer_id", INT64),
+                                F("first_offset", INT64),
+                            ],
+                            "4+",
+                            nullable="4+",
+                        ),
+                        F("preferred_read_replica", INT32, "11+", default=-1),
+                        F("records", RECORDS, nullable="0+"),
+                    ],
+                ),
+            ],
+        ),
+    ],
+    flexible_from=12,
+)
+
+# -- ListOffsets (2) -----------------------------------------------------------------------
+
+LIST_OFFSETS_REQUEST = Message(
+    2,
+    "ListOffsetsRequest",
+    [
+        F("replica_id", INT32),
+        F("isolation_level", INT8, "2+"),
+        F(
+            "topics",
+            [
+                F("name", STRING),
+                F(
+                    "partitions",
+                    [
+                        F("partition_index", INT32),
+                        F("current_leader_epoch", INT32, "4+", default=-1),
+                        F("timestamp", INT64),
+                        F("max_num_offsets", INT32, "0", default=1),
+                    ],
+                ),
+            ],
+        ),
+    ],
+    flexible_from=6,
+)
+
+LIST_OFFSETS_RESPONSE = Message(
+    2,
+    "ListOffsetsResponse",
+    [
+        F("throttle_time_ms", INT32, "2+"),
+        F(
+            "topics",
+            [
+                F("name", STRING),
+                F(
+                    "partitions",
+                    [
+                        F("partition_index", INT32),
+                        F("error_code", INT16),
+                        F("old_style_offsets", ArrayOf(INT64), "0"),
+                        F("timestamp", INT64, "1+", default=-1),
+                        F("offset", INT64, "1+", default=-1),
+                        F("leader_epoch", INT32, "4+", default=-1),
+                    ],
+                ),
+            ],
+        ),
+    ],
+    flexible_from=6,
+)
+
+# -- CreateTopics (19) ---------------------------------------------------------------------
+
+CREATE_TOPICS_REQUEST = Message(
+    19,
+    "CreateTopicsRequest",
+    [
+        F(
+            "topics",
+            [
+                F("name", STRING),
+                F("num_partitions", INT32),
+                F("replication_factor", INT16),
+                F(
+                    "assignments",
+                    [
+                        F("partition_index", INT32),
+                        F("broker_ids", ArrayOf(INT32)),
+                    ],
+                ),
+                F(
+                    "configs",
+                    [
+                        F("name", STRING),
+                        F("value", STRING, nullable="0+"),
+                    ],
+                ),
+            ],
+        ),
+        F("timeout_ms", INT32, default=60000),
+        F("validate_only", BOOL, "1+"),
+    ],
+    flexible_from=5,
+)
+
+CREATE_TOPICS_RESPONSE = Message(
+    19,
+    "CreateTopicsResponse",
+    [
+        F("throttle_time_ms", INT32, "2+"),
+        F(
+            "topics",
+            [
+                F("name", STRING),
+                F("error_code", INT16),
+                F("error_message", STRING, "1+", nullable="0+"),
+            ],
+        ),
+    ],
+    flexible_from=5,
+)
+
+# -- DeleteTopics (20) ---------------------------------------------------------------------
+
+DELETE_TOPICS_REQUEST = Message(
+    20,
+    "DeleteTopicsRequest",
+    [
+        F("topic_names", ArrayOf(STRING), "0-5"),
+        F("timeout_ms", INT32),
+    ],
+    flexible_from=4,
+)
+
+DELETE_TOPICS_RESPONSE = Message(
+    20,
+    "DeleteTopicsResponse",
+    [
+        F("throttle_time_ms", INT32, "1+"),
+        F(
+            "responses",
+            [
+                F("name", STRING),
+                F("error_code", INT16),
+            ],
+        ),
+    ],
+    flexible_from=4,
+)
+
+# -- InitProducerId (22) -------------------------------------------------------------------
+
+INIT_PRODUCER_ID_REQUEST = Message(
+    22,
+    "InitProducerIdRequest",
+    [
+        F("transactional_id", STRING, nullable="0+"),
+        F("transaction_timeout_ms", INT32),
+    ],
+    flexible_from=2,
+)
+
+INIT_PRODUCER_ID_RESPONSE = Message(
+    22,
+    "InitProducerIdResponse",
+    [
+        F("throttle_time_ms", INT32),
+        F("error_code", INT16),
+        F("producer_id", INT64, default=-1),
+        F("producer_epoch", INT16, default=-1),
+    ],
+    flexible_from=2,
+)
+
+
+APIS: dict[int, Api] = {
+    api.key: api
+    for api in (
+        Api(0, "Produce", 0, 7, PRODUCE_REQUEST, PRODUCE_RESPONSE),
+        Api(1, "Fetch", 0, 11, FETCH_REQUEST, FETCH_RESPONSE),
+        Api(2, "ListOffsets", 0, 5, LIST_OFFSETS_REQUEST, LIST_OFFSETS_RESPONSE),
+        Api(3, "Metadata", 0, 8, METADATA_REQUEST, METADATA_RESPONSE),
+        Api(18, "ApiVersions", 0, 3, API_VERSIONS_REQUEST, API_VERSIONS_RESPONSE),
+        Api(19, "CreateTopics", 0, 4, CREATE_TOPICS_REQUEST, CREATE_TOPICS_RESPONSE),
+        Api(20, "DeleteTopics", 0, 3, DELETE_TOPICS_REQUEST, DELETE_TOPICS_RESPONSE),
+        Api(22, "InitProducerId", 0, 1, INIT_PRODUCER_ID_REQUEST, INIT_PRODUCER_ID_RESPONSE),
+    )
+}

@@ -1,0 +1,166 @@
+"""Message schemas declared as data, with one generic encoder and decoder.
+
+Kafka declares every request and response once, in JSON
+(`clients/src/main/resources/common/message/*.json`): fields, their types and
+the versions each exists in; code is generated from that. kafkalab does the
+same without a generator step: `Message` holds the declaration and walks it to
+encode or decode any version. A field looks like this:
+
+    Field("transactional_id", STRING, versions="3+", nullable="0+")
+    Field("topics", [Field("name", STRING), Field("partitions", [...])])   # array of structs
+
+Decoded messages are plain dicts with Kafka's field names in snake_case, so a
+lab can print one and compare it with the JSON schema.
+
+Invariants: a field is read or written only in the versions it exists in;
+flexible versions (from `flexible_from`) use compact types and end each struct
+with tagged fields; unknown tagged fields are kept raw under "_tagged".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafkalab.protocol.types import (
+    I32,
+    ProtocolError,
+    Reader,
+    Type,
+    Writer,
+    read_length,
+    read_tagged_fields,
+    write_length,
+    write_tagged_fields,
+)
+
+
+@dataclass(frozen=True)
+class Versions:
+    """A version range as Kafka writes it: "3+", "0-2", "" (none)."""
+
+    low: int
+    high: int | None  # None: no upper bound
+
+    @classmethod
+    def parse(cls, spec: str) -> Versions:
+        spec = spec.strip()
+        if not spec or spec == "none":
+            return cls(1, 0)  # empty
+        if spec.endswith("+"):
+            return cls(int(spec[:-1]), None)
+        if "-" in spec:
+            low, high = spec.split("-")
+            return cls(int(low), int(high))
+        return cls(int(spec), int(spec))
+
+    def __contains__(self, version: int) -> bool:
+        return self.low <= version and (self.high is None or version <= self.high)
+
+
+@dataclass
+class Field:
+    """One field: a primitive type, an array of a primitive (ArrayOf), or an
+    array of structs (a list of Fields)."""
+
+    name: str
+    type: Type | list[Field]
+    versions: str = "0+"
+    nullable: str = ""
+    default: Any = None
+    _versions: Versions = field(init=False, repr=False)
+    _nullable: Versions = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._versions = Versions.parse(self.versions)
+        self._nullable = Versions.parse(self.nullable)
+
+    def default_value(self) -> Any:
+        if self.default is not None:
+            return self.default
+        if isinstance(self.type, list):
+            return []
+        return self.type.default()
+
+
+def write_struct(w: Writer, fields: list[Field], obj: dict, version: int, flexible: bool) -> None:
+    for f in fields:
+        if version not in f._versions:
+            continue
+        value = obj.get(f.name, None) if f.name in obj else f.default_value()
+        nullable = version in f._nullable
+        if isinstance(f.type, list):
+            if value is None:
+                if not nullable:
+                    raise ProtocolError(f"field {f.name} is not nullable in version {version}")
+                _write_count(w, None, flexible)
+                continue
+            _write_count(w, len(value), flexible)
+            for item in value:
+                write_struct(w, f.type, item, version, flexible)
+        else:
+            try:
+                f.type.write(w, value, flexible, nullable)
+            except ProtocolError as e:
+                raise ProtocolError(f"field {f.name} (version {version}): {e}") from None
+    if flexible:
+        write_tagged_fields(w, obj.get("_tagged"))
+
+
+def read_struct(r: Reader, fields: list[Field], version: int, flexible: bool) -> dict:
+    out: dict[str, Any] = {}
+    for f in fields:
+        if version not in f._versions:
+            out[f.name] = f.default_value()
+            continue
+        nullable = version in f._nullable
+        if isinstance(f.type, list):
+            n = _read_count(r, flexible)
+            if n is None:
+                if not nullable:
+                    raise ProtocolError(f"field {f.name} is null but not nullable in v{version}")
+                out[f.name] = None
+                continue
+            if n > r.remaining():
+                raise ProtocolError(f"field {f.name} claims {n} items in {r.remaining()} bytes")
+            out[f.name] = [read_struct(r, f.type, version, flexible) for _ in range(n)]
+        else:
+            try:
+                out[f.name] = f.type.read(r, flexible, nullable)
+            except ProtocolError as e:
+                raise ProtocolError(f"field {f.name} (version {version}): {e}") from None
+    if flexible:
+        tagged = read_tagged_fields(r)
+        if tagged:
+            out["_tagged"] = tagged
+    return out
+
+
+def _write_count(w: Writer, n: int | None, flexible: bool) -> None:
+    write_length(w, n, flexible, I32)
+
+
+def _read_count(r: Reader, flexible: bool) -> int | None:
+    return read_length(r, flexible, I32)
+
+
+@dataclass
+class Message:
+    """A request or response schema of one API, valid for a range of versions."""
+
+    api_key: int
+    name: str
+    fields: list[Field]
+    flexible_from: int | None = None  # first flexible version, None if none we support
+
+    def is_flexible(self, version: int) -> bool:
+        return self.flexible_from is not None and version >= self.flexible_from
+
+    def encode(self, obj: dict, version: int, w: Writer | None = None) -> Writer:
+        w = w or Writer()
+        write_struct(w, self.fields, obj, version, self.is_flexible(version))
+        return w
+
+    def decode(self, data: bytes | bytearray | memoryview | Reader, version: int) -> dict:
+        r = data if isinstance(data, Reader) else Reader(data)
+        return read_struct(r, self.fields, version, self.is_flexible(version))

@@ -1,0 +1,1 @@
+"""kafkalab.replication: partitions, the ReplicaManager and delayed operations (purgatory)."""

@@ -1,0 +1,134 @@
+"""ReplicaManager: the partitions a broker hosts, and appending to and reading from them.
+
+Kafka's class: kafka.server.ReplicaManager. This is the single-broker form: the
+broker leads every partition it has, so after an append the high watermark
+moves to the log end offset at once (every in-sync replica, i.e. this one,
+has the data). The replicated form (followers, ISR, acks=all) builds on it.
+
+After every append the delayed fetches watching that partition are checked,
+so a long-polling consumer is answered by the append itself, not by a timer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kafkalab.protocol.errors import Errors
+from kafkalab.records.record_batch import CorruptRecordError
+from kafkalab.replication.delayed_operation import DelayedOperationPurgatory
+from kafkalab.storage.errors import StorageError
+from kafkalab.storage.log_config import InvalidConfigError
+from kafkalab.storage.log_manager import LogManager
+from kafkalab.storage.log_segment import FetchDataInfo
+from kafkalab.storage.unified_log import UnifiedLog
+
+TopicPartition = tuple[str, int]
+
+
+def error_of(exc: Exception) -> Errors:
+    """The Kafka error code for an exception from the storage layer."""
+    code = getattr(exc, "error_code", None)
+    if isinstance(exc, CorruptRecordError):
+        return Errors.CORRUPT_MESSAGE
+    if isinstance(exc, InvalidConfigError):
+        return Errors.INVALID_CONFIG
+    if code is not None and code in Errors._value2member_map_:
+        return Errors(code)
+    return Errors.UNKNOWN_SERVER_ERROR
+
+
+@dataclass
+class AppendResult:
+    error: Errors
+    base_offset: int = -1
+    log_append_time: int = -1
+    log_start_offset: int = -1
+    message: str | None = None
+
+
+@dataclass
+class ReadResult:
+    error: Errors
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    info: FetchDataInfo | None = None
+
+    @property
+    def size(self) -> int:
+        return 0 if self.info is None else self.info.size_in_bytes
+
+
+class ReplicaManager:
+    def __init__(
+        self, log_manager: LogManager, schedule: Callable[[float, Callable[[], None]], Any]
+    ) -> None:
+        self.log_manager = log_manager
+        self.delayed_fetch = DelayedOperationPurgatory("Fetch", schedule)
+
+    # -- topics ------------------------------------------------------------------------------
+
+    def topics(self) -> dict[str, int]:
+        """topic -> number of partitions, from the logs this broker holds."""
+        counts: dict[str, int] = {}
+        for topic, partition in self.log_manager.all_logs():
+            counts[topic] = max(counts.get(topic, 0), partition + 1)
+        return counts
+
+    def create_topic(
+        self, topic: str, partitions: int, configs: dict[str, str] | None = None
+    ) -> None:
+        """Create the logs of a new topic. Raises ValueError (bad name) or
+        InvalidConfigError (bad config)."""
+        config = self.log_manager.default_config
+        if configs:
+            config.with_overrides(configs)  # validate before creating anything
+        for p in range(partitions):
+            self.log_manager.get_or_create_log(topic, p, configs or None)
+
+    def delete_topic(self, topic: str) -> bool:
+        found = False
+        for t, p in list(self.log_manager.all_logs()):
+            if t == topic:
+                found = self.log_manager.delete_log(t, p) or found
+        return found
+
+    def get_log(self, topic: str, partition: int) -> UnifiedLog | None:
+        return self.log_manager.get_log(topic, partition)
+
+    # -- appends and reads -------------------------------------------------------------------
+
+    def append_records(self, topic: str, partition: int, records: Any) -> AppendResult:
+        log = self.get_log(topic, partition)
+        if log is None:
+            return AppendResult(Errors.UNKNOWN_TOPIC_OR_PARTITION)
+        if records is None or len(records) == 0:
+            return AppendResult(Errors.CORRUPT_MESSAGE, message="a produce request with no records")
+        try:
+            info = log.append_as_leader(bytearray(records), leader_epoch=0)
+        except (StorageError, CorruptRecordError) as e:
+            return AppendResult(error_of(e), message=str(e))
+        log.update_high_watermark(log.log_end_offset)  # single replica: committed at once
+        self.delayed_fetch.check_and_complete((topic, partition))
+        return AppendResult(
+            Errors.NONE, info.first_offset, info.log_append_time, log.log_start_offset
+        )
+
+    def read(
+        self, topic: str, partition: int, offset: int, max_bytes: int, min_one_message: bool
+    ) -> ReadResult:
+        log = self.get_log(topic, partition)
+        if log is None:
+            return ReadResult(Errors.UNKNOWN_TOPIC_OR_PARTITION)
+        try:
+            info = log.read(
+                offset, max_bytes, max_offset=log.high_watermark, min_one_message=min_one_message
+            )
+        except StorageError as e:
+            return ReadResult(error_of(e), log.high_watermark, log.log_start_offset)
+        return ReadResult(Errors.NONE, log.high_watermark, log.log_start_offset, info)
+
+    def shutdown(self) -> None:
+        self.delayed_fetch.shutdown()
+        self.log_manager.shutdown()

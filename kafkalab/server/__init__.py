@@ -1,0 +1,1 @@
+"""kafkalab.server: the broker (config, asyncio socket server, KafkaApis, lifecycle)."""

@@ -1,0 +1,269 @@
+"""The broker: start, serve, stop. `kafkalab broker CONFIG_FILE [--override k=v ...]`.
+
+Kafka's class: kafka.server.KafkaServer / BrokerServer and kafka-server-start.sh.
+Three ways to run one:
+
+    kafkalab broker server.properties --override log.dirs=/tmp/k1    # a terminal
+    with BrokerProcess({"log.dirs": d}) as b: ... b.bootstrap_servers  # a subprocess
+    with BrokerThread({"log.dirs": d}) as b: ...                        # in this process
+
+`listeners=PLAINTEXT://127.0.0.1:0` picks a free port; the broker prints
+`kafkalab broker <id> listening on host:port` once it serves. SIGTERM (or
+Ctrl-C) stops it gracefully: stop accepting, finish in-flight requests, flush
+and checkpoint every log, write the clean shutdown marker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+from kafkalab.replication.replica_manager import ReplicaManager
+from kafkalab.server.config import KafkaConfig, parse_listener
+from kafkalab.server.kafka_apis import KafkaApis
+from kafkalab.server.producer_ids import ProducerIdManager
+from kafkalab.server.socket_server import SocketServer
+from kafkalab.storage.log_manager import LogManager
+
+log = logging.getLogger(__name__)
+TICK_SECONDS = 1.0
+
+
+class KafkaBroker:
+    """One broker on the running asyncio loop: `await start()`, `await stop()`."""
+
+    def __init__(self, config: KafkaConfig) -> None:
+        self.config = config
+        self.socket_server: SocketServer | None = None
+        self.advertised_address: tuple[str, int] = ("127.0.0.1", 0)
+        self._ticker: asyncio.Task | None = None
+        self._stopped = asyncio.Event()
+
+    async def start(self) -> None:
+        config = self.config
+        loop = asyncio.get_running_loop()
+        self.log_manager = LogManager(
+            config.log_dirs,
+            config.log_config,
+            retention_check_interval_ms=config.log_retention_check_interval_ms,
+            flush_check_interval_ms=config.log_flush_scheduler_interval_ms,
+            checkpoint_interval_ms=config.log_flush_offset_checkpoint_interval_ms,
+        )
+        self.replica_manager = ReplicaManager(self.log_manager, loop.call_later)
+        self.apis = KafkaApis(self, self.replica_manager, ProducerIdManager(config.log_dirs[0]))
+        _, host, port = parse_listener(config.listeners.split(",")[0])
+        self.socket_server = SocketServer(
+            self.apis,
+            host,
+            port,
+            max_request_bytes=config.socket_request_max_bytes,
+            queued_max_requests=config.queued_max_requests,
+            num_handlers=config.num_io_threads,
+        )
+        await self.socket_server.start()
+        bound = self.socket_server.bound_port
+        if config.advertised_listeners:
+            _, adv_host, adv_port = parse_listener(config.advertised_listeners.split(",")[0])
+            self.advertised_address = (adv_host, adv_port or bound)
+        else:
+            self.advertised_address = (host, bound)
+        self._ticker = asyncio.create_task(self._tick())
+
+    async def _tick(self) -> None:
+        """The LogManager's background duties (retention, flush.ms, checkpoints)."""
+        while True:
+            await asyncio.sleep(TICK_SECONDS)
+            try:
+                self.log_manager.tick()
+            except Exception:
+                log.exception("log manager duties failed")
+
+    @property
+    def bootstrap_servers(self) -> str:
+        host, port = self.advertised_address
+        return f"{host}:{port}"
+
+    async def stop(self) -> None:
+        if self._ticker is not None:
+            self._ticker.cancel()
+        if self.socket_server is not None:
+            await self.socket_server.stop()
+        self.replica_manager.shutdown()
+        self._stopped.set()
+
+    async def serve_forever(self) -> None:
+        await self._stopped.wait()
+
+
+def _config_from(props: dict[str, str] | KafkaConfig | None) -> KafkaConfig:
+    if isinstance(props, KafkaConfig):
+        return props
+    props = dict(props or {})
+    props.setdefault("listeners", "PLAINTEXT://127.0.0.1:0")
+    if "log.dirs" not in props and "log.dir" not in props:
+        props["log.dirs"] = tempfile.mkdtemp(prefix="kafkalab-broker-")
+    return KafkaConfig.from_properties(props)
+
+
+class BrokerThread:
+    """A broker on its own event loop in a background thread of this process."""
+
+    def __init__(self, props: dict[str, str] | KafkaConfig | None = None) -> None:
+        self.config = _config_from(props)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, daemon=True, name="kafkalab-broker"
+        )
+        self.broker: KafkaBroker | None = None
+
+    def start(self) -> BrokerThread:
+        self._thread.start()
+        self.broker = KafkaBroker(self.config)
+        asyncio.run_coroutine_threadsafe(self.broker.start(), self._loop).result(timeout=60)
+        return self
+
+    def stop(self) -> None:
+        if self.broker is not None:
+            asyncio.run_coroutine_threadsafe(self.broker.stop(), self._loop).result(timeout=60)
+            self.broker = None
+        if self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=10)
+        if not self._loop.is_closed() and not self._loop.is_running():
+            self._loop.close()
+
+    @property
+    def bootstrap_servers(self) -> str:
+        assert self.broker is not None, "start() the broker first"
+        return self.broker.bootstrap_servers
+
+    def __enter__(self) -> BrokerThread:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+class BrokerProcess:
+    """A broker in a child process (`python -m kafkalab broker`), stopped with
+    SIGTERM (gracefully) or killed with SIGKILL."""
+
+    def __init__(self, props: dict[str, str] | None = None) -> None:
+        self.props = dict(props or {})
+        self.props.setdefault("listeners", "PLAINTEXT://127.0.0.1:0")
+        if "log.dirs" not in self.props:
+            self.props["log.dirs"] = tempfile.mkdtemp(prefix="kafkalab-broker-")
+        self.process: subprocess.Popen | None = None
+        self.bootstrap_servers = ""
+        self.output: list[str] = []
+
+    def start(self, timeout: float = 60) -> BrokerProcess:
+        config_file = Path(self.props["log.dirs"].split(",")[0]) / "server.properties"
+        config_file.parent.mkdir(parents=True, exist_ok=True)
+        config_file.write_text("".join(f"{k}={v}\n" for k, v in self.props.items()))
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "kafkalab", "broker", str(config_file)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        timer = threading.Timer(timeout, self.process.kill)
+        timer.start()
+        try:
+            for line in self.process.stdout:
+                self.output.append(line)
+                if " listening on " in line:
+                    self.bootstrap_servers = line.rsplit(" ", 1)[1].strip()
+                    break
+        finally:
+            timer.cancel()
+        if not self.bootstrap_servers:
+            self.process.kill()
+            self.process.wait()
+            raise RuntimeError("broker did not start:\n" + "".join(self.output))
+        threading.Thread(target=self._drain, daemon=True).start()
+        return self
+
+    def _drain(self) -> None:
+        assert self.process is not None and self.process.stdout is not None
+        for line in self.process.stdout:
+            self.output.append(line)
+
+    def stop(self, timeout: float = 30) -> int:
+        """SIGTERM and wait; SIGKILL if it does not stop in time. Returns the exit code."""
+        if self.process is None or self.process.poll() is not None:
+            return self.process.returncode if self.process else 0
+        self.process.terminate()
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            return self.process.wait()
+
+    def kill(self) -> None:
+        """SIGKILL: no flush, no checkpoint, no clean shutdown marker."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+    def __enter__(self) -> BrokerProcess:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+async def _run(config: KafkaConfig) -> None:
+    broker = KafkaBroker(config)
+    await broker.start()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, lambda: asyncio.ensure_future(broker.stop()))
+    print(f"kafkalab broker {config.node_id} listening on {broker.bootstrap_servers}", flush=True)
+    await broker.serve_forever()
+    print(f"kafkalab broker {config.node_id} stopped", flush=True)
+
+
+def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "broker",
+        help="run a broker (kafka-server-start.sh)",
+        description="Run a kafkalab broker from a server.properties file.",
+    )
+    parser.add_argument("config", type=Path, help="server.properties with Kafka's key names")
+    parser.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a property (repeatable)",
+    )
+    parser.set_defaults(func=_main)
+
+
+def _main(args: argparse.Namespace) -> int:
+    overrides = {}
+    for item in args.override:
+        if "=" not in item:
+            print(f"--override {item!r}: expected KEY=VALUE", file=sys.stderr)
+            return 2
+        key, value = item.split("=", 1)
+        overrides[key] = value
+    if not args.config.exists():
+        print(f"config file {args.config} does not exist", file=sys.stderr)
+        return 2
+    logging.basicConfig(
+        level=os.environ.get("KAFKALAB_LOG_LEVEL", "INFO"),
+        format="[%(asctime)s] %(levelname)s %(name)s: %(message)s",
+    )
+    config = KafkaConfig.from_file(args.config, overrides)
+    asyncio.run(_run(config))
+    return 0

@@ -1,0 +1,123 @@
+"""KafkaConfig: a broker's settings from a server.properties file, Kafka's key names.
+
+Kafka's class: kafka.server.KafkaConfig. The file is Java properties: `key=value`
+lines, `#` comments. `--override key=value` on the command line wins, as with
+kafka-server-start.sh. Unknown keys are kept (a real server.properties has many)
+but only the ones below change what kafkalab does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kafkalab.storage.log_config import InvalidConfigError, LogConfig
+
+DEFAULT_LISTENER = "PLAINTEXT://127.0.0.1:9092"
+
+
+def read_properties(path: str | Path) -> dict[str, str]:
+    props: dict[str, str] = {}
+    for number, raw in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        for sep in ("=", ":"):
+            if sep in line:
+                key, value = line.split(sep, 1)
+                props[key.strip()] = value.strip()
+                break
+        else:
+            raise InvalidConfigError(f"{path}:{number}: {raw!r} is not a key=value line")
+    return props
+
+
+def parse_listener(listener: str) -> tuple[str, str, int]:
+    """`PLAINTEXT://127.0.0.1:9092` -> ('PLAINTEXT', '127.0.0.1', 9092)."""
+    try:
+        name, rest = listener.split("://", 1)
+        host, port = rest.rsplit(":", 1)
+        return name, host or "127.0.0.1", int(port)
+    except ValueError:
+        raise InvalidConfigError(
+            f"listener {listener!r} must look like PLAINTEXT://127.0.0.1:9092 (port 0 picks one)"
+        ) from None
+
+
+@dataclass
+class KafkaConfig:
+    node_id: int = 1
+    listeners: str = DEFAULT_LISTENER
+    advertised_listeners: str | None = None
+    log_dirs: list[str] = field(default_factory=lambda: ["/tmp/kafkalab-logs"])
+    num_partitions: int = 1
+    auto_create_topics_enable: bool = True
+    default_replication_factor: int = 1
+    socket_request_max_bytes: int = 100 * 1024 * 1024
+    queued_max_requests: int = 500
+    num_io_threads: int = 8
+    cluster_id: str = "kafkalab-cluster"
+    log_config: LogConfig = field(default_factory=LogConfig)
+    log_retention_check_interval_ms: int = 300_000
+    log_flush_scheduler_interval_ms: int = 2**63 - 1
+    log_flush_offset_checkpoint_interval_ms: int = 60_000
+    transaction_max_timeout_ms: int = 900_000
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_properties(cls, props: dict[str, Any]) -> KafkaConfig:
+        props = {k: str(v) for k, v in props.items()}
+
+        def get(*keys: str, default: Any = None) -> Any:
+            for key in keys:
+                if key in props:
+                    return props[key]
+            return default
+
+        def as_int(value: Any, key: str) -> int:
+            try:
+                return int(value)
+            except ValueError:
+                raise InvalidConfigError(f"{key}={value!r} is not an integer") from None
+
+        config = cls()
+        config.node_id = as_int(get("node.id", "broker.id", default=1), "node.id")
+        config.listeners = get("listeners", default=DEFAULT_LISTENER)
+        config.advertised_listeners = get("advertised.listeners")
+        dirs = get("log.dirs", "log.dir", default="/tmp/kafkalab-logs")
+        config.log_dirs = [d.strip() for d in dirs.split(",") if d.strip()]
+        config.num_partitions = as_int(get("num.partitions", default=1), "num.partitions")
+        config.auto_create_topics_enable = (
+            get("auto.create.topics.enable", default="true").lower() == "true"
+        )
+        config.default_replication_factor = as_int(
+            get("default.replication.factor", default=1), "default.replication.factor"
+        )
+        config.socket_request_max_bytes = as_int(
+            get("socket.request.max.bytes", default=config.socket_request_max_bytes),
+            "socket.request.max.bytes",
+        )
+        config.queued_max_requests = as_int(
+            get("queued.max.requests", default=500), "queued.max.requests"
+        )
+        config.num_io_threads = as_int(get("num.io.threads", default=8), "num.io.threads")
+        config.cluster_id = get("cluster.id", default=config.cluster_id)
+        config.log_retention_check_interval_ms = as_int(
+            get("log.retention.check.interval.ms", default=300_000),
+            "log.retention.check.interval.ms",
+        )
+        config.log_flush_offset_checkpoint_interval_ms = as_int(
+            get("log.flush.offset.checkpoint.interval.ms", default=60_000),
+            "log.flush.offset.checkpoint.interval.ms",
+        )
+        config.log_config = LogConfig.from_properties(props, broker_prefix=True)
+        config.extra = props
+        parse_listener(config.listeners.split(",")[0])  # fail early on a bad listener
+        return config
+
+    @classmethod
+    def from_file(cls, path: str | Path, overrides: dict[str, str] | None = None) -> KafkaConfig:
+        props = read_properties(path)
+        props.update(overrides or {})
+        return cls.from_properties(props)

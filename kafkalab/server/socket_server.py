@@ -1,0 +1,210 @@
+"""SocketServer: Kafka's network layer on one asyncio event loop.
+
+Kafka's classes: kafka.network.SocketServer (Acceptor, Processor),
+RequestChannel and KafkaRequestHandlerPool. The same shape here:
+
+    Acceptor        asyncio.start_server accepts connections
+    Processor       one task per connection: reads a frame, decodes the header,
+                    hands the request to the RequestChannel, waits for its
+                    response and writes it; then reads the next frame. Like
+                    Kafka (which mutes a connection while a request is in
+                    flight), requests of one connection are answered strictly
+                    in order.
+    RequestChannel  a bounded asyncio.Queue (queued.max.requests): when the
+                    handlers fall behind, processors wait, and TCP pushes back.
+    Handlers        num.io.threads tasks taking requests from the channel and
+                    calling KafkaApis.
+
+Frames larger than socket.request.max.bytes are refused from their size
+prefix, before any of the body is read. A malformed frame, an unknown API key
+or an unsupported version (other than ApiVersions, answered with
+UNSUPPORTED_VERSION as Kafka does) closes that connection with a log line; the
+broker and other connections go on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafkalab.protocol.errors import Errors
+from kafkalab.protocol.header import (
+    API_VERSIONS_KEY,
+    RequestHeader,
+    decode_request_header,
+    encode_response,
+)
+from kafkalab.protocol.messages import APIS, Api
+from kafkalab.protocol.types import ProtocolError, Reader
+from kafkalab.server.kafka_apis import KafkaApis
+
+log = logging.getLogger(__name__)
+_SIZE = struct.Struct(">i")
+
+
+@dataclass
+class Request:
+    header: RequestHeader
+    api: Api
+    body: dict
+    future: asyncio.Future = field(repr=False)
+
+
+class SocketServer:
+    def __init__(
+        self,
+        apis: KafkaApis,
+        host: str,
+        port: int,
+        *,
+        max_request_bytes: int,
+        queued_max_requests: int,
+        num_handlers: int,
+    ) -> None:
+        self.apis = apis
+        self.host = host
+        self.port = port
+        self.max_request_bytes = max_request_bytes
+        self.channel: asyncio.Queue[Request] = asyncio.Queue(maxsize=queued_max_requests)
+        self.num_handlers = num_handlers
+        self._server: asyncio.base_events.Server | None = None
+        self._handlers: list[asyncio.Task] = []
+        self._connections: set[asyncio.Task] = set()
+        self.bound_port: int | None = None
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._processor, self.host, self.port)
+        self.bound_port = self._server.sockets[0].getsockname()[1]
+        self._handlers = [asyncio.create_task(self._handler()) for _ in range(self.num_handlers)]
+
+    async def stop(self) -> None:
+        """Stop accepting, let in-flight requests finish, close connections."""
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+        for task in list(self._connections):
+            task.cancel()
+        await asyncio.gather(*self._connections, return_exceptions=True)
+        for task in self._handlers:
+            task.cancel()
+        await asyncio.gather(*self._handlers, return_exceptions=True)
+
+    # -- handlers --------------------------------------------------------------------------
+
+    async def _handler(self) -> None:
+        while True:
+            request = await self.channel.get()
+            try:
+                result = self.apis.handle(request.header, request.body)
+                if not request.future.done():
+                    request.future.set_result(result)
+            except Exception as e:  # a bug in a handler must not kill the broker
+                log.exception("error handling %s", request.header)
+                if not request.future.done():
+                    request.future.set_exception(e)
+
+    # -- processors ------------------------------------------------------------------------
+
+    async def _processor(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        self._connections.add(task)
+        peer = writer.get_extra_info("peername")
+        try:
+            while True:
+                try:
+                    prefix = await reader.readexactly(4)
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    return  # the client closed the connection
+                (size,) = _SIZE.unpack(prefix)
+                if size < 0 or size > self.max_request_bytes:
+                    log.warning(
+                        "closing connection from %s: request of %d bytes is larger than "
+                        "socket.request.max.bytes=%d (or negative)",
+                        peer,
+                        size,
+                        self.max_request_bytes,
+                    )
+                    return
+                try:
+                    frame = await reader.readexactly(size)
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    log.warning("closing connection from %s: frame cut short", peer)
+                    return
+                response = await self._process(frame, peer)
+                if response is False:
+                    return
+                if response is not None:
+                    await self._send(writer, response)
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            log.exception("closing connection from %s after an error", peer)
+        finally:
+            self._connections.discard(task)
+            writer.close()
+
+    async def _process(self, frame: bytes, peer: Any) -> list[Any] | None | bool:
+        """Response parts, None (no response), or False (close the connection)."""
+        r = Reader(frame)
+        try:
+            header = decode_request_header(r)
+        except ProtocolError as e:
+            log.warning("closing connection from %s: bad request header: %s", peer, e)
+            return False
+        api = APIS.get(header.api_key)
+        if api is None:
+            log.warning("closing connection from %s: unknown API key %d", peer, header.api_key)
+            return False
+        if not api.supports(header.api_version):
+            if header.api_key == API_VERSIONS_KEY:
+                # Kafka answers a too-new ApiVersions with a v0 body carrying
+                # UNSUPPORTED_VERSION and the versions it does support.
+                body = KafkaApis.api_versions_body(Errors.UNSUPPORTED_VERSION)
+                return encode_response(api, 0, header.correlation_id, body)
+            log.warning(
+                "closing connection from %s: %s v%d is not supported (we speak v%d-v%d)",
+                peer,
+                api.name,
+                header.api_version,
+                api.min_version,
+                api.max_version,
+            )
+            return False
+        try:
+            body = api.request.decode(r, header.api_version)
+        except ProtocolError as e:
+            log.warning(
+                "closing connection from %s: malformed %s v%d request: %s",
+                peer,
+                api.name,
+                header.api_version,
+                e,
+            )
+            return False
+        future = asyncio.get_running_loop().create_future()
+        await self.channel.put(Request(header, api, body, future))
+        result = await future
+        if inspect.isawaitable(result):
+            result = await result  # a request parked in a purgatory
+        if result is None:
+            return None
+        return encode_response(api, header.api_version, header.correlation_id, result)
+
+    async def _send(self, writer: asyncio.StreamWriter, parts: list[Any]) -> None:
+        loop = asyncio.get_running_loop()
+        for part in parts:
+            if isinstance(part, (bytes, bytearray)):
+                writer.write(part)
+                continue
+            # A FileRecords slice: send it straight from the segment file.
+            await writer.drain()
+            with open(part.fileno(), "rb", closefd=False, buffering=0) as f:
+                await loop.sendfile(writer.transport, f, part.start, part.size_in_bytes())
+        await writer.drain()
+
+
+__all__ = ["SocketServer"]
