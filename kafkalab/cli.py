@@ -15,7 +15,10 @@ import sys
 
 # Modules that contribute a verb. A module listed here that is missing is a bug,
 # so import errors are not swallowed.
-_VERB_MODULES = ("kafkalab.storage.dump_log_segments",)
+_VERB_MODULES = (
+    "kafkalab.storage.dump_log_segments",
+    "kafkalab.server.broker",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
