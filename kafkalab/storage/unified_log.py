@@ -66,6 +66,7 @@ from kafkalab.storage.log_segment import (
     offset_index_file,
     time_index_file,
 )
+from kafkalab.storage.producer_state_manager import ProducerStateManager
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +102,7 @@ class LogAppendInfo:
     num_records: int
     valid_bytes: int
     rolled: str | None = None  # why a new segment was rolled first, if one was
+    duplicate: bool = False  # a producer's retry: nothing written, first offsets returned
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,8 +167,26 @@ class UnifiedLog:
             self.log_start_offset if high_watermark is None else high_watermark
         )
         self.last_flush_ms = self.clock()
+        self.producer_state = ProducerStateManager(self.dir)
+        self._rebuild_producer_state()
 
     # -- loading (Kafka: LogLoader) ------------------------------------------------------
+
+    def _rebuild_producer_state(self) -> None:
+        """Latest snapshot, then the batch headers after it (Kafka: rebuildProducerState)."""
+        state = self.producer_state
+        start = max(state.load_snapshot(self.log_end_offset), self.log_start_offset)
+        for segment in self._segments[max(0, self._floor_index(start)) :]:
+            position = 0
+            if segment.base_offset < start:
+                found = segment.translate_offset(start)
+                if found is None:
+                    continue
+                position = found.position
+            for _, header in segment.log.batch_headers(position):
+                if header.last_offset >= start:
+                    state.update(header)
+        state.map_end_offset = self.log_end_offset
 
     def _load(self, log_start_offset: int, recovery_point: int, clean_shutdown: bool) -> None:
         for leftover in sorted(self.dir.glob("*" + DELETED_FILE_SUFFIX)):
@@ -296,6 +316,23 @@ class UnifiedLog:
         """
         buf = records if isinstance(records, bytearray) else bytearray(records)
         headers = self._validate(buf, origin)
+        if origin is AppendOrigin.CLIENT:
+            for _, header in headers:
+                if header.producer_id >= 0:
+                    duplicate = self.producer_state.check(header)
+                    if duplicate is not None:  # a retry: answer with the first offsets
+                        return LogAppendInfo(
+                            duplicate.first_offset,
+                            duplicate.last_offset,
+                            duplicate.timestamp,
+                            duplicate.last_offset,
+                            -1,
+                            self.log_start_offset,
+                            0,
+                            0,
+                            0,
+                            duplicate=True,
+                        )
         append_time = -1
         if self.config.message_timestamp_type == "LogAppendTime":
             append_time = self.clock()
@@ -408,6 +445,11 @@ class UnifiedLog:
             segment = self.roll(first)
         segment.append(last, max_ts, offset_of_max, buf, batches)
         self._log_end_offset = last + 1
+        for (_, _, last_offset, _), (_, header) in zip(batches, headers, strict=True):
+            if header.producer_id >= 0:
+                self.producer_state.update(
+                    header._replace(base_offset=last_offset - header.last_offset_delta)
+                )
         if self._log_end_offset - self.recovery_point >= self.config.flush_messages:
             self.flush()
         num_records = 0
@@ -510,6 +552,9 @@ class UnifiedLog:
         old.on_become_inactive_segment()
         segment = LogSegment.open(self.dir, new_base, self.config, now_ms=self.clock())
         self._add_segment(segment)
+        if hasattr(self, "producer_state"):
+            self.producer_state.map_end_offset = self.log_end_offset
+            self.producer_state.take_snapshot()
         return segment
 
     def flush(self) -> None:
@@ -612,6 +657,7 @@ class UnifiedLog:
             out.append(DeletedSegment(segment.base_offset, segment.size, reason))
             self._delete_segment(segment)
         self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
+        self.producer_state.delete_snapshots_before(self.log_start_offset)
         return out
 
     def _delete_segment(self, segment: LogSegment) -> None:
@@ -642,6 +688,7 @@ class UnifiedLog:
         self.active_segment.truncate_to(offset)
         self._log_end_offset = self.active_segment.read_next_offset()
         self.recovery_point = min(self.recovery_point, self._log_end_offset)
+        self._rebuild_producer_state()
         self.high_watermark = min(self.high_watermark, self._log_end_offset)
         return True
 
@@ -655,6 +702,9 @@ class UnifiedLog:
         self.log_start_offset = offset
         self.recovery_point = offset
         self.high_watermark = offset
+        self.producer_state.delete_snapshots_before(2**63 - 1)
+        self.producer_state.truncate_and_reload()
+        self.producer_state.map_end_offset = offset
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -663,6 +713,8 @@ class UnifiedLog:
         if not self._segments:
             return
         self.flush()
+        self.producer_state.map_end_offset = self.log_end_offset
+        self.producer_state.take_snapshot()
         for segment in self._segments:
             segment.close()
         self._segments = []
