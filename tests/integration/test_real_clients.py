@@ -191,6 +191,6 @@ def test_sigkill_then_restart_recovers_the_log(tmp_path):
     assert not (tmp_path / "logs" / ".kafka_cleanshutdown").exists()
     with BrokerProcess(props) as broker:
         got = rdkafka_consume(broker.bootstrap_servers, "killed", 1, 50)
-        # acks=1 data reached the page cache before SIGKILL: the process died, not
+        # Acknowledged data reached the page cache before SIGKILL: the process died, not
         # the machine, so recovery keeps all of it.
         assert [m.value() for m in got] == [b"before %d" % i for i in range(50)]
