@@ -180,7 +180,11 @@ def test_sigkill_then_restart_recovers_the_log(tmp_path):
     broker = BrokerProcess(props).start()
     try:
         producer = Producer(
-            {"bootstrap.servers": broker.bootstrap_servers, "acks": "1", "enable.idempotence": True}
+            {
+                "bootstrap.servers": broker.bootstrap_servers,
+                "acks": "all",
+                "enable.idempotence": True,
+            }
         )
         for i in range(50):
             producer.produce("killed", value=b"before %d" % i)
