@@ -66,6 +66,10 @@ class ReplicaManager:
     ) -> None:
         self.log_manager = log_manager
         self.delayed_fetch = DelayedOperationPurgatory("Fetch", schedule)
+        # Becoming leader with an ISR of one (this broker): the high watermark is the
+        # minimum log end offset over the ISR, i.e. our own (Kafka: Partition.makeLeader).
+        for partition_log in log_manager.all_logs().values():
+            partition_log.update_high_watermark(partition_log.log_end_offset)
 
     # -- topics ------------------------------------------------------------------------------
 
