@@ -1,0 +1,208 @@
+"""`kafkalab produce`, `kafkalab consume`, `kafkalab topics`: kcat-like tools on the
+teaching client.
+
+    printf 'k1:hello\\nk2:world\\n' | kafkalab produce -b 127.0.0.1:9092 -t demo -K :
+    kafkalab consume -b 127.0.0.1:9092 -t demo -o beginning -e -f '%p/%o %k=%s\\n'
+    kafkalab consume -b ... -t demo -o s@1700000000000 -c 10
+    kafkalab topics -b ... --create demo --partitions 3 --config retention.ms=60000
+
+Format tokens (as kcat's -f): %t topic, %p partition, %o offset, %k key, %s value,
+%T timestamp, %h headers, %K key length, %S value length, \\n \\t.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from kafkalab.client.admin import Admin
+from kafkalab.client.consumer import KafkaConsumer
+from kafkalab.client.producer import KafkaProducer
+from kafkalab.protocol.errors import KafkaError
+
+
+def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("produce", help="produce lines from stdin (kcat -P)")
+    p.add_argument("-b", "--bootstrap-servers", required=True)
+    p.add_argument("-t", "--topic", required=True)
+    p.add_argument("-p", "--partition", type=int)
+    p.add_argument("-K", "--key-delimiter", help="split each line into key and value")
+    p.add_argument("-H", "--header", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument(
+        "-z", "--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"]
+    )
+    p.add_argument("--acks", default="all", choices=["0", "1", "all"])
+    p.set_defaults(func=_produce)
+
+    c = subparsers.add_parser("consume", help="print records (kcat -C)")
+    c.add_argument("-b", "--bootstrap-servers", required=True)
+    c.add_argument("-t", "--topic", required=True)
+    c.add_argument(
+        "-p", "--partition", type=int, action="append", help="partition(s) to read (default: all)"
+    )
+    c.add_argument(
+        "-o",
+        "--offset",
+        default="end",
+        help="beginning | end | N (absolute) | -N (N before the end) | s@TIMESTAMP_MS",
+    )
+    c.add_argument("-c", "--count", type=int, help="stop after this many records")
+    c.add_argument("-e", "--exit", action="store_true", help="stop at the end of the partitions")
+    c.add_argument("-f", "--format", default="%s\\n", help="output format (see kafkalab --help)")
+    c.set_defaults(func=_consume)
+
+    t = subparsers.add_parser("topics", help="list, create, delete topics (kafka-topics.sh)")
+    t.add_argument("-b", "--bootstrap-servers", required=True)
+    group = t.add_mutually_exclusive_group(required=True)
+    group.add_argument("--list", action="store_true")
+    group.add_argument("--create", metavar="TOPIC")
+    group.add_argument("--delete", metavar="TOPIC")
+    t.add_argument("--partitions", type=int, default=1)
+    t.add_argument("--replication-factor", type=int, default=1)
+    t.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
+    t.set_defaults(func=_topics)
+
+
+def _pairs(items: list[str], what: str) -> dict[str, str]:
+    out = {}
+    for item in items:
+        if "=" not in item:
+            raise SystemExit(f"{what} {item!r}: expected KEY=VALUE")
+        key, value = item.split("=", 1)
+        out[key] = value
+    return out
+
+
+def _produce(args: argparse.Namespace) -> int:
+    headers = [(k, v.encode()) for k, v in _pairs(args.header, "--header").items()]
+    producer = KafkaProducer(
+        {
+            "bootstrap.servers": args.bootstrap_servers,
+            "compression.type": args.compression,
+            "acks": args.acks,
+            "enable.idempotence": args.acks == "all",
+        }
+    )
+    futures = []
+    try:
+        for line in sys.stdin.buffer:
+            line = line.rstrip(b"\n")
+            key = None
+            if args.key_delimiter:
+                sep = args.key_delimiter.encode()
+                if sep in line:
+                    key, line = line.split(sep, 1)
+            futures.append(
+                producer.send(
+                    args.topic, value=line, key=key, partition=args.partition, headers=headers
+                )
+            )
+        producer.flush()
+        failed = [f.exception() for f in futures if f.exception() is not None]
+    finally:
+        producer.close()
+    if failed:
+        print(f"{len(failed)} of {len(futures)} records failed: {failed[0]}", file=sys.stderr)
+        return 1
+    print(f"produced {len(futures)} records to {args.topic}", file=sys.stderr)
+    return 0
+
+
+def _format(fmt: str, r) -> str:
+    fmt = fmt.replace("\\n", "\n").replace("\\t", "\t")
+    text = lambda b: "" if b is None else b.decode("utf-8", "replace")  # noqa: E731
+    values = {
+        "t": r.topic,
+        "p": str(r.partition),
+        "o": str(r.offset),
+        "T": str(r.timestamp),
+        "k": text(r.key),
+        "s": text(r.value),
+        "K": str(-1 if r.key is None else len(r.key)),
+        "S": str(-1 if r.value is None else len(r.value)),
+        "h": ",".join(f"{h.key}={text(h.value)}" for h in r.headers),
+        "%": "%",
+    }
+    out, i = [], 0
+    while i < len(fmt):
+        if fmt[i] == "%" and i + 1 < len(fmt) and fmt[i + 1] in values:
+            out.append(values[fmt[i + 1]])
+            i += 2
+        else:
+            out.append(fmt[i])
+            i += 1
+    return "".join(out)
+
+
+def _consume(args: argparse.Namespace) -> int:
+    consumer = KafkaConsumer({"bootstrap.servers": args.bootstrap_servers})
+    try:
+        partitions = args.partition
+        if partitions is None:
+            partitions = sorted(consumer.client.partitions_for(args.topic))
+        tps = [(args.topic, p) for p in partitions]
+        consumer.assign(tps)
+        _seek(consumer, tps, args.offset)
+        ends = consumer.end_offsets(tps) if args.exit else {}
+        seen = 0
+        while True:
+            for record in consumer.poll(500):
+                sys.stdout.write(_format(args.format, record))
+                seen += 1
+                if args.count is not None and seen >= args.count:
+                    sys.stdout.flush()
+                    return 0
+            sys.stdout.flush()
+            if args.exit and all(consumer.position(tp) >= end for tp, end in ends.items()):
+                return 0
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        consumer.close()
+
+
+def _seek(consumer: KafkaConsumer, tps, spec: str) -> None:
+    if spec == "beginning":
+        consumer.seek_to_beginning(tps)
+    elif spec == "end":
+        consumer.seek_to_end(tps)
+    elif spec.startswith("s@"):
+        found = consumer.offsets_for_times({tp: int(spec[2:]) for tp in tps})
+        ends = consumer.end_offsets(tps)
+        for tp in tps:
+            offset = found[tp][0]
+            consumer.seek(tp, offset if offset >= 0 else ends[tp])
+    else:
+        n = int(spec)
+        if n >= 0:
+            for tp in tps:
+                consumer.seek(tp, n)
+        else:
+            for tp, end in consumer.end_offsets(tps).items():
+                consumer.seek(tp, max(0, end + n))
+
+
+def _topics(args: argparse.Namespace) -> int:
+    with Admin(args.bootstrap_servers) as admin:
+        try:
+            if args.list:
+                for name, partitions in sorted(admin.list_topics().items()):
+                    print(f"{name}\tpartitions={partitions}")
+            elif args.create:
+                admin.create_topic(
+                    args.create,
+                    args.partitions,
+                    args.replication_factor,
+                    _pairs(args.config, "--config"),
+                )
+                print(f"created topic {args.create}")
+            else:
+                admin.delete_topic(args.delete)
+                print(f"deleted topic {args.delete}")
+        except KafkaError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
+    return 0
+
+
+__all__ = ["add_subcommand"]

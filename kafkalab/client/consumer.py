@@ -1,0 +1,319 @@
+"""The teaching consumer: KafkaConsumer and its Fetcher.
+
+Kafka's classes: KafkaConsumer, Fetcher, SubscriptionState. This consumer
+uses manual assignment (`assign`), as the labs of this stage do; groups come
+with the group coordinator.
+
+- **SubscriptionState**: for each assigned partition, the position (the next
+  offset to return). A partition without one is reset with ListOffsets by
+  `auto.offset.reset` (earliest or latest; none raises).
+- **Fetcher**: one Fetch request per leader for all its assigned partitions,
+  with `fetch.min.bytes`, `fetch.max.wait.ms`, `fetch.max.bytes` and
+  `max.partition.fetch.bytes`. It pipelines: while `poll()` hands records to
+  the application, the next fetch is already on its way (a background thread
+  keeps one request in flight per broker), as Java's Fetcher sends the next
+  fetch before returning records.
+- Batches are decoded here (CRC checked); records before the position (the
+  start of a batch fetched from its middle) are skipped; control records are
+  never returned.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from kafkalab.client.network_client import NetworkClient
+from kafkalab.protocol.errors import Errors, KafkaError
+from kafkalab.records import iter_batches
+from kafkalab.records.record import Header
+
+DEFAULTS: dict[str, Any] = {
+    "bootstrap.servers": "127.0.0.1:9092",
+    "auto.offset.reset": "latest",
+    "fetch.min.bytes": 1,
+    "fetch.max.wait.ms": 500,
+    "fetch.max.bytes": 50 * 1024 * 1024,
+    "max.partition.fetch.bytes": 1024 * 1024,
+    "isolation.level": "read_uncommitted",
+    "max.poll.records": 500,
+}
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True)
+class ConsumerRecord:
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    timestamp_type: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[Header, ...]
+    leader_epoch: int
+
+
+class KafkaConsumer:
+    """`KafkaConsumer({"bootstrap.servers": ...})`, `assign([...])`, then `poll()`."""
+
+    def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        conf = {**DEFAULTS, **(config or {}), **{k.replace("_", "."): v for k, v in kwargs.items()}}
+        unknown = set(conf) - set(DEFAULTS)
+        if unknown:
+            raise ValueError(
+                f"unknown consumer configs {sorted(unknown)}; known: {sorted(DEFAULTS)}"
+            )
+        if conf["auto.offset.reset"] not in ("earliest", "latest", "none"):
+            raise ValueError("auto.offset.reset must be earliest, latest or none")
+        self.config = conf
+        self.client = NetworkClient(conf["bootstrap.servers"])
+        self.positions: dict[TopicPartition, int | None] = {}
+        self._generation = 0  # bumped by assign/seek: fetches in flight become stale
+        self._lock = threading.Lock()
+        self._completed: queue.Queue = queue.Queue()
+        self._buffer: list[ConsumerRecord] = []
+        self._in_flight: set[int] = set()
+        self._closed = False
+
+    # -- assignment and positions ------------------------------------------------------------
+
+    def assign(self, partitions: list[tuple[str, int]]) -> None:
+        with self._lock:
+            self.positions = {TopicPartition(*tp): None for tp in partitions}
+            self._invalidate()
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self.positions)
+
+    def seek(self, tp: tuple[str, int], offset: int) -> None:
+        with self._lock:
+            self.positions[TopicPartition(*tp)] = offset
+            self._invalidate()
+
+    def seek_to_beginning(self, partitions: list[tuple[str, int]] | None = None) -> None:
+        self._reset(partitions, -2)
+
+    def seek_to_end(self, partitions: list[tuple[str, int]] | None = None) -> None:
+        self._reset(partitions, -1)
+
+    def position(self, tp: tuple[str, int]) -> int:
+        tp = TopicPartition(*tp)
+        if self.positions.get(tp) is None:
+            self._reset([tp], self._reset_timestamp())
+        return self.positions[tp]
+
+    def _invalidate(self) -> None:
+        self._generation += 1
+        self._buffer = []
+
+    def _reset_timestamp(self) -> int:
+        strategy = self.config["auto.offset.reset"]
+        if strategy == "none":
+            raise KafkaError(
+                Errors.OFFSET_OUT_OF_RANGE, "no position and auto.offset.reset=none: seek() first"
+            )
+        return -2 if strategy == "earliest" else -1
+
+    def _reset(self, partitions, timestamp: int) -> None:
+        targets = [TopicPartition(*tp) for tp in (partitions or list(self.positions))]
+        found = self.offsets_for_times({tp: timestamp for tp in targets})
+        with self._lock:
+            for tp in targets:
+                self.positions[tp] = found[tp][0]
+            self._invalidate()
+
+    def offsets_for_times(
+        self, timestamps: dict[tuple[str, int], int]
+    ) -> dict[TopicPartition, tuple[int, int]]:
+        """ListOffsets: (offset, timestamp) of the first record at or after each
+        timestamp; -1 latest, -2 earliest. Offset -1 when there is none."""
+        by_leader: dict[int, list[tuple[TopicPartition, int]]] = {}
+        for tp, ts in timestamps.items():
+            tp = TopicPartition(*tp)
+            by_leader.setdefault(self.client.leader_for(*tp), []).append((tp, ts))
+        out = {}
+        isolation = 1 if self.config["isolation.level"] == "read_committed" else 0
+        for leader, items in by_leader.items():
+            topics: dict[str, list[dict]] = {}
+            for tp, ts in items:
+                topics.setdefault(tp.topic, []).append(
+                    {"partition_index": tp.partition, "timestamp": ts}
+                )
+            response = self.client.connection(leader).request(
+                2,
+                {
+                    "replica_id": -1,
+                    "isolation_level": isolation,
+                    "topics": [{"name": t, "partitions": p} for t, p in topics.items()],
+                },
+            )
+            for topic in response["topics"]:
+                for p in topic["partitions"]:
+                    if p["error_code"]:
+                        raise KafkaError(
+                            p["error_code"], f"ListOffsets {topic['name']}-{p['partition_index']}"
+                        )
+                    out[TopicPartition(topic["name"], p["partition_index"])] = (
+                        p["offset"],
+                        p["timestamp"],
+                    )
+        return out
+
+    def end_offsets(self, partitions: list[tuple[str, int]]) -> dict[TopicPartition, int]:
+        return {
+            tp: o for tp, (o, _) in self.offsets_for_times({tp: -1 for tp in partitions}).items()
+        }
+
+    def beginning_offsets(self, partitions: list[tuple[str, int]]) -> dict[TopicPartition, int]:
+        return {
+            tp: o for tp, (o, _) in self.offsets_for_times({tp: -2 for tp in partitions}).items()
+        }
+
+    # -- poll and the fetcher ----------------------------------------------------------------
+
+    def poll(self, timeout_ms: int = 1000) -> list[ConsumerRecord]:
+        """Records from the assigned partitions, at most max.poll.records, waiting up
+        to timeout_ms for some to arrive."""
+        for tp, position in list(self.positions.items()):
+            if position is None:
+                self.position(tp)
+        deadline = time.monotonic() + timeout_ms / 1000
+        while True:
+            self._drain_completed()
+            if self._buffer:
+                n = int(self.config["max.poll.records"])
+                out, self._buffer = self._buffer[:n], self._buffer[n:]
+                self._send_fetches()  # pipeline: the next fetch goes out now
+                return out
+            self._send_fetches()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return []
+            try:
+                self._completed.put(self._completed.get(timeout=left))
+            except queue.Empty:
+                return []
+
+    def _send_fetches(self) -> None:
+        with self._lock:
+            by_leader: dict[int, list[tuple[TopicPartition, int]]] = {}
+            for tp, position in self.positions.items():
+                if position is None:
+                    continue
+                by_leader.setdefault(self.client.leader_for(*tp), []).append((tp, position))
+            generation = self._generation
+        for leader, items in by_leader.items():
+            if leader in self._in_flight:
+                continue
+            self._in_flight.add(leader)
+            threading.Thread(
+                target=self._fetch,
+                args=(leader, items, generation),
+                daemon=True,
+                name="kafkalab-fetcher",
+            ).start()
+
+    def _fetch(self, leader: int, items: list[tuple[TopicPartition, int]], generation: int) -> None:
+        c = self.config
+        topics: dict[str, list[dict]] = {}
+        for tp, position in items:
+            topics.setdefault(tp.topic, []).append(
+                {
+                    "partition": tp.partition,
+                    "current_leader_epoch": -1,
+                    "fetch_offset": position,
+                    "log_start_offset": -1,
+                    "partition_max_bytes": int(c["max.partition.fetch.bytes"]),
+                }
+            )
+        body = {
+            "replica_id": -1,
+            "max_wait_ms": int(c["fetch.max.wait.ms"]),
+            "min_bytes": int(c["fetch.min.bytes"]),
+            "max_bytes": int(c["fetch.max.bytes"]),
+            "isolation_level": 1 if c["isolation.level"] == "read_committed" else 0,
+            "session_id": 0,
+            "session_epoch": -1,
+            "topics": [{"topic": t, "partitions": p} for t, p in topics.items()],
+            "forgotten_topics_data": [],
+            "rack_id": "",
+        }
+        try:
+            response = self.client.connection(leader).request(1, body)
+            self._completed.put((leader, generation, response, None))
+        except Exception as e:  # handed to poll(), which raises it
+            self.client.drop(leader)
+            self._completed.put((leader, generation, None, e))
+
+    def _drain_completed(self) -> None:
+        while True:
+            try:
+                leader, generation, response, error = self._completed.get_nowait()
+            except queue.Empty:
+                return
+            self._in_flight.discard(leader)
+            if generation != self._generation:
+                continue  # an assign/seek happened since: stale data
+            if error is not None:
+                raise error
+            self._parse(response)
+
+    def _parse(self, response: dict) -> None:
+        for topic in response["responses"]:
+            for part in topic["partitions"]:
+                tp = TopicPartition(topic["topic"], part["partition_index"])
+                position = self.positions.get(tp)
+                if position is None:
+                    continue
+                error = Errors(part["error_code"])
+                if error == Errors.OFFSET_OUT_OF_RANGE:
+                    self.positions[tp] = None  # reset by auto.offset.reset at the next poll
+                    continue
+                if error in (Errors.NOT_LEADER_OR_FOLLOWER, Errors.UNKNOWN_TOPIC_OR_PARTITION):
+                    self.client.partitions.pop(tp.topic, None)
+                    continue
+                if error != Errors.NONE:
+                    raise KafkaError(error, f"fetching {tp.topic}-{tp.partition}")
+                data = part["records"]
+                if not data:
+                    continue
+                for batch in iter_batches(bytes(data)):
+                    h = batch.header
+                    if h.next_offset <= position:
+                        continue
+                    if not h.is_control_batch:
+                        for r in batch.records:
+                            if r.offset >= position:
+                                self._buffer.append(
+                                    ConsumerRecord(
+                                        tp.topic,
+                                        tp.partition,
+                                        r.offset,
+                                        r.timestamp,
+                                        int(h.timestamp_type),
+                                        r.key,
+                                        r.value,
+                                        r.headers,
+                                        h.partition_leader_epoch,
+                                    )
+                                )
+                    position = h.next_offset
+                self.positions[tp] = position
+
+    def close(self) -> None:
+        self._closed = True
+        self.client.close()
+
+    def __enter__(self) -> KafkaConsumer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,192 @@
+"""NetworkClient: connections to brokers, version negotiation, and request/response.
+
+Kafka's class: org.apache.kafka.clients.NetworkClient (with ApiVersions). The
+teaching client keeps it simple and blocking: one socket per broker, requests
+sent with a correlation id and the matching response read back. On connect it
+sends ApiVersions and from then on uses, for each API, the highest version both
+sides speak.
+
+Metadata (Kafka: org.apache.kafka.clients.Metadata) maps topics to partitions
+and partitions to their leader's node; it is refreshed on demand and when a
+request fails with an error that says the leader moved.
+"""
+
+from __future__ import annotations
+
+import itertools
+import socket
+import struct
+import threading
+from dataclasses import dataclass
+
+from kafkalab.protocol.errors import Errors, KafkaError
+from kafkalab.protocol.header import RequestHeader, decode_response, encode_request
+from kafkalab.protocol.messages import APIS
+
+CLIENT_ID = "kafkalab-client"
+_SIZE = struct.Struct(">i")
+
+
+@dataclass(frozen=True)
+class Node:
+    node_id: int
+    host: str
+    port: int
+
+
+class BrokerConnection:
+    """One blocking socket to one broker."""
+
+    def __init__(self, host: str, port: int, timeout_s: float = 30.0) -> None:
+        self.sock = socket.create_connection((host, port), timeout=timeout_s)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self.versions: dict[int, int] = {}
+        _, body = self._call(18, 0, {})
+        for entry in body["api_keys"]:
+            api = APIS.get(entry["api_key"])
+            if api is not None:
+                top = min(api.max_version, entry["max_version"])
+                if top >= max(api.min_version, entry["min_version"]):
+                    self.versions[api.key] = top
+
+    def version(self, api_key: int) -> int:
+        if api_key not in self.versions:
+            raise KafkaError(
+                Errors.UNSUPPORTED_VERSION, f"the broker does not speak {APIS[api_key].name}"
+            )
+        return self.versions[api_key]
+
+    def request(self, api_key: int, body: dict, *, expect_response: bool = True) -> dict | None:
+        """Send a request at the negotiated version and return the response body."""
+        return self._call(api_key, self.version(api_key), body, expect_response)[1]
+
+    def _call(
+        self, api_key: int, version: int, body: dict, expect_response: bool = True
+    ) -> tuple[int, dict | None]:
+        with self._lock:
+            correlation_id = next(self._ids)
+            self.sock.sendall(
+                encode_request(RequestHeader(api_key, version, correlation_id, CLIENT_ID), body)
+            )
+            if not expect_response:
+                return version, None
+            frame = self._read_frame()
+        got_id, response = decode_response(APIS[api_key], version, frame)
+        if got_id != correlation_id:
+            raise KafkaError(
+                Errors.NETWORK_EXCEPTION, f"correlation id {got_id} does not match {correlation_id}"
+            )
+        return version, response
+
+    def _read_frame(self) -> bytes:
+        (size,) = _SIZE.unpack(self._exactly(4))
+        return self._exactly(size)
+
+    def _exactly(self, n: int) -> bytes:
+        chunks, left = [], n
+        while left:
+            chunk = self.sock.recv(min(left, 1 << 20))
+            if not chunk:
+                raise KafkaError(Errors.NETWORK_EXCEPTION, "the broker closed the connection")
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+class NetworkClient:
+    """Connections by node id, plus the cluster metadata the producer and consumer need."""
+
+    def __init__(self, bootstrap_servers: str, timeout_s: float = 30.0) -> None:
+        self.bootstrap = [
+            (host, int(port))
+            for host, port in (
+                s.strip().rsplit(":", 1) for s in bootstrap_servers.split(",") if s.strip()
+            )
+        ]
+        if not self.bootstrap:
+            raise ValueError("bootstrap.servers is empty: give host:port[,host:port]")
+        self.timeout_s = timeout_s
+        self._connections: dict[int | tuple[str, int], BrokerConnection] = {}
+        self.nodes: dict[int, Node] = {}
+        self.partitions: dict[str, dict[int, int]] = {}  # topic -> partition -> leader id
+        self.topic_errors: dict[str, Errors] = {}
+        self._lock = threading.Lock()
+
+    def _connect(self, key, host: str, port: int) -> BrokerConnection:
+        with self._lock:
+            conn = self._connections.get(key)
+            if conn is None:
+                conn = BrokerConnection(host, port, self.timeout_s)
+                self._connections[key] = conn
+            return conn
+
+    def any_connection(self) -> BrokerConnection:
+        last_error: Exception | None = None
+        for host, port in self.bootstrap:
+            try:
+                return self._connect((host, port), host, port)
+            except OSError as e:
+                last_error = e
+        raise KafkaError(
+            Errors.NETWORK_EXCEPTION,
+            f"no bootstrap server answered ({self.bootstrap}): {last_error}",
+        )
+
+    def connection(self, node_id: int) -> BrokerConnection:
+        node = self.nodes.get(node_id)
+        if node is None:
+            self.refresh_metadata()
+            node = self.nodes[node_id]
+        return self._connect(node_id, node.host, node.port)
+
+    def drop(self, node_id: int) -> None:
+        with self._lock:
+            conn = self._connections.pop(node_id, None)
+        if conn is not None:
+            conn.close()
+
+    def refresh_metadata(
+        self, topics: list[str] | None = None, allow_auto_topic_creation: bool = True
+    ) -> dict:
+        body = {
+            "topics": None if topics is None else [{"name": t} for t in topics],
+            "allow_auto_topic_creation": allow_auto_topic_creation,
+        }
+        response = self.any_connection().request(3, body)
+        self.nodes = {
+            b["node_id"]: Node(b["node_id"], b["host"], b["port"]) for b in response["brokers"]
+        }
+        for topic in response["topics"]:
+            error = Errors(topic["error_code"])
+            self.topic_errors[topic["name"]] = error
+            if error == Errors.NONE:
+                self.partitions[topic["name"]] = {
+                    p["partition_index"]: p["leader_id"] for p in topic["partitions"]
+                }
+        return response
+
+    def partitions_for(self, topic: str) -> dict[int, int]:
+        if topic not in self.partitions:
+            self.refresh_metadata([topic])
+        if topic not in self.partitions:
+            raise KafkaError(
+                self.topic_errors.get(topic, Errors.UNKNOWN_TOPIC_OR_PARTITION), f"topic {topic!r}"
+            )
+        return self.partitions[topic]
+
+    def leader_for(self, topic: str, partition: int) -> int:
+        leader = self.partitions_for(topic).get(partition, -1)
+        if leader < 0:
+            raise KafkaError(Errors.LEADER_NOT_AVAILABLE, f"{topic}-{partition}")
+        return leader
+
+    def close(self) -> None:
+        with self._lock:
+            for conn in self._connections.values():
+                conn.close()
+            self._connections.clear()
