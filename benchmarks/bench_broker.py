@@ -121,7 +121,7 @@ def main() -> int:
         with BrokerProcess({"log.dirs": tmp, "num.partitions": "1"}) as broker:
             for client, produce, consume, n in (
                 ("librdkafka (confluent-kafka)", rd_produce, rd_consume, N),
-                ("kafkalab teaching client", teach_produce, teach_consume, N // 10),
+                ("kafkalab teaching client", teach_produce, teach_consume, N),
             ):
                 for phase, fn in (("produce", produce), ("consume", consume)):
                     runs = []
