@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from kafkalab.client.network_client import NetworkClient
+from kafkalab.client.network_client import NetworkClient, merge_config
 from kafkalab.protocol.errors import Errors, KafkaError
 from kafkalab.records import iter_batches
 from kafkalab.records.record import Header
@@ -65,12 +65,7 @@ class KafkaConsumer:
     """`KafkaConsumer({"bootstrap.servers": ...})`, `assign([...])`, then `poll()`."""
 
     def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        conf = {**DEFAULTS, **(config or {}), **{k.replace("_", "."): v for k, v in kwargs.items()}}
-        unknown = set(conf) - set(DEFAULTS)
-        if unknown:
-            raise ValueError(
-                f"unknown consumer configs {sorted(unknown)}; known: {sorted(DEFAULTS)}"
-            )
+        conf = merge_config("consumer", DEFAULTS, config, kwargs)
         if conf["auto.offset.reset"] not in ("earliest", "latest", "none"):
             raise ValueError("auto.offset.reset must be earliest, latest or none")
         self.config = conf

@@ -18,6 +18,7 @@ import socket
 import struct
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 from kafkalab.protocol.errors import Errors, KafkaError
 from kafkalab.protocol.header import RequestHeader, decode_response, encode_request
@@ -25,6 +26,18 @@ from kafkalab.protocol.messages import APIS
 
 CLIENT_ID = "kafkalab-client"
 _SIZE = struct.Struct(">i")
+
+
+def merge_config(
+    what: str, defaults: dict[str, Any], config: dict[str, Any] | None, kwargs: dict[str, Any]
+) -> dict[str, Any]:
+    """Kafka-named settings over the defaults; keyword arguments may use `_` for `.`
+    (`linger_ms=5`). Unknown names are refused, so a typo does not pass silently."""
+    conf = {**defaults, **(config or {}), **{k.replace("_", "."): v for k, v in kwargs.items()}}
+    unknown = set(conf) - set(defaults)
+    if unknown:
+        raise ValueError(f"unknown {what} configs {sorted(unknown)}; known: {sorted(defaults)}")
+    return conf
 
 
 @dataclass(frozen=True)

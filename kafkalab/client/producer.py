@@ -30,7 +30,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafkalab.client.network_client import NetworkClient
+from kafkalab.client.network_client import NetworkClient, merge_config
 from kafkalab.client.partitioner import StickyPartitioner, partition_for_key
 from kafkalab.protocol.errors import Errors, KafkaError
 from kafkalab.records import CompressionType, Header, SimpleRecord, build_batch
@@ -277,12 +277,7 @@ class KafkaProducer:
     """`KafkaProducer({"bootstrap.servers": "127.0.0.1:9092"})`, then `send()`."""
 
     def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        conf = {**DEFAULTS, **(config or {}), **{k.replace("_", "."): v for k, v in kwargs.items()}}
-        unknown = set(conf) - set(DEFAULTS)
-        if unknown:
-            raise ValueError(
-                f"unknown producer configs {sorted(unknown)}; known: {sorted(DEFAULTS)}"
-            )
+        conf = merge_config("producer", DEFAULTS, config, kwargs)
         self.config = conf
         self.acks = {"all": -1, "-1": -1, "1": 1, "0": 0}[str(conf["acks"])]
         self.compression = CompressionType[str(conf["compression.type"]).upper()]
