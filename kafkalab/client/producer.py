@@ -26,6 +26,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
@@ -324,8 +325,11 @@ class KafkaProducer:
         partition: int | None = None,
         headers: list[tuple[str, bytes]] | None = None,
         timestamp_ms: int | None = None,
+        callback: Callable[[RecordMetadata | None, Exception | None], None] | None = None,
     ) -> Future:
-        """Queue a record; the Future gives its RecordMetadata once written."""
+        """Queue a record; the Future gives its RecordMetadata once written.
+        `callback(metadata, exception)` runs on the Sender thread when it is
+        (Kafka: send(record, callback))."""
         if not self.sender.running:
             raise KafkaError(Errors.UNKNOWN_SERVER_ERROR, "the producer is closed")
         partitions = self.client.partitions_for(topic)
@@ -353,7 +357,12 @@ class KafkaProducer:
                 partition = self.partitioner.partition(topic, n)
         elif not 0 <= partition < n:
             raise ValueError(f"{topic} has partitions 0..{n - 1}, not {partition}")
-        return self.accumulator.append(topic, partition, record, size)
+        future = self.accumulator.append(topic, partition, record, size)
+        if callback is not None:
+            future.add_done_callback(
+                lambda f: callback(None if f.exception() else f.result(), f.exception())
+            )
+        return future
 
     def flush(self, timeout_s: float | None = None) -> None:
         """Send everything now and wait until every queued record is answered."""

@@ -95,7 +95,8 @@ class KafkaBroker:
         if self._ticker is not None:
             self._ticker.cancel()
         if self.socket_server is not None:
-            await self.socket_server.stop()
+            # Parked fetches answer with what they have; in-flight requests finish.
+            await self.socket_server.stop(before_close=self.replica_manager.delayed_fetch.shutdown)
         self.replica_manager.shutdown()
         self._stopped.set()
 

@@ -74,6 +74,7 @@ class SocketServer:
         self._server: asyncio.base_events.Server | None = None
         self._handlers: list[asyncio.Task] = []
         self._connections: set[asyncio.Task] = set()
+        self._busy = 0  # requests read and not yet answered
         self.bound_port: int | None = None
 
     async def start(self) -> None:
@@ -81,17 +82,26 @@ class SocketServer:
         self.bound_port = self._server.sockets[0].getsockname()[1]
         self._handlers = [asyncio.create_task(self._handler()) for _ in range(self.num_handlers)]
 
-    async def stop(self) -> None:
-        """Stop accepting, let in-flight requests finish, close connections."""
+    async def stop(self, before_close: Any = None, grace_s: float = 10.0) -> None:
+        """Stop accepting, let requests already read finish (up to `grace_s`), then
+        close every connection. `before_close` runs once accepting has stopped (the
+        broker completes parked fetches there, so they answer now)."""
         if self._server is not None:
             self._server.close()
-            await self._server.wait_closed()
+        if before_close is not None:
+            before_close()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace_s
+        while self._busy and loop.time() < deadline:
+            await asyncio.sleep(0.01)
         for task in list(self._connections):
             task.cancel()
         await asyncio.gather(*self._connections, return_exceptions=True)
         for task in self._handlers:
             task.cancel()
         await asyncio.gather(*self._handlers, return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
 
     # -- handlers --------------------------------------------------------------------------
 
@@ -134,11 +144,15 @@ class SocketServer:
                 except (asyncio.IncompleteReadError, ConnectionError):
                     log.warning("closing connection from %s: frame cut short", peer)
                     return
-                response = await self._process(frame, peer)
-                if response is False:
-                    return
-                if response is not None:
-                    await self._send(writer, response)
+                self._busy += 1
+                try:
+                    response = await self._process(frame, peer)
+                    if response is False:
+                        return
+                    if response is not None:
+                        await self._send(writer, response)
+                finally:
+                    self._busy -= 1
         except asyncio.CancelledError:
             pass
         except Exception:

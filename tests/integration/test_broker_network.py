@@ -198,3 +198,47 @@ def test_many_connections_at_once(broker):
     for t in threads:
         t.join(60)
     assert errors == []
+
+
+def test_sigterm_answers_parked_fetches_then_exits_cleanly(tmp_path):
+    from kafkalab.server.broker import BrokerProcess
+
+    broker = BrokerProcess({"log.dirs": str(tmp_path)}).start()
+    try:
+        host, port = broker.bootstrap_servers.split(":")
+        with socket.create_connection((host, int(port)), timeout=30) as sock:
+            call(sock, 3, 4, {"topics": [{"name": "quiet"}], "allow_auto_topic_creation": True})
+            fetch = {
+                "replica_id": -1,
+                "max_wait_ms": 120_000,
+                "min_bytes": 1,
+                "max_bytes": 1000,
+                "isolation_level": 0,
+                "session_id": 0,
+                "session_epoch": -1,
+                "topics": [
+                    {
+                        "topic": "quiet",
+                        "partitions": [
+                            {
+                                "partition": 0,
+                                "current_leader_epoch": -1,
+                                "fetch_offset": 0,
+                                "log_start_offset": -1,
+                                "partition_max_bytes": 1000,
+                            }
+                        ],
+                    }
+                ],
+                "forgotten_topics_data": [],
+                "rack_id": "",
+            }
+            sock.sendall(encode_request(RequestHeader(1, 11, 4, "t"), fetch))
+            time.sleep(0.3)  # parked in the purgatory
+            broker.process.terminate()  # SIGTERM
+            correlation_id, body = decode_response(APIS[1], 11, read_frame(sock))
+            assert correlation_id == 4 and body["responses"][0]["partitions"][0]["error_code"] == 0
+        assert broker.process.wait(30) == 0
+        assert (tmp_path / ".kafka_cleanshutdown").exists()
+    finally:
+        broker.kill()

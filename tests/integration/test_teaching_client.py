@@ -76,6 +76,22 @@ def test_produce_and_consume_every_record(broker, codec):
             assert m.partition == partition_for_key(b"key-%d" % (i % 7), 3)
 
 
+def test_delivery_callbacks(broker):
+    delivered = []
+    done = threading.Event()
+
+    def on_delivery(metadata, error):
+        delivered.append((metadata, error))
+        if len(delivered) == 3:
+            done.set()
+
+    with KafkaProducer({"bootstrap.servers": broker.bootstrap_servers}) as producer:
+        for i in range(3):
+            producer.send("callbacks", value=b"%d" % i, callback=on_delivery)
+        assert done.wait(30)
+    assert [(m.offset, e) for m, e in delivered] == [(0, None), (1, None), (2, None)]
+
+
 def test_unkeyed_records_stick_to_a_partition_per_batch(broker):
     bs = broker.bootstrap_servers
     with Admin(bs) as admin:
