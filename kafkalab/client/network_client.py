@@ -55,6 +55,7 @@ class BrokerConnection:
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
+        self.broken = False
         self.versions: dict[int, int] = {}
         _, body = self._call(18, 0, {})
         for entry in body["api_keys"]:
@@ -80,12 +81,16 @@ class BrokerConnection:
     ) -> tuple[int, dict | None]:
         with self._lock:
             correlation_id = next(self._ids)
-            self.sock.sendall(
-                encode_request(RequestHeader(api_key, version, correlation_id, CLIENT_ID), body)
-            )
-            if not expect_response:
-                return version, None
-            frame = self._read_frame()
+            try:
+                self.sock.sendall(
+                    encode_request(RequestHeader(api_key, version, correlation_id, CLIENT_ID), body)
+                )
+                if not expect_response:
+                    return version, None
+                frame = self._read_frame()
+            except OSError as e:  # the broker went away: a retriable network error
+                self.broken = True
+                raise KafkaError(Errors.NETWORK_EXCEPTION, str(e)) from e
         got_id, response = decode_response(APIS[api_key], version, frame)
         if got_id != correlation_id:
             raise KafkaError(
@@ -102,6 +107,7 @@ class BrokerConnection:
         while left:
             chunk = self.sock.recv(min(left, 1 << 20))
             if not chunk:
+                self.broken = True
                 raise KafkaError(Errors.NETWORK_EXCEPTION, "the broker closed the connection")
             chunks.append(chunk)
             left -= len(chunk)
@@ -133,6 +139,9 @@ class NetworkClient:
     def _connect(self, key, host: str, port: int) -> BrokerConnection:
         with self._lock:
             conn = self._connections.get(key)
+            if conn is not None and conn.broken:
+                conn.close()
+                conn = None
             if conn is None:
                 conn = BrokerConnection(host, port, self.timeout_s)
                 self._connections[key] = conn
@@ -143,7 +152,7 @@ class NetworkClient:
         for host, port in self.bootstrap:
             try:
                 return self._connect((host, port), host, port)
-            except OSError as e:
+            except (OSError, KafkaError) as e:
                 last_error = e
         raise KafkaError(
             Errors.NETWORK_EXCEPTION,

@@ -92,29 +92,32 @@ def test_confluent_kafka_round_trip(broker, codec, acks):
     assert all(len(parts) == 1 for parts in by_key.values())
 
 
-@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
-def test_kafka_python_round_trip_and_offsets_for_times(broker, codec):
+@pytest.mark.parametrize("codec", CODECS)
+@pytest.mark.parametrize("acks", [0, 1, "all"])
+def test_kafka_python_round_trip_and_offsets_for_times(broker, codec, acks):
     bs = broker.bootstrap_servers
-    topic = f"kp-{codec}"
+    topic = f"kp-{codec}-{acks}"
     admin = KafkaAdminClient(bootstrap_servers=bs)
     admin.create_topics([KNewTopic(topic, 2, 1)])
     admin.close()
     producer = KafkaProducer(
         bootstrap_servers=bs,
         compression_type=None if codec == "none" else codec,
-        acks="all",
-        enable_idempotence=True,
+        acks=acks,
+        enable_idempotence=acks == "all",
     )
-    metadata = [
+    futures = [
         producer.send(
             topic,
             key=b"k%d" % i,
             value=b"v%d" % i,
             headers=[("i", b"%d" % i)],
             timestamp_ms=2_000_000 + 10 * i,
-        ).get(10)
+        )
         for i in range(60)
     ]
+    producer.flush()
+    metadata = [f.get(10) for f in futures]
     producer.close()
     consumer = KafkaConsumer(
         bootstrap_servers=bs, enable_auto_commit=False, consumer_timeout_ms=3000
@@ -122,25 +125,24 @@ def test_kafka_python_round_trip_and_offsets_for_times(broker, codec):
     parts = [KTopicPartition(topic, 0), KTopicPartition(topic, 1)]
     consumer.assign(parts)
     consumer.seek_to_beginning()
-    got = {(m.partition, m.offset): m for m in consumer}
+    got = list(consumer)
     assert len(got) == 60
-    for i, md in enumerate(metadata):
-        m = got[(md.partition, md.offset)]
-        assert (m.key, m.value, m.headers, m.timestamp) == (
-            b"k%d" % i,
-            b"v%d" % i,
-            [("i", b"%d" % i)],
-            2_000_000 + 10 * i,
-        )
+    by_index = {int(m.headers[0][1]): m for m in got}
+    for i in range(60):
+        m = by_index[i]
+        assert (m.key, m.value, m.timestamp) == (b"k%d" % i, b"v%d" % i, 2_000_000 + 10 * i)
+        if acks != 0:  # with acks=0 the producer never learns the offsets
+            assert (m.partition, m.offset) == (metadata[i].partition, metadata[i].offset)
+    for p in (0, 1):
+        offsets = [m.offset for m in got if m.partition == p]
+        assert offsets == list(range(len(offsets)))
     # ListOffsets by timestamp: the first record at or after the time.
-    i = 31
-    target = metadata[i]
-    found = consumer.offsets_for_times(
-        {KTopicPartition(topic, target.partition): 2_000_000 + 10 * i}
-    )
-    assert found[KTopicPartition(topic, target.partition)].offset == target.offset
-    ends = consumer.end_offsets(parts)
-    assert sum(ends.values()) == 60
+    target = by_index[31]
+    tp = KTopicPartition(topic, target.partition)
+    found = consumer.offsets_for_times({tp: 2_000_000 + 10 * 31})
+    assert found[tp].offset == target.offset
+    assert sum(consumer.end_offsets(parts).values()) == 60
+    assert set(consumer.beginning_offsets(parts).values()) == {0}
     consumer.close()
 
 

@@ -3,6 +3,7 @@ kafka-python's (which copies Java's)."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import threading
@@ -190,3 +191,32 @@ def test_cli_round_trip(broker):
         run + ["topics", "-b", bs, "--list"], capture_output=True, text=True, timeout=60
     )
     assert "cli\tpartitions=2" in listed.stdout
+
+
+def test_producer_retries_across_a_broker_restart(tmp_path):
+    """A batch that cannot be delivered while the broker is down is retried with
+    backoff and lands once the broker is back on the same address."""
+    from kafkalab.server.broker import BrokerProcess
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    props = {"log.dirs": str(tmp_path), "listeners": f"PLAINTEXT://127.0.0.1:{port}"}
+    first = BrokerProcess(props).start()
+    producer = KafkaProducer(
+        {"bootstrap.servers": first.bootstrap_servers, "retry.backoff.ms": 200, "linger.ms": 0}
+    )
+    second = None
+    try:
+        assert producer.send("retry", value=b"before").result(30).offset == 0
+        first.kill()
+        future = producer.send("retry", value=b"during")
+        time.sleep(0.5)  # a few attempts fail while nothing listens
+        assert not future.done()
+        second = BrokerProcess(props).start()
+        assert future.result(30).offset == 1
+    finally:
+        producer.close()
+        first.kill()
+        if second is not None:
+            second.stop()
