@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Make sure the machine has what kafkalab needs outside PyPI:
-#   python3 >= 3.11 with venv, graphviz (`dot`, for the labs' pictures) and a
-#   Java 17+ runtime (for PySpark). As root on Debian/Ubuntu we install what is
+#   python3 >= 3.11 with venv, graphviz (`dot`, for the labs' pictures), a
+#   Java 17+ runtime (for PySpark) and kcat (a C Kafka client the labs and the
+#   tests point at the broker). As root on Debian/Ubuntu we install what is
 #   missing with apt; otherwise we say exactly which packages to install.
 set -euo pipefail
 
@@ -18,6 +19,7 @@ elif ! "$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1; then
     missing+=(python3-venv)
 fi
 command -v dot >/dev/null 2>&1 || missing+=(graphviz)
+command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 if ! command -v java >/dev/null 2>&1 || ! java -version 2>&1 | grep -Eq 'version "(1[7-9]|[2-9][0-9])'; then
     missing+=(openjdk-17-jre-headless)
 fi
