@@ -426,6 +426,55 @@ INIT_PRODUCER_ID_RESPONSE = Message(
     flexible_from=2,
 )
 
+# -- OffsetForLeaderEpoch (23) -------------------------------------------------------------
+
+OFFSET_FOR_LEADER_EPOCH_REQUEST = Message(
+    23,
+    "OffsetForLeaderEpochRequest",
+    [
+        F("replica_id", INT32, "3+", default=-2),
+        F(
+            "topics",
+            [
+                F("topic", STRING),
+                F(
+                    "partitions",
+                    [
+                        F("partition", INT32),
+                        F("current_leader_epoch", INT32, "2+", default=-1),
+                        F("leader_epoch", INT32),
+                    ],
+                ),
+            ],
+        ),
+    ],
+    flexible_from=4,
+)
+
+OFFSET_FOR_LEADER_EPOCH_RESPONSE = Message(
+    23,
+    "OffsetForLeaderEpochResponse",
+    [
+        F("throttle_time_ms", INT32, "2+"),
+        F(
+            "topics",
+            [
+                F("topic", STRING),
+                F(
+                    "partitions",
+                    [
+                        F("error_code", INT16),
+                        F("partition", INT32),
+                        F("leader_epoch", INT32, "1+", default=-1),
+                        F("end_offset", INT64),
+                    ],
+                ),
+            ],
+        ),
+    ],
+    flexible_from=4,
+)
+
 
 APIS: dict[int, Api] = {
     api.key: api
@@ -438,5 +487,13 @@ APIS: dict[int, Api] = {
         Api(19, "CreateTopics", 0, 4, CREATE_TOPICS_REQUEST, CREATE_TOPICS_RESPONSE),
         Api(20, "DeleteTopics", 0, 3, DELETE_TOPICS_REQUEST, DELETE_TOPICS_RESPONSE),
         Api(22, "InitProducerId", 0, 1, INIT_PRODUCER_ID_REQUEST, INIT_PRODUCER_ID_RESPONSE),
+        Api(
+            23,
+            "OffsetForLeaderEpoch",
+            0,
+            3,
+            OFFSET_FOR_LEADER_EPOCH_REQUEST,
+            OFFSET_FOR_LEADER_EPOCH_RESPONSE,
+        ),
     )
 }

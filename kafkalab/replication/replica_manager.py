@@ -26,6 +26,9 @@ from kafkalab.storage.unified_log import UnifiedLog
 
 TopicPartition = tuple[str, int]
 
+#: A single broker leads every partition in epoch 0 (Metadata says so, appends stamp it).
+LEADER_EPOCH = 0
+
 
 def error_of(exc: Exception) -> Errors:
     """The Kafka error code for an exception from the storage layer."""
@@ -110,7 +113,7 @@ class ReplicaManager:
         if records is None or len(records) == 0:
             return AppendResult(Errors.CORRUPT_MESSAGE, message="a produce request with no records")
         try:
-            info = log.append_as_leader(bytearray(records), leader_epoch=0)
+            info = log.append_as_leader(bytearray(records), leader_epoch=LEADER_EPOCH)
         except (StorageError, CorruptRecordError) as e:
             return AppendResult(error_of(e), message=str(e))
         log.update_high_watermark(log.log_end_offset)  # single replica: committed at once

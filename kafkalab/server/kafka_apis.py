@@ -17,7 +17,7 @@ from kafkalab.protocol.errors import Errors
 from kafkalab.protocol.header import RequestHeader
 from kafkalab.protocol.messages import APIS
 from kafkalab.replication.delayed_operation import DelayedOperation
-from kafkalab.replication.replica_manager import ReplicaManager, error_of
+from kafkalab.replication.replica_manager import LEADER_EPOCH, ReplicaManager, error_of
 from kafkalab.server.producer_ids import ProducerIdManager
 from kafkalab.storage.log_config import InvalidConfigError
 from kafkalab.storage.log_manager import check_topic_name
@@ -48,6 +48,7 @@ class KafkaApis:
             19: self.handle_create_topics,
             20: self.handle_delete_topics,
             22: self.handle_init_producer_id,
+            23: self.handle_offset_for_leader_epoch,
         }
 
     def handle(self, header: RequestHeader, body: dict) -> Any:
@@ -105,7 +106,7 @@ class KafkaApis:
                             "error_code": 0,
                             "partition_index": p,
                             "leader_id": node,
-                            "leader_epoch": 0,
+                            "leader_epoch": LEADER_EPOCH,
                             "replica_nodes": [node],
                             "isr_nodes": [node],
                             "offline_replicas": [],
@@ -211,7 +212,9 @@ class KafkaApis:
         else:
             out["error_code"] = int(Errors.INVALID_REQUEST)
             return out
-        out.update(timestamp=found_ts, offset=offset, leader_epoch=0 if offset >= 0 else -1)
+        out.update(
+            timestamp=found_ts, offset=offset, leader_epoch=LEADER_EPOCH if offset >= 0 else -1
+        )
         if version == 0:
             out["old_style_offsets"] = [offset] if offset >= 0 else []
         return out
@@ -280,6 +283,37 @@ class KafkaApis:
             "producer_id": producer_id,
             "producer_epoch": 0,
         }
+
+    # -- OffsetForLeaderEpoch ---------------------------------------------------------------
+
+    def handle_offset_for_leader_epoch(self, header: RequestHeader, body: dict) -> dict:
+        """Where did an epoch end? (KIP-101; fenced by the current epoch, KIP-320)."""
+        topics = []
+        for topic in body["topics"]:
+            partitions = []
+            for part in topic["partitions"]:
+                out = {
+                    "error_code": 0,
+                    "partition": part["partition"],
+                    "leader_epoch": -1,
+                    "end_offset": -1,
+                }
+                log_ = self.replica_manager.get_log(topic["topic"], part["partition"])
+                current = part["current_leader_epoch"]
+                if log_ is None:
+                    out["error_code"] = int(Errors.UNKNOWN_TOPIC_OR_PARTITION)
+                elif current >= 0 and current > LEADER_EPOCH:
+                    out["error_code"] = int(Errors.UNKNOWN_LEADER_EPOCH)
+                elif current >= 0 and current < LEADER_EPOCH:
+                    out["error_code"] = int(Errors.FENCED_LEADER_EPOCH)
+                else:
+                    epoch, end = log_.leader_epoch_cache.end_offset_for(
+                        part["leader_epoch"], log_.log_end_offset
+                    )
+                    out.update(leader_epoch=epoch, end_offset=end)
+                partitions.append(out)
+            topics.append({"topic": topic["topic"], "partitions": partitions})
+        return {"throttle_time_ms": 0, "topics": topics}
 
 
 class DelayedFetch(DelayedOperation):

@@ -54,6 +54,7 @@ from kafkalab.storage.errors import (
     RecordBatchTooLargeError,
     UnexpectedAppendOffsetError,
 )
+from kafkalab.storage.leader_epoch_file_cache import LeaderEpochFileCache
 from kafkalab.storage.log_config import LogConfig
 from kafkalab.storage.log_segment import (
     DELETED_FILE_SUFFIX,
@@ -169,8 +170,24 @@ class UnifiedLog:
         self.last_flush_ms = self.clock()
         self.producer_state = ProducerStateManager(self.dir)
         self._rebuild_producer_state()
+        self.leader_epoch_cache = LeaderEpochFileCache(self.dir)
+        self._reconcile_leader_epochs()
 
     # -- loading (Kafka: LogLoader) ------------------------------------------------------
+
+    def _reconcile_leader_epochs(self) -> None:
+        """Make the epoch checkpoint agree with the log after loading: drop epochs
+        past the (recovered) log end or before its start, and learn the epochs of
+        batches that recovery re-read (Kafka assigns them during recovery)."""
+        cache = self.leader_epoch_cache
+        cache.truncate_from_end(self.log_end_offset)
+        cache.truncate_from_start(self.log_start_offset)
+        if self.recovered:
+            first = min(base for base, _ in self.recovered)
+            for segment in self._segments[max(0, self._floor_index(first)) :]:
+                for _, header in segment.log.batch_headers(0):
+                    if header.partition_leader_epoch >= 0:
+                        cache.assign(header.partition_leader_epoch, header.base_offset)
 
     def _rebuild_producer_state(self) -> None:
         """Latest snapshot, then the batch headers after it (Kafka: rebuildProducerState)."""
@@ -349,7 +366,7 @@ class UnifiedLog:
                 max_timestamp = append_time
             offset += header.last_offset_delta + 1
             batches.append((pos, header.batch_length + LOG_OVERHEAD, offset - 1, max_timestamp))
-        return self._append(buf, batches, headers, append_time)
+        return self._append(buf, batches, headers, append_time, leader_epoch)
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo:
         """Append batches with the offsets and epochs the leader gave them.
@@ -373,7 +390,7 @@ class UnifiedLog:
                 )
             expected = header.next_offset
         batches = [(pos, h.size_in_bytes, h.last_offset, h.max_timestamp) for pos, h in headers]
-        return self._append(buf, batches, headers, -1)
+        return self._append(buf, batches, headers, -1, None)
 
     def _validate(
         self, buf: bytes | bytearray, origin: AppendOrigin
@@ -430,6 +447,7 @@ class UnifiedLog:
         batches: list[tuple[int, int, int, int]],
         headers: list[tuple[int, BatchHeader]],
         append_time: int,
+        leader_epoch: int | None,
     ) -> LogAppendInfo:
         """Write validated batches: `batches` holds (position, size, last offset,
         max timestamp) of each, as they will be stored."""
@@ -445,6 +463,15 @@ class UnifiedLog:
             segment = self.roll(first)
         segment.append(last, max_ts, offset_of_max, buf, batches)
         self._log_end_offset = last + 1
+        if leader_epoch is not None:  # the leader stamped every batch with its epoch
+            if leader_epoch > self.leader_epoch_cache.latest_epoch:
+                self.leader_epoch_cache.assign(leader_epoch, first)
+        else:  # a follower learns epochs from the leader's batches
+            for _, header in headers:
+                if header.partition_leader_epoch > self.leader_epoch_cache.latest_epoch:
+                    self.leader_epoch_cache.assign(
+                        header.partition_leader_epoch, header.base_offset
+                    )
         for (_, _, last_offset, _), (_, header) in zip(batches, headers, strict=True):
             if header.producer_id >= 0:
                 self.producer_state.update(
@@ -596,6 +623,7 @@ class UnifiedLog:
         if new_log_start_offset <= self.log_start_offset:
             return False
         self.log_start_offset = new_log_start_offset
+        self.leader_epoch_cache.truncate_from_start(new_log_start_offset)
         return True
 
     # -- retention ----------------------------------------------------------------------------
@@ -658,6 +686,7 @@ class UnifiedLog:
             self._delete_segment(segment)
         self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
         self.producer_state.delete_snapshots_before(self.log_start_offset)
+        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
         return out
 
     def _delete_segment(self, segment: LogSegment) -> None:
@@ -689,6 +718,7 @@ class UnifiedLog:
         self._log_end_offset = self.active_segment.read_next_offset()
         self.recovery_point = min(self.recovery_point, self._log_end_offset)
         self._rebuild_producer_state()
+        self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
         self.high_watermark = min(self.high_watermark, self._log_end_offset)
         return True
 
@@ -702,6 +732,7 @@ class UnifiedLog:
         self.log_start_offset = offset
         self.recovery_point = offset
         self.high_watermark = offset
+        self.leader_epoch_cache.clear()
         self.producer_state.delete_snapshots_before(2**63 - 1)
         self.producer_state.truncate_and_reload()
         self.producer_state.map_end_offset = offset

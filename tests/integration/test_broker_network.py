@@ -242,3 +242,38 @@ def test_sigterm_answers_parked_fetches_then_exits_cleanly(tmp_path):
         assert (tmp_path / ".kafka_cleanshutdown").exists()
     finally:
         broker.kill()
+
+
+def test_offset_for_leader_epoch(broker):
+    with connect(broker) as sock:
+        call(sock, 3, 4, {"topics": [{"name": "epochs"}], "allow_auto_topic_creation": True})
+        call(sock, 0, 7, produce_body("epochs", build_batch([b"a", b"b", b"c"])))
+
+        def ask(topic, epoch, current):
+            _, body = call(
+                sock,
+                23,
+                3,
+                {
+                    "replica_id": -1,
+                    "topics": [
+                        {
+                            "topic": topic,
+                            "partitions": [
+                                {
+                                    "partition": 0,
+                                    "current_leader_epoch": current,
+                                    "leader_epoch": epoch,
+                                }
+                            ],
+                        }
+                    ],
+                },
+            )
+            return body["topics"][0]["partitions"][0]
+
+        answer = ask("epochs", 0, 0)
+        assert (answer["error_code"], answer["leader_epoch"], answer["end_offset"]) == (0, 0, 3)
+        assert ask("epochs", 0, 1)["error_code"] == Errors.UNKNOWN_LEADER_EPOCH
+        assert ask("nope", 0, -1)["error_code"] == Errors.UNKNOWN_TOPIC_OR_PARTITION
+        assert ask("epochs", 7, -1)["end_offset"] == -1  # an epoch newer than any known

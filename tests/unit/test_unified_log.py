@@ -76,7 +76,9 @@ def test_leader_append_assigns_offsets_and_keeps_kafka_file_names(tmp_path, cloc
         "00000000000000000000.index",
         "00000000000000000000.log",
         "00000000000000000000.timeindex",
+        "leader-epoch-checkpoint",  # epoch 5 starts at offset 0
     ]
+    assert (tmp_path / "orders-0" / "leader-epoch-checkpoint").read_text() == "0\n1\n5 0\n"
     data = (tmp_path / "orders-0" / "00000000000000000000.log").read_bytes()
     headers = [read_header(data, 0), read_header(data, read_header(data, 0).size_in_bytes)]
     assert [h.base_offset for h in headers] == [0, 3]
