@@ -1,0 +1,294 @@
+"""Partition: one partition on one broker, as leader or follower (sans-IO).
+
+Kafka's class: kafka.cluster.Partition. It owns the partition's log and, on the
+leader, what it knows of every follower. No sockets and no clock of its own:
+callers pass the time in ms and carry the messages, so a notebook, a
+hypothesis state machine or a TLA+ trace can drive it step by step.
+
+On the leader:
+- each follower's fetch tells the leader that follower's log end offset (LEO);
+- the high watermark (HW) is the smallest LEO over the ISR, and never moves back;
+- a follower that has not caught up for `replica.lag.time.max.ms` is proposed
+  for removal from the ISR, and one that has caught up to the HW (in the
+  current leader epoch) is proposed for addition. Proposals go to the
+  controller (AlterPartition); until it answers, the HW is computed over the
+  *maximal* ISR (current plus pending additions), so a pending change can never
+  make the HW move too far (Kafka: PartitionState with isInflight);
+- acks=all appends need `min.insync.replicas` members in the ISR.
+
+On a follower, after it becomes one, the truncation rule decides how much of
+its own tail it must drop before fetching (`TRUNCATION_RULES`):
+    high-watermark        truncate to the local HW (before KIP-101: loses or
+                          diverges data in the labs' scenarios; for history only)
+    leader-epoch          ask the leader where our latest epoch ended and
+                          truncate there (KIP-101, with KIP-279's repeat)
+    fenced-leader-epoch   the same, with the request fenced by our current
+                          leader epoch (KIP-320); the default
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kafkalab.protocol.errors import Errors, KafkaError
+from kafkalab.storage.unified_log import AppendOrigin, LogAppendInfo, UnifiedLog
+
+TRUNCATION_RULES = ("high-watermark", "leader-epoch", "fenced-leader-epoch")
+
+
+@dataclass
+class ReplicaState:
+    """What the leader knows of one follower (Kafka: Replica / ReplicaState)."""
+
+    broker_id: int
+    log_end_offset: int = -1
+    last_caught_up_time_ms: int = 0
+    last_fetch_time_ms: int = 0
+
+
+@dataclass
+class IsrChange:
+    """An AlterPartition proposal from the leader to the controller."""
+
+    topic: str
+    partition: int
+    leader_epoch: int
+    partition_epoch: int
+    new_isr: list[int]
+
+
+@dataclass
+class Partition:
+    topic: str
+    partition: int
+    local_broker_id: int
+    log: UnifiedLog
+    replica_lag_time_max_ms: int = 30_000
+    truncation_rule: str = "fenced-leader-epoch"
+    role: str = "none"  # leader | follower | none
+    leader_id: int = -1
+    leader_epoch: int = -1
+    partition_epoch: int = -1
+    replicas: list[int] = field(default_factory=list)
+    isr: list[int] = field(default_factory=list)
+    pending_isr: list[int] | None = None  # proposed to the controller, not yet confirmed
+    remote: dict[int, ReplicaState] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.truncation_rule not in TRUNCATION_RULES:
+            raise ValueError(
+                f"unknown follower truncation rule {self.truncation_rule!r}; "
+                f"use one of {', '.join(TRUNCATION_RULES)}"
+            )
+
+    # -- becoming leader or follower ---------------------------------------------------------
+
+    def make_leader(
+        self,
+        leader_epoch: int,
+        isr: list[int],
+        replicas: list[int],
+        partition_epoch: int,
+        now_ms: int,
+    ) -> None:
+        """The controller elected this broker (Kafka: makeLeader). The new epoch
+        starts at our log end offset; followers' LEOs are unknown until they fetch."""
+        if leader_epoch < self.leader_epoch:
+            raise KafkaError(
+                Errors.FENCED_LEADER_EPOCH,
+                f"epoch {leader_epoch} is older than our {self.leader_epoch}",
+            )
+        self.role, self.leader_id = "leader", self.local_broker_id
+        self.leader_epoch, self.partition_epoch = leader_epoch, partition_epoch
+        self.replicas, self.isr, self.pending_isr = list(replicas), list(isr), None
+        self.log.leader_epoch_cache.assign(leader_epoch, self.log.log_end_offset)
+        self.remote = {
+            b: ReplicaState(b, last_caught_up_time_ms=now_ms, last_fetch_time_ms=now_ms)
+            for b in replicas
+            if b != self.local_broker_id
+        }
+        self.maybe_increment_high_watermark()
+
+    def make_follower(
+        self,
+        leader_id: int,
+        leader_epoch: int,
+        isr: list[int],
+        replicas: list[int],
+        partition_epoch: int,
+    ) -> None:
+        """Another broker leads now (Kafka: makeFollower). The caller then truncates
+        with `truncation_point()` before fetching."""
+        if leader_epoch < self.leader_epoch:
+            raise KafkaError(
+                Errors.FENCED_LEADER_EPOCH,
+                f"epoch {leader_epoch} is older than our {self.leader_epoch}",
+            )
+        self.role, self.leader_id = "follower", leader_id
+        self.leader_epoch, self.partition_epoch = leader_epoch, partition_epoch
+        self.replicas, self.isr, self.pending_isr = list(replicas), list(isr), None
+        self.remote = {}
+
+    # -- the leader ---------------------------------------------------------------------------
+
+    @property
+    def maximal_isr(self) -> list[int]:
+        """The ISR the HW is computed over: current plus pending additions."""
+        if self.pending_isr is None:
+            return self.isr
+        return sorted(set(self.isr) | set(self.pending_isr))
+
+    def append_records_to_leader(
+        self,
+        records: bytes | bytearray,
+        required_acks: int,
+        min_insync_replicas: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+    ) -> LogAppendInfo:
+        """Append as leader (Kafka: appendRecordsToLeader). acks=all refuses the
+        write when the ISR is smaller than min.insync.replicas."""
+        self._require_leader()
+        if required_acks == -1 and len(self.isr) < min_insync_replicas:
+            raise KafkaError(
+                Errors.NOT_ENOUGH_REPLICAS,
+                f"{self.topic}-{self.partition}: ISR {self.isr} has fewer than "
+                f"min.insync.replicas={min_insync_replicas} members",
+            )
+        info = self.log.append_as_leader(records, self.leader_epoch, origin)
+        self.maybe_increment_high_watermark()
+        return info
+
+    def update_follower_fetch_state(
+        self, broker_id: int, fetch_offset: int, now_ms: int
+    ) -> IsrChange | None:
+        """A follower fetched from `fetch_offset`: everything below it is on the
+        follower, so that is its LEO (Kafka: updateFollowerFetchState). Moves
+        the HW and may propose adding the follower to the ISR."""
+        self._require_leader()
+        replica = self.remote.get(broker_id)
+        if replica is None:
+            raise KafkaError(
+                Errors.UNKNOWN_SERVER_ERROR,
+                f"broker {broker_id} is not a replica of {self.topic}-{self.partition}",
+            )
+        replica.last_fetch_time_ms = now_ms
+        replica.log_end_offset = fetch_offset
+        if fetch_offset >= self.log.log_end_offset:
+            replica.last_caught_up_time_ms = now_ms
+        change = self._maybe_expand_isr(replica)
+        self.maybe_increment_high_watermark()
+        return change
+
+    def _maybe_expand_isr(self, replica: ReplicaState) -> IsrChange | None:
+        """A follower outside the ISR joins once it has reached the HW and the start
+        of the current leader epoch (Kafka: isFollowerInSync / KIP-101 rule)."""
+        if replica.broker_id in self.maximal_isr or self.pending_isr is not None:
+            return None
+        epoch_start = self.log.leader_epoch_cache.end_offset_for(
+            self.leader_epoch - 1, self.log.log_end_offset
+        )[1]
+        caught_up = replica.log_end_offset >= max(self.log.high_watermark, epoch_start)
+        if not caught_up:
+            return None
+        return self._propose(sorted(self.isr + [replica.broker_id]))
+
+    def maybe_shrink_isr(self, now_ms: int) -> IsrChange | None:
+        """Propose dropping followers that have not caught up to the leader's LEO
+        within replica.lag.time.max.ms (Kafka: maybeShrinkIsr)."""
+        self._require_leader()
+        if self.pending_isr is not None:
+            return None
+        lagging = [
+            b
+            for b in self.isr
+            if b != self.local_broker_id
+            and now_ms - self.remote[b].last_caught_up_time_ms > self.replica_lag_time_max_ms
+        ]
+        if not lagging:
+            return None
+        return self._propose([b for b in self.isr if b not in lagging])
+
+    def _propose(self, new_isr: list[int]) -> IsrChange:
+        self.pending_isr = new_isr
+        return IsrChange(
+            self.topic, self.partition, self.leader_epoch, self.partition_epoch, new_isr
+        )
+
+    def apply_isr_change(self, isr: list[int], partition_epoch: int) -> None:
+        """The controller committed an ISR (AlterPartition answered)."""
+        self.isr, self.partition_epoch, self.pending_isr = list(isr), partition_epoch, None
+        self.maybe_increment_high_watermark()
+
+    def reject_isr_change(self) -> None:
+        self.pending_isr = None
+
+    def maybe_increment_high_watermark(self) -> bool:
+        """HW = min LEO over the maximal ISR (the leader's own included); it only
+        moves forward (Kafka: maybeIncrementLeaderHW)."""
+        if self.role != "leader":
+            return False
+        leos = [self.log.log_end_offset]
+        for b in self.maximal_isr:
+            if b != self.local_broker_id:
+                leos.append(self.remote[b].log_end_offset if b in self.remote else -1)
+        new_hw = min(leos)
+        if new_hw > self.log.high_watermark:
+            self.log.update_high_watermark(new_hw)
+            return True
+        return False
+
+    def _require_leader(self) -> None:
+        if self.role != "leader":
+            raise KafkaError(
+                Errors.NOT_LEADER_OR_FOLLOWER,
+                f"broker {self.local_broker_id} does not lead "
+                f"{self.topic}-{self.partition}; leader is {self.leader_id}",
+            )
+
+    # -- the follower -------------------------------------------------------------------------
+
+    def epoch_query(self) -> tuple[int, int] | None:
+        """What to ask the leader before fetching: (our latest epoch, our current
+        leader epoch for fencing, or -1), or None when the rule does not ask."""
+        if self.truncation_rule == "high-watermark":
+            return None
+        latest = self.log.leader_epoch_cache.latest_epoch
+        if latest < 0:
+            return None
+        current = self.leader_epoch if self.truncation_rule == "fenced-leader-epoch" else -1
+        return latest, current
+
+    def truncation_point(self, leader_answer: tuple[int, int] | None = None) -> int:
+        """Where this follower must cut its log before fetching.
+
+        high-watermark: the local HW. The leader-epoch rules: the leader answered
+        (epoch, end offset) for our latest epoch. If it knows that epoch, cut at
+        min(end offset, our LEO). If it answered an older epoch (it never had
+        ours), cut at min(its end offset, where that epoch ends in our own log)
+        (KIP-279). If it knows none of our epochs, fall back to the HW."""
+        leo = self.log.log_end_offset
+        if self.truncation_rule == "high-watermark" or self.epoch_query() is None:
+            return min(self.log.high_watermark, leo)
+        if leader_answer is None:
+            raise ValueError(
+                "leader-epoch truncation needs the leader's OffsetForLeaderEpoch answer"
+            )
+        epoch, end_offset = leader_answer
+        if epoch < 0 or end_offset < 0:
+            return min(self.log.high_watermark, leo)
+        ours = self.log.leader_epoch_cache
+        if epoch == ours.latest_epoch:
+            return min(end_offset, leo)
+        _, our_end = ours.end_offset_for(epoch, leo)
+        return min(end_offset, our_end if our_end >= 0 else leo)
+
+    def truncate_to(self, offset: int) -> bool:
+        return self.log.truncate_to(offset)
+
+    def append_records_to_follower(self, records: bytes | bytearray, leader_hw: int) -> None:
+        """Append what the leader sent and learn its HW (never past our LEO)."""
+        if records:
+            self.log.append_as_follower(records)
+        self.log.update_high_watermark(
+            max(self.log.high_watermark, min(leader_hw, self.log.log_end_offset))
+        )
