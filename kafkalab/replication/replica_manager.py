@@ -1,9 +1,10 @@
 """ReplicaManager: the partitions a broker hosts, and appending to and reading from them.
 
-Kafka's class: kafka.server.ReplicaManager. This is the single-broker form: the
-broker leads every partition it has, so after an append the high watermark
-moves to the log end offset at once (every in-sync replica, i.e. this one,
-has the data). The replicated form (followers, ISR, acks=all) builds on it.
+Kafka's class: kafka.server.ReplicaManager. It holds a Partition (leader or
+follower state machine) for every partition the broker has. This is still the
+single-broker form: the broker leads every partition with an ISR of one, so
+after an append the high watermark moves to the log end offset at once. The
+replicated form (followers, replica fetchers, acks=all waiting) builds on it.
 
 After every append the delayed fetches watching that partition are checked,
 so a long-polling consumer is answered by the append itself, not by a timer.
@@ -11,13 +12,15 @@ so a long-polling consumer is answered by the append itself, not by a timer.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kafkalab.protocol.errors import Errors
+from kafkalab.protocol.errors import Errors, KafkaError
 from kafkalab.records.record_batch import CorruptRecordError
 from kafkalab.replication.delayed_operation import DelayedOperationPurgatory
+from kafkalab.replication.partition import Partition
 from kafkalab.storage.errors import StorageError
 from kafkalab.storage.log_config import InvalidConfigError
 from kafkalab.storage.log_manager import LogManager
@@ -65,14 +68,27 @@ class ReadResult:
 
 class ReplicaManager:
     def __init__(
-        self, log_manager: LogManager, schedule: Callable[[float, Callable[[], None]], Any]
+        self,
+        log_manager: LogManager,
+        schedule: Callable[[float, Callable[[], None]], Any],
+        broker_id: int = 1,
+        clock: Callable[[], int] = lambda: int(time.time() * 1000),
     ) -> None:
         self.log_manager = log_manager
+        self.broker_id = broker_id
+        self.clock = clock
         self.delayed_fetch = DelayedOperationPurgatory("Fetch", schedule)
-        # Becoming leader with an ISR of one (this broker): the high watermark is the
-        # minimum log end offset over the ISR, i.e. our own (Kafka: Partition.makeLeader).
-        for partition_log in log_manager.all_logs().values():
-            partition_log.update_high_watermark(partition_log.log_end_offset)
+        self.partitions: dict[TopicPartition, Partition] = {}
+        for tp, partition_log in log_manager.all_logs().items():
+            self._lead(tp, partition_log)
+
+    def _lead(self, tp: TopicPartition, partition_log: UnifiedLog) -> Partition:
+        """This broker leads with an ISR of one: itself (Kafka: Partition.makeLeader).
+        The high watermark becomes the log end offset at once."""
+        partition = Partition(tp[0], tp[1], self.broker_id, partition_log)
+        partition.make_leader(LEADER_EPOCH, [self.broker_id], [self.broker_id], 0, self.clock())
+        self.partitions[tp] = partition
+        return partition
 
     # -- topics ------------------------------------------------------------------------------
 
@@ -92,12 +108,13 @@ class ReplicaManager:
         if configs:
             config.with_overrides(configs)  # validate before creating anything
         for p in range(partitions):
-            self.log_manager.get_or_create_log(topic, p, configs or None)
+            self._lead((topic, p), self.log_manager.get_or_create_log(topic, p, configs or None))
 
     def delete_topic(self, topic: str) -> bool:
         found = False
         for t, p in list(self.log_manager.all_logs()):
             if t == topic:
+                self.partitions.pop((t, p), None)
                 found = self.log_manager.delete_log(t, p) or found
         return found
 
@@ -106,20 +123,25 @@ class ReplicaManager:
 
     # -- appends and reads -------------------------------------------------------------------
 
-    def append_records(self, topic: str, partition: int, records: Any) -> AppendResult:
-        log = self.get_log(topic, partition)
-        if log is None:
+    def append_records(
+        self, topic: str, partition: int, records: Any, required_acks: int = 1
+    ) -> AppendResult:
+        part = self.partitions.get((topic, partition))
+        if part is None:
             return AppendResult(Errors.UNKNOWN_TOPIC_OR_PARTITION)
         if records is None or len(records) == 0:
             return AppendResult(Errors.CORRUPT_MESSAGE, message="a produce request with no records")
         try:
-            info = log.append_as_leader(bytearray(records), leader_epoch=LEADER_EPOCH)
+            info = part.append_records_to_leader(
+                bytearray(records), required_acks, part.log.config.min_insync_replicas
+            )
+        except KafkaError as e:
+            return AppendResult(e.code, message=str(e))
         except (StorageError, CorruptRecordError) as e:
             return AppendResult(error_of(e), message=str(e))
-        log.update_high_watermark(log.log_end_offset)  # single replica: committed at once
         self.delayed_fetch.check_and_complete((topic, partition))
         return AppendResult(
-            Errors.NONE, info.first_offset, info.log_append_time, log.log_start_offset
+            Errors.NONE, info.first_offset, info.log_append_time, part.log.log_start_offset
         )
 
     def read(

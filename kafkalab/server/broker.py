@@ -57,7 +57,7 @@ class KafkaBroker:
             flush_check_interval_ms=config.log_flush_scheduler_interval_ms,
             checkpoint_interval_ms=config.log_flush_offset_checkpoint_interval_ms,
         )
-        self.replica_manager = ReplicaManager(self.log_manager, loop.call_later)
+        self.replica_manager = ReplicaManager(self.log_manager, loop.call_later, config.node_id)
         self.apis = KafkaApis(self, self.replica_manager, ProducerIdManager(config.log_dirs[0]))
         _, host, port = parse_listener(config.listeners.split(",")[0])
         self.socket_server = SocketServer(

@@ -143,7 +143,7 @@ class KafkaApis:
                     result_error, result = Errors.INVALID_REQUIRED_ACKS, None
                 else:
                     result = self.replica_manager.append_records(
-                        topic["name"], index, part["records"]
+                        topic["name"], index, part["records"], acks
                     )
                     result_error = result.error
                     if result.message and result_error != Errors.NONE:
@@ -298,17 +298,17 @@ class KafkaApis:
                     "leader_epoch": -1,
                     "end_offset": -1,
                 }
-                log_ = self.replica_manager.get_log(topic["topic"], part["partition"])
+                p = self.replica_manager.partitions.get((topic["topic"], part["partition"]))
                 current = part["current_leader_epoch"]
-                if log_ is None:
+                if p is None:
                     out["error_code"] = int(Errors.UNKNOWN_TOPIC_OR_PARTITION)
-                elif current >= 0 and current > LEADER_EPOCH:
+                elif current >= 0 and current > p.leader_epoch:
                     out["error_code"] = int(Errors.UNKNOWN_LEADER_EPOCH)
-                elif current >= 0 and current < LEADER_EPOCH:
+                elif current >= 0 and current < p.leader_epoch:
                     out["error_code"] = int(Errors.FENCED_LEADER_EPOCH)
                 else:
-                    epoch, end = log_.leader_epoch_cache.end_offset_for(
-                        part["leader_epoch"], log_.log_end_offset
+                    epoch, end = p.log.leader_epoch_cache.end_offset_for(
+                        part["leader_epoch"], p.log.log_end_offset
                     )
                     out.update(leader_epoch=epoch, end_offset=end)
                 partitions.append(out)

@@ -277,3 +277,31 @@ def test_offset_for_leader_epoch(broker):
         assert ask("epochs", 0, 1)["error_code"] == Errors.UNKNOWN_LEADER_EPOCH
         assert ask("nope", 0, -1)["error_code"] == Errors.UNKNOWN_TOPIC_OR_PARTITION
         assert ask("epochs", 7, -1)["end_offset"] == -1  # an epoch newer than any known
+
+
+def test_min_insync_replicas_refuses_acks_all_when_the_isr_is_too_small(broker):
+    with connect(broker) as sock:
+        _, created = call(
+            sock,
+            19,
+            4,
+            {
+                "topics": [
+                    {
+                        "name": "strict",
+                        "num_partitions": 1,
+                        "replication_factor": 1,
+                        "assignments": [],
+                        "configs": [{"name": "min.insync.replicas", "value": "2"}],
+                    }
+                ],
+                "timeout_ms": 1000,
+                "validate_only": False,
+            },
+        )
+        assert created["topics"][0]["error_code"] == 0
+        _, refused = call(sock, 0, 7, produce_body("strict", build_batch([b"x"]), acks=-1))
+        part = refused["responses"][0]["partitions"][0]
+        assert part["error_code"] == Errors.NOT_ENOUGH_REPLICAS
+        _, accepted = call(sock, 0, 7, produce_body("strict", build_batch([b"x"]), acks=1))
+        assert accepted["responses"][0]["partitions"][0]["error_code"] == 0
