@@ -1,0 +1,1 @@
+"""kafkalab.controller: cluster metadata as a log of records, elections, broker liveness."""

@@ -1,0 +1,411 @@
+"""QuorumController: the cluster's metadata as an ordered log of records (KRaft in spirit).
+
+Kafka's classes: org.apache.kafka.controller.QuorumController,
+ClusterControlManager, ReplicationControlManager, PartitionChangeBuilder.
+Every change to the cluster is a *record* appended to the metadata log
+(`__cluster_metadata-0`, kept with kafkalab.storage); the controller's state is
+nothing but those records replayed in order. Brokers learn the same state by
+reading the same log from the offset they last saw, so a broker that restarts
+or lags simply catches up.
+
+Record types (KRaft's names): RegisterBrokerRecord, UnfenceBrokerRecord,
+FenceBrokerRecord, TopicRecord, PartitionRecord, PartitionChangeRecord,
+RemoveTopicRecord, ConfigRecord. Values are JSON, so `kafkalab dump-log
+--print-data-log` shows them.
+
+Sans-IO: methods take the time in ms and return results; the network layer
+(and the labs, by hand) call them.
+
+Invariants kept here:
+- A leader is always in the ISR and always an unfenced broker (or there is no
+  leader, -1). Every leader change bumps the leader epoch; every change of a
+  partition bumps its partition epoch.
+- Clean election picks from the ISR only; `unclean.leader.election.enable`
+  allows an out-of-sync replica, whose ISR then starts again as just itself.
+- The ISR never becomes empty: when its last member is fenced it stays, so the
+  partition can come back with it without losing committed data.
+- AlterPartition is accepted only from the current leader, at the current
+  leader epoch and partition epoch, with an ISR that contains the leader and
+  only unfenced replicas.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from kafkalab.protocol.errors import Errors, KafkaError
+from kafkalab.records import SimpleRecord, build_batch, iter_batches
+from kafkalab.storage.log_config import LogConfig
+from kafkalab.storage.unified_log import AppendOrigin, UnifiedLog
+
+METADATA_TOPIC = "__cluster_metadata"
+NO_LEADER = -1
+
+
+@dataclass
+class BrokerRegistration:
+    broker_id: int
+    host: str
+    port: int
+    incarnation_id: str
+    broker_epoch: int
+    fenced: bool = True
+    last_heartbeat_ms: int = 0
+
+
+@dataclass
+class PartitionRegistration:
+    replicas: list[int]
+    isr: list[int]
+    leader: int
+    leader_epoch: int = 0
+    partition_epoch: int = 0
+
+
+@dataclass
+class TopicInfo:
+    name: str
+    partitions: dict[int, PartitionRegistration] = field(default_factory=dict)
+    configs: dict[str, str] = field(default_factory=dict)
+
+
+def assign_replicas_rack_unaware(
+    broker_ids: list[int], partitions: int, replication_factor: int, start_index: int, shift: int
+) -> dict[int, list[int]]:
+    """Kafka's rack-unaware assignment: the first replica of partition p goes
+    round robin from a start index; the others follow at a shift that grows
+    every time the partitions wrap around the brokers, so followers spread too."""
+    n = len(broker_ids)
+    brokers = sorted(broker_ids)
+    out = {}
+    for p in range(partitions):
+        if p > 0 and p % n == 0:
+            shift += 1
+        first = (p + start_index) % n
+        replicas = [brokers[first]]
+        for j in range(replication_factor - 1):
+            replicas.append(brokers[(first + 1 + (shift + j) % (n - 1)) % n])
+        out[p] = replicas
+    return out
+
+
+class QuorumController:
+    def __init__(
+        self,
+        directory: str | Path,
+        *,
+        session_timeout_ms: int = 9000,
+        unclean_leader_election_enable: bool = False,
+        seed: int = 0,
+    ) -> None:
+        self.session_timeout_ms = session_timeout_ms
+        self.unclean_default = unclean_leader_election_enable
+        self.brokers: dict[int, BrokerRegistration] = {}
+        self.topics: dict[str, TopicInfo] = {}
+        self._rng = random.Random(seed)
+        self.log = UnifiedLog(Path(directory) / f"{METADATA_TOPIC}-0", LogConfig(retention_ms=-1))
+        for _, record in self.records_since(0):
+            self._replay(record)
+
+    # -- the metadata log --------------------------------------------------------------------
+
+    def _write(self, *records: dict) -> int:
+        """Append records as one batch, flush, then apply them. Returns the offset
+        of the first one (a broker's epoch is the offset of its registration)."""
+        batch = build_batch([SimpleRecord(json.dumps(r, sort_keys=True).encode()) for r in records])
+        info = self.log.append_as_leader(batch, origin=AppendOrigin.COORDINATOR)
+        self.log.flush()  # nothing is acknowledged that could be lost
+        self.log.update_high_watermark(self.log.log_end_offset)
+        for record in records:
+            self._replay(record)
+        return info.first_offset
+
+    def records_since(self, offset: int) -> list[tuple[int, dict]]:
+        """(offset, record) from `offset` on: what a broker fetches to catch up."""
+        out: list[tuple[int, dict]] = []
+        position = max(offset, self.log.log_start_offset)
+        while position < self.log.log_end_offset:
+            data = self.log.read(position, 1 << 20).read_bytes()
+            got = [
+                (r.offset, json.loads(r.value))
+                for batch in iter_batches(data)
+                for r in batch.records
+                if r.offset >= position
+            ]
+            if not got:
+                break
+            out += got
+            position = got[-1][0] + 1
+        return out
+
+    @property
+    def metadata_offset(self) -> int:
+        return self.log.log_end_offset
+
+    def _replay(self, r: dict) -> None:
+        kind = r["type"]
+        if kind == "RegisterBrokerRecord":
+            self.brokers[r["broker_id"]] = BrokerRegistration(
+                r["broker_id"], r["host"], r["port"], r["incarnation_id"], r["broker_epoch"]
+            )
+        elif kind == "UnfenceBrokerRecord":
+            self.brokers[r["broker_id"]].fenced = False
+        elif kind == "FenceBrokerRecord":
+            self.brokers[r["broker_id"]].fenced = True
+        elif kind == "TopicRecord":
+            self.topics[r["name"]] = TopicInfo(r["name"])
+        elif kind == "ConfigRecord":
+            self.topics[r["topic"]].configs[r["name"]] = r["value"]
+        elif kind == "PartitionRecord":
+            self.topics[r["topic"]].partitions[r["partition"]] = PartitionRegistration(
+                r["replicas"], r["isr"], r["leader"], r["leader_epoch"], r["partition_epoch"]
+            )
+        elif kind == "PartitionChangeRecord":
+            part = self.topics[r["topic"]].partitions[r["partition"]]
+            part.isr, part.leader = r["isr"], r["leader"]
+            part.leader_epoch, part.partition_epoch = r["leader_epoch"], r["partition_epoch"]
+        elif kind == "RemoveTopicRecord":
+            self.topics.pop(r["name"], None)
+        else:
+            raise ValueError(f"unknown metadata record type {kind!r}")
+
+    # -- brokers -----------------------------------------------------------------------------
+
+    def register_broker(
+        self, broker_id: int, host: str, port: int, incarnation_id: str, now_ms: int
+    ) -> int:
+        """A broker (re)starts: a new registration and a new broker epoch. It
+        stays fenced until its first heartbeat (Kafka: registerBroker)."""
+        existing = self.brokers.get(broker_id)
+        if existing and existing.incarnation_id == incarnation_id:
+            return existing.broker_epoch
+        epoch = self.metadata_offset
+        self._write(
+            {
+                "type": "RegisterBrokerRecord",
+                "broker_id": broker_id,
+                "host": host,
+                "port": port,
+                "incarnation_id": incarnation_id,
+                "broker_epoch": epoch,
+            }
+        )
+        self.brokers[broker_id].last_heartbeat_ms = now_ms
+        self._elect_where_needed(now_ms, f"broker {broker_id} re-registered")
+        return epoch
+
+    def heartbeat(self, broker_id: int, broker_epoch: int, now_ms: int) -> bool:
+        """Returns whether the broker is fenced. The first heartbeat of a new
+        registration unfences it; a stale epoch is refused."""
+        broker = self.brokers.get(broker_id)
+        if broker is None:
+            raise KafkaError(Errors.BROKER_ID_NOT_REGISTERED, f"broker {broker_id}")
+        if broker.broker_epoch != broker_epoch:
+            raise KafkaError(
+                Errors.STALE_BROKER_EPOCH,
+                f"broker {broker_id} epoch {broker_epoch} != {broker.broker_epoch}",
+            )
+        broker.last_heartbeat_ms = now_ms
+        if broker.fenced:
+            self._write({"type": "UnfenceBrokerRecord", "broker_id": broker_id})
+            self._elect_where_needed(now_ms, f"broker {broker_id} unfenced")
+        return broker.fenced
+
+    def tick(self, now_ms: int) -> list[int]:
+        """Fence brokers silent for broker.session.timeout.ms; move their leaderships."""
+        fenced = []
+        for broker in self.brokers.values():
+            if not broker.fenced and now_ms - broker.last_heartbeat_ms > self.session_timeout_ms:
+                fenced.append(broker.broker_id)
+                self.fence_broker(broker.broker_id, now_ms)
+        return fenced
+
+    def fence_broker(self, broker_id: int, now_ms: int) -> None:
+        """Fence a broker (missed heartbeats, or a controlled shutdown): it leaves
+        every ISR it is in (unless it is the last member) and loses its leaderships."""
+        if self.brokers[broker_id].fenced:
+            return
+        self._write({"type": "FenceBrokerRecord", "broker_id": broker_id})
+        self._elect_where_needed(now_ms, f"broker {broker_id} fenced")
+
+    def alive(self) -> set[int]:
+        return {b.broker_id for b in self.brokers.values() if not b.fenced}
+
+    # -- topics ------------------------------------------------------------------------------
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int,
+        configs: dict[str, str] | None = None,
+    ) -> None:
+        if name in self.topics:
+            raise KafkaError(Errors.TOPIC_ALREADY_EXISTS, f"topic '{name}' already exists")
+        if partitions <= 0:
+            raise KafkaError(Errors.INVALID_PARTITIONS, "number of partitions must be > 0")
+        alive = sorted(self.alive())
+        if replication_factor <= 0 or replication_factor > len(alive):
+            raise KafkaError(
+                Errors.INVALID_REPLICATION_FACTOR,
+                f"replication factor {replication_factor} with {len(alive)} live brokers",
+            )
+        if configs:
+            LogConfig().with_overrides(configs)  # refuse bad configs before writing anything
+        assignment = assign_replicas_rack_unaware(
+            alive,
+            partitions,
+            replication_factor,
+            self._rng.randrange(len(alive)),
+            self._rng.randrange(len(alive)),
+        )
+        records = [{"type": "TopicRecord", "name": name}]
+        records += [
+            {"type": "ConfigRecord", "topic": name, "name": k, "value": str(v)}
+            for k, v in (configs or {}).items()
+        ]
+        records += [
+            {
+                "type": "PartitionRecord",
+                "topic": name,
+                "partition": p,
+                "replicas": replicas,
+                "isr": replicas,
+                "leader": replicas[0],
+                "leader_epoch": 0,
+                "partition_epoch": 0,
+            }
+            for p, replicas in assignment.items()
+        ]
+        self._write(*records)
+
+    def delete_topic(self, name: str) -> None:
+        if name not in self.topics:
+            raise KafkaError(Errors.UNKNOWN_TOPIC_OR_PARTITION, name)
+        self._write({"type": "RemoveTopicRecord", "name": name})
+
+    # -- partitions --------------------------------------------------------------------------
+
+    def _unclean_allowed(self, topic: TopicInfo) -> bool:
+        value = topic.configs.get("unclean.leader.election.enable")
+        return self.unclean_default if value is None else value.lower() == "true"
+
+    def _change(self, topic: str, partition: int, leader: int, isr: list[int]) -> dict | None:
+        part = self.topics[topic].partitions[partition]
+        if leader == part.leader and isr == part.isr:
+            return None
+        return {
+            "type": "PartitionChangeRecord",
+            "topic": topic,
+            "partition": partition,
+            "leader": leader,
+            "isr": isr,
+            "leader_epoch": part.leader_epoch + (1 if leader != part.leader else 0),
+            "partition_epoch": part.partition_epoch + 1,
+        }
+
+    def _elect_where_needed(self, now_ms: int, reason: str) -> list[dict]:
+        """After a fence or unfence: drop fenced brokers from ISRs (keeping the last
+        member), and elect a leader wherever the leader is gone or there is none."""
+        alive = self.alive()
+        records = []
+        for topic in self.topics.values():
+            for p, part in topic.partitions.items():
+                isr = [b for b in part.isr if b in alive] or part.isr[-1:]
+                leader = part.leader
+                if leader not in alive or leader not in isr:
+                    candidates = [r for r in part.replicas if r in isr and r in alive]
+                    if candidates:
+                        leader = candidates[0]
+                    elif self._unclean_allowed(topic):
+                        unclean = [r for r in part.replicas if r in alive]
+                        leader = unclean[0] if unclean else NO_LEADER
+                        if unclean:
+                            isr = [leader]  # an unclean leader starts the ISR again
+                    else:
+                        leader = NO_LEADER
+                change = self._change(topic.name, p, leader, isr)
+                if change is not None:
+                    change["reason"] = reason
+                    records.append(change)
+        if records:
+            self._write(*records)
+        return records
+
+    def alter_partition(
+        self,
+        broker_id: int,
+        broker_epoch: int,
+        topic: str,
+        partition: int,
+        leader_epoch: int,
+        partition_epoch: int,
+        new_isr: list[int],
+    ) -> PartitionRegistration:
+        """A leader asks to change its ISR (Kafka: AlterPartition). Raises KafkaError
+        with Kafka's code when the request is stale or unsafe."""
+        broker = self.brokers.get(broker_id)
+        if broker is None or broker.broker_epoch != broker_epoch:
+            raise KafkaError(Errors.STALE_BROKER_EPOCH, f"broker {broker_id}")
+        info = self.topics.get(topic)
+        if info is None or partition not in info.partitions:
+            raise KafkaError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"{topic}-{partition}")
+        part = info.partitions[partition]
+        if part.leader != broker_id:
+            raise KafkaError(
+                Errors.NOT_LEADER_OR_FOLLOWER,
+                f"broker {broker_id} is not the leader of {topic}-{partition}",
+            )
+        if leader_epoch != part.leader_epoch:
+            raise KafkaError(
+                Errors.FENCED_LEADER_EPOCH, f"leader epoch {leader_epoch} != {part.leader_epoch}"
+            )
+        if partition_epoch != part.partition_epoch:
+            raise KafkaError(
+                Errors.INVALID_UPDATE_VERSION,
+                f"partition epoch {partition_epoch} != {part.partition_epoch}",
+            )
+        alive = self.alive()
+        if broker_id not in new_isr or any(
+            b not in part.replicas or b not in alive for b in new_isr
+        ):
+            raise KafkaError(
+                Errors.INVALID_REQUEST, f"ISR {new_isr} must hold the leader and only live replicas"
+            )
+        change = self._change(topic, partition, part.leader, sorted(new_isr))
+        if change is not None:
+            change["reason"] = f"AlterPartition from broker {broker_id}"
+            self._write(change)
+        return part
+
+    def elect_preferred_leaders(self) -> list[dict]:
+        """Give each partition back to its first replica when that one is alive and in
+        sync (Kafka: preferred leader election)."""
+        alive = self.alive()
+        records = []
+        for topic in self.topics.values():
+            for p, part in topic.partitions.items():
+                preferred = part.replicas[0]
+                if part.leader != preferred and preferred in alive and preferred in part.isr:
+                    change = self._change(topic.name, p, preferred, part.isr)
+                    change["reason"] = "preferred leader election"
+                    records.append(change)
+        if records:
+            self._write(*records)
+        return records
+
+    def describe(self) -> dict:
+        """Brokers and partitions as plain data (for tables in the labs)."""
+        return {
+            "brokers": {b: asdict(r) for b, r in self.brokers.items()},
+            "topics": {
+                t: {p: asdict(r) for p, r in info.partitions.items()}
+                for t, info in self.topics.items()
+            },
+        }
+
+    def close(self) -> None:
+        self.log.close()
