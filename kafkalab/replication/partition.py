@@ -44,6 +44,7 @@ class ReplicaState:
     log_end_offset: int = -1
     last_caught_up_time_ms: int = 0
     last_fetch_time_ms: int = 0
+    last_fetch_leader_log_end_offset: int = 0  # the leader's LEO at that fetch
 
 
 @dataclass
@@ -171,10 +172,20 @@ class Partition:
                 Errors.UNKNOWN_SERVER_ERROR,
                 f"broker {broker_id} is not a replica of {self.topic}-{self.partition}",
             )
+        # Caught up means: at the leader's LEO now, or at least at the LEO the leader
+        # had at this follower's previous fetch (then it was caught up as of that
+        # fetch). A follower under steady load is never *exactly* at the LEO, and
+        # must not be dropped for it (Kafka: ReplicaState.updateFetchState).
+        leader_leo = self.log.log_end_offset
+        if fetch_offset >= leader_leo:
+            replica.last_caught_up_time_ms = max(replica.last_caught_up_time_ms, now_ms)
+        elif fetch_offset >= replica.last_fetch_leader_log_end_offset:
+            replica.last_caught_up_time_ms = max(
+                replica.last_caught_up_time_ms, replica.last_fetch_time_ms
+            )
+        replica.last_fetch_leader_log_end_offset = leader_leo
         replica.last_fetch_time_ms = now_ms
         replica.log_end_offset = fetch_offset
-        if fetch_offset >= self.log.log_end_offset:
-            replica.last_caught_up_time_ms = now_ms
         change = self._maybe_expand_isr(replica)
         self.maybe_increment_high_watermark()
         return change
