@@ -17,7 +17,7 @@ from kafkalab.protocol.errors import Errors
 from kafkalab.protocol.header import RequestHeader
 from kafkalab.protocol.messages import APIS
 from kafkalab.replication.delayed_operation import DelayedOperation
-from kafkalab.replication.replica_manager import LEADER_EPOCH, ReplicaManager, error_of
+from kafkalab.replication.replica_manager import LEADER_EPOCH, ReplicaManager
 from kafkalab.server.producer_ids import ProducerIdManager
 from kafkalab.storage.log_config import InvalidConfigError
 from kafkalab.storage.log_manager import check_topic_name
@@ -385,4 +385,4 @@ class DelayedFetch(DelayedOperation):
         return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": topics}
 
 
-__all__ = ["DelayedFetch", "KafkaApis", "error_of"]
+__all__ = ["DelayedFetch", "KafkaApis"]

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kafkalab.records.record_batch import CorruptRecordError, ensure_valid
-from kafkalab.storage.errors import CorruptIndexError, LogOffsetMetadataError
+from kafkalab.storage.errors import LogOffsetMetadataError
 from kafkalab.storage.file_records import FileRecords, LogOffsetPosition
 from kafkalab.storage.log_config import LogConfig
 from kafkalab.storage.offset_index import OffsetIndex
@@ -445,7 +445,6 @@ class LogSegment:
 
 
 __all__ = [
-    "CorruptIndexError",
     "FetchDataInfo",
     "LogOffsetMetadata",
     "LogSegment",

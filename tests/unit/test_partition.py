@@ -58,7 +58,10 @@ def test_isr_shrinks_after_the_lag_time_and_expands_when_caught_up(tmp_path):
     b.make_follower(1, 1, [1, 2], [1, 2], 0)
     a.append_records_to_leader(record(b"m1"), 1, 2)
     assert a.maybe_shrink_isr(500) is None
-    change = a.maybe_shrink_isr(1500)  # B has not caught up for 1.5 s > 1 s
+    rejected = a.maybe_shrink_isr(1500)  # B has not caught up for 1.5 s > 1 s
+    a.reject_isr_change()  # the controller refused (say, a stale partition epoch)...
+    assert rejected.new_isr == [1] and a.pending_isr is None and a.isr == [1, 2]
+    change = a.maybe_shrink_isr(1500)  # ...so the leader proposes again
     assert change.new_isr == [1] and a.pending_isr == [1]
     assert a.log.high_watermark == 0  # the HW still waits for B until the change commits
     a.apply_isr_change(change.new_isr, partition_epoch=1)
