@@ -5,6 +5,7 @@ an `add_subcommand(subparsers)` function that sets `func` on its parser:
 
     kafkalab dump-log PATH...        kafkalab.storage.dump_log_segments  (kafka-dump-log.sh)
     kafkalab broker CONFIG           kafkalab.server.broker  (kafka-server-start.sh)
+    kafkalab controller CONFIG       kafkalab.server.controller_server  (a KRaft controller)
     kafkalab produce|consume|topics  kafkalab.client.cli  (kcat, kafka-topics.sh)
 """
 
@@ -19,6 +20,7 @@ import sys
 _VERB_MODULES = (
     "kafkalab.storage.dump_log_segments",
     "kafkalab.server.broker",
+    "kafkalab.server.controller_server",
     "kafkalab.client.cli",
 )
 

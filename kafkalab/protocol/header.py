@@ -19,6 +19,7 @@ broker speaks can always read it.
 from __future__ import annotations
 
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,23 +58,23 @@ def response_header_version(api: Api, version: int) -> int:
     return 1 if api.response.is_flexible(version) else 0
 
 
-def decode_request_header(r: Reader) -> RequestHeader:
+def decode_request_header(r: Reader, apis: Mapping[int, Api] = APIS) -> RequestHeader:
     """Read a request header; the body follows at r.pos. Raises ProtocolError."""
     if r.remaining() < _HEADER_START.size:
         raise ProtocolError(f"request of {r.remaining()} bytes is too short for a header")
     api_key, api_version, correlation_id = _HEADER_START.unpack_from(r.buf, r.pos)
     r.pos += _HEADER_START.size
     client_id = STRING.read(r, False, True)
-    api = APIS.get(api_key)
+    api = apis.get(api_key)
     if api is not None and api.supports(api_version):
         if request_header_version(api, api_version) >= 2:
             read_tagged_fields(r)
     return RequestHeader(api_key, api_version, correlation_id, client_id)
 
 
-def encode_request(header: RequestHeader, body: dict) -> bytes:
+def encode_request(header: RequestHeader, body: dict, apis: Mapping[int, Api] = APIS) -> bytes:
     """A whole request frame (size prefix included): what a client sends."""
-    api = APIS[header.api_key]
+    api = apis[header.api_key]
     w = Writer()
     w.buf += _HEADER_START.pack(header.api_key, header.api_version, header.correlation_id)
     STRING.write(w, header.client_id, False, True)

@@ -25,6 +25,8 @@ from kafkalab.protocol.types import (
     INT64,
     RECORDS,
     STRING,
+    UINT16,
+    UUID,
     ArrayOf,
 )
 
@@ -495,5 +497,161 @@ APIS: dict[int, Api] = {
             OFFSET_FOR_LEADER_EPOCH_REQUEST,
             OFFSET_FOR_LEADER_EPOCH_RESPONSE,
         ),
+    )
+}
+
+
+def api_versions_body(apis: dict[int, Api], error: int = 0) -> dict:
+    """An ApiVersions response body listing `apis` (with `error`, e.g. UNSUPPORTED_VERSION)."""
+    return {
+        "error_code": int(error),
+        "api_keys": [
+            {"api_key": a.key, "min_version": a.min_version, "max_version": a.max_version}
+            for a in sorted(apis.values(), key=lambda a: a.key)
+        ],
+        "throttle_time_ms": 0,
+    }
+
+
+# -- Controller APIs (served on the controller's listener only, never advertised
+#    to clients): how brokers register, stay alive and change ISRs (KRaft). ------------------
+
+BROKER_REGISTRATION_REQUEST = Message(
+    62,
+    "BrokerRegistrationRequest",
+    [
+        F("broker_id", INT32),
+        F("cluster_id", STRING),
+        F("incarnation_id", UUID),
+        F(
+            "listeners",
+            [
+                F("name", STRING),
+                F("host", STRING),
+                F("port", UINT16),
+                F("security_protocol", INT16),
+            ],
+        ),
+        F(
+            "features",
+            [
+                F("name", STRING),
+                F("min_supported_version", INT16),
+                F("max_supported_version", INT16),
+            ],
+        ),
+        F("rack", STRING, nullable="0+"),
+    ],
+    flexible_from=0,
+)
+
+BROKER_REGISTRATION_RESPONSE = Message(
+    62,
+    "BrokerRegistrationResponse",
+    [
+        F("throttle_time_ms", INT32),
+        F("error_code", INT16),
+        F("broker_epoch", INT64, default=-1),
+    ],
+    flexible_from=0,
+)
+
+BROKER_HEARTBEAT_REQUEST = Message(
+    63,
+    "BrokerHeartbeatRequest",
+    [
+        F("broker_id", INT32),
+        F("broker_epoch", INT64, default=-1),
+        F("current_metadata_offset", INT64),
+        F("want_fence", BOOL),
+        F("want_shut_down", BOOL),
+    ],
+    flexible_from=0,
+)
+
+BROKER_HEARTBEAT_RESPONSE = Message(
+    63,
+    "BrokerHeartbeatResponse",
+    [
+        F("throttle_time_ms", INT32),
+        F("error_code", INT16),
+        F("is_caught_up", BOOL),
+        F("is_fenced", BOOL, default=True),
+        F("should_shut_down", BOOL),
+    ],
+    flexible_from=0,
+)
+
+ALTER_PARTITION_REQUEST = Message(
+    56,
+    "AlterPartitionRequest",
+    [
+        F("broker_id", INT32),
+        F("broker_epoch", INT64, default=-1),
+        F(
+            "topics",
+            [
+                F("topic_name", STRING, "0-1"),
+                F(
+                    "partitions",
+                    [
+                        F("partition_index", INT32),
+                        F("leader_epoch", INT32),
+                        F("new_isr", ArrayOf(INT32)),
+                        F("leader_recovery_state", INT8, "1+"),
+                        F("partition_epoch", INT32),
+                    ],
+                ),
+            ],
+        ),
+    ],
+    flexible_from=0,
+)
+
+ALTER_PARTITION_RESPONSE = Message(
+    56,
+    "AlterPartitionResponse",
+    [
+        F("throttle_time_ms", INT32),
+        F("error_code", INT16),
+        F(
+            "topics",
+            [
+                F("topic_name", STRING, "0-1"),
+                F(
+                    "partitions",
+                    [
+                        F("partition_index", INT32),
+                        F("error_code", INT16),
+                        F("leader_id", INT32),
+                        F("leader_epoch", INT32),
+                        F("isr", ArrayOf(INT32)),
+                        F("leader_recovery_state", INT8, "1+"),
+                        F("partition_epoch", INT32),
+                    ],
+                ),
+            ],
+        ),
+    ],
+    flexible_from=0,
+)
+
+CONTROLLER_APIS: dict[int, Api] = {
+    api.key: api
+    for api in (
+        APIS[1],  # Fetch: brokers read the metadata log with it
+        APIS[18],
+        APIS[19],
+        APIS[20],
+        Api(56, "AlterPartition", 0, 1, ALTER_PARTITION_REQUEST, ALTER_PARTITION_RESPONSE),
+        Api(
+            62,
+            "BrokerRegistration",
+            0,
+            0,
+            BROKER_REGISTRATION_REQUEST,
+            BROKER_REGISTRATION_RESPONSE,
+        ),
+        Api(63, "BrokerHeartbeat", 0, 0, BROKER_HEARTBEAT_REQUEST, BROKER_HEARTBEAT_RESPONSE),
     )
 }

@@ -15,7 +15,7 @@ from typing import Any
 
 from kafkalab.protocol.errors import Errors
 from kafkalab.protocol.header import RequestHeader
-from kafkalab.protocol.messages import APIS
+from kafkalab.protocol.messages import APIS, api_versions_body
 from kafkalab.replication.delayed_operation import DelayedOperation
 from kafkalab.replication.replica_manager import LEADER_EPOCH, ReplicaManager
 from kafkalab.server.producer_ids import ProducerIdManager
@@ -56,19 +56,8 @@ class KafkaApis:
 
     # -- ApiVersions ------------------------------------------------------------------------
 
-    @staticmethod
-    def api_versions_body(error: Errors = Errors.NONE) -> dict:
-        return {
-            "error_code": int(error),
-            "api_keys": [
-                {"api_key": a.key, "min_version": a.min_version, "max_version": a.max_version}
-                for a in sorted(APIS.values(), key=lambda a: a.key)
-            ],
-            "throttle_time_ms": 0,
-        }
-
     def handle_api_versions(self, header: RequestHeader, body: dict) -> dict:
-        return self.api_versions_body()
+        return api_versions_body(APIS)
 
     # -- Metadata ---------------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ import asyncio
 import inspect
 import logging
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,9 +39,8 @@ from kafkalab.protocol.header import (
     decode_request_header,
     encode_response,
 )
-from kafkalab.protocol.messages import APIS, Api
+from kafkalab.protocol.messages import APIS, Api, api_versions_body
 from kafkalab.protocol.types import ProtocolError, Reader
-from kafkalab.server.kafka_apis import KafkaApis
 
 log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
@@ -57,15 +57,17 @@ class Request:
 class SocketServer:
     def __init__(
         self,
-        apis: KafkaApis,
+        apis: Any,
         host: str,
         port: int,
         *,
         max_request_bytes: int,
         queued_max_requests: int,
         num_handlers: int,
+        schemas: Mapping[int, Api] = APIS,
     ) -> None:
-        self.apis = apis
+        self.apis = apis  # the handler: KafkaApis on a broker, ControllerApis on a controller
+        self.schemas = schemas  # the APIs this listener speaks
         self.host = host
         self.port = port
         self.max_request_bytes = max_request_bytes
@@ -165,11 +167,11 @@ class SocketServer:
         """Response parts, None (no response), or False (close the connection)."""
         r = Reader(frame)
         try:
-            header = decode_request_header(r)
+            header = decode_request_header(r, self.schemas)
         except ProtocolError as e:
             log.warning("closing connection from %s: bad request header: %s", peer, e)
             return False
-        api = APIS.get(header.api_key)
+        api = self.schemas.get(header.api_key)
         if api is None:
             log.warning("closing connection from %s: unknown API key %d", peer, header.api_key)
             return False
@@ -177,7 +179,7 @@ class SocketServer:
             if header.api_key == API_VERSIONS_KEY:
                 # Kafka answers a too-new ApiVersions with a v0 body carrying
                 # UNSUPPORTED_VERSION and the versions it does support.
-                body = KafkaApis.api_versions_body(Errors.UNSUPPORTED_VERSION)
+                body = api_versions_body(self.schemas, Errors.UNSUPPORTED_VERSION)
                 return encode_response(api, 0, header.correlation_id, body)
             log.warning(
                 "closing connection from %s: %s v%d is not supported (we speak v%d-v%d)",

@@ -1,0 +1,314 @@
+"""The controller process: QuorumController on the network. `kafkalab controller CONFIG`.
+
+Kafka's classes: kafka.server.ControllerServer and ControllerApis. The same
+network layer as a broker (kafkalab.server.socket_server), speaking the
+controller's APIs:
+
+    BrokerRegistration (62)  a broker starts: it gets a broker epoch
+    BrokerHeartbeat (63)     a broker is alive (the first one unfences it)
+    AlterPartition (56)      a leader changes its ISR
+    CreateTopics / DeleteTopics (19, 20)
+    Fetch (1)                brokers read `__cluster_metadata-0`, the metadata log,
+                             from the offset they have, like any partition
+
+A background task fences brokers that stop heartbeating
+(`broker.session.timeout.ms`), which moves their leaderships.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from kafkalab.controller.quorum_controller import METADATA_TOPIC, QuorumController
+from kafkalab.protocol.errors import Errors, KafkaError
+from kafkalab.protocol.header import RequestHeader
+from kafkalab.protocol.messages import CONTROLLER_APIS, api_versions_body
+from kafkalab.server.config import parse_listener, read_properties
+from kafkalab.server.socket_server import SocketServer
+from kafkalab.storage.errors import StorageError
+
+log = logging.getLogger(__name__)
+TICK_SECONDS = 0.25
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class ControllerApis:
+    """One handler per controller API; KafkaError codes go back on the wire."""
+
+    def __init__(self, controller: QuorumController) -> None:
+        self.controller = controller
+
+    def handle(self, header: RequestHeader, body: dict) -> dict:
+        handler = {
+            1: self.fetch,
+            18: self.api_versions,
+            19: self.create_topics,
+            20: self.delete_topics,
+            56: self.alter_partition,
+            62: self.register_broker,
+            63: self.heartbeat,
+        }[header.api_key]
+        return handler(body)
+
+    def api_versions(self, body: dict) -> dict:
+        return api_versions_body(CONTROLLER_APIS)
+
+    def register_broker(self, body: dict) -> dict:
+        listener = body["listeners"][0] if body["listeners"] else {"host": "", "port": 0}
+        epoch = self.controller.register_broker(
+            body["broker_id"],
+            listener["host"],
+            listener["port"],
+            str(body["incarnation_id"]),
+            _now_ms(),
+        )
+        return {"throttle_time_ms": 0, "error_code": 0, "broker_epoch": epoch}
+
+    def heartbeat(self, body: dict) -> dict:
+        out = {
+            "throttle_time_ms": 0,
+            "error_code": 0,
+            "is_caught_up": True,
+            "is_fenced": True,
+            "should_shut_down": False,
+        }
+        try:
+            if body["want_shut_down"]:
+                self.controller.fence_broker(body["broker_id"], _now_ms())
+                out["should_shut_down"] = True
+            else:
+                out["is_fenced"] = self.controller.heartbeat(
+                    body["broker_id"], body["broker_epoch"], _now_ms()
+                )
+                out["is_caught_up"] = (
+                    body["current_metadata_offset"] >= self.controller.metadata_offset - 1
+                )
+        except KafkaError as e:
+            out["error_code"] = int(e.code)
+        return out
+
+    def alter_partition(self, body: dict) -> dict:
+        topics = []
+        for topic in body["topics"]:
+            partitions = []
+            for p in topic["partitions"]:
+                result = {
+                    "partition_index": p["partition_index"],
+                    "error_code": 0,
+                    "leader_id": -1,
+                    "leader_epoch": -1,
+                    "isr": [],
+                    "partition_epoch": -1,
+                }
+                try:
+                    part = self.controller.alter_partition(
+                        body["broker_id"],
+                        body["broker_epoch"],
+                        topic["topic_name"],
+                        p["partition_index"],
+                        p["leader_epoch"],
+                        p["partition_epoch"],
+                        p["new_isr"],
+                    )
+                    result.update(
+                        leader_id=part.leader,
+                        leader_epoch=part.leader_epoch,
+                        isr=part.isr,
+                        partition_epoch=part.partition_epoch,
+                    )
+                except KafkaError as e:
+                    result["error_code"] = int(e.code)
+                partitions.append(result)
+            topics.append({"topic_name": topic["topic_name"], "partitions": partitions})
+        return {"throttle_time_ms": 0, "error_code": 0, "topics": topics}
+
+    def create_topics(self, body: dict) -> dict:
+        out = []
+        for t in body["topics"]:
+            error, message = Errors.NONE, None
+            configs = {c["name"]: c["value"] for c in t["configs"] if c["value"] is not None}
+            try:
+                if not body["validate_only"]:
+                    self.controller.create_topic(
+                        t["name"],
+                        t["num_partitions"] if t["num_partitions"] > 0 else 1,
+                        t["replication_factor"] if t["replication_factor"] > 0 else 1,
+                        configs,
+                    )
+            except KafkaError as e:
+                error, message = e.code, str(e)
+            except (ValueError, StorageError) as e:
+                error, message = Errors.INVALID_CONFIG, str(e)
+            out.append({"name": t["name"], "error_code": int(error), "error_message": message})
+        return {"throttle_time_ms": 0, "topics": out}
+
+    def delete_topics(self, body: dict) -> dict:
+        out = []
+        for name in body["topic_names"]:
+            try:
+                self.controller.delete_topic(name)
+                out.append({"name": name, "error_code": 0})
+            except KafkaError as e:
+                out.append({"name": name, "error_code": int(e.code)})
+        return {"throttle_time_ms": 0, "responses": out}
+
+    def fetch(self, body: dict) -> dict:
+        """Only the metadata log can be fetched here; it is readable up to its end
+        (every record is flushed before the controller acts on it)."""
+        metadata_log = self.controller.log
+        topics = []
+        for t in body["topics"]:
+            partitions = []
+            for p in t["partitions"]:
+                out = {
+                    "partition_index": p["partition"],
+                    "error_code": 0,
+                    "high_watermark": metadata_log.log_end_offset,
+                    "last_stable_offset": -1,
+                    "log_start_offset": metadata_log.log_start_offset,
+                    "aborted_transactions": None,
+                    "preferred_read_replica": -1,
+                    "records": b"",
+                }
+                if t["topic"] != METADATA_TOPIC or p["partition"] != 0:
+                    out["error_code"] = int(Errors.UNKNOWN_TOPIC_OR_PARTITION)
+                else:
+                    try:
+                        info = metadata_log.read(p["fetch_offset"], p["partition_max_bytes"])
+                        out["records"] = info.records if info.records is not None else b""
+                    except StorageError as e:
+                        out["error_code"] = int(getattr(e, "error_code", -1))
+                partitions.append(out)
+            topics.append({"topic": t["topic"], "partitions": partitions})
+        return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": topics}
+
+
+class ControllerServer:
+    """The controller on the running event loop: `await start()`, `await stop()`."""
+
+    def __init__(self, props: dict[str, str]) -> None:
+        self.props = props
+        self.server: SocketServer | None = None
+        self._ticker: asyncio.Task | None = None
+        self._stopped = asyncio.Event()
+
+    async def start(self) -> None:
+        directory = self.props.get("log.dirs", self.props.get("metadata.log.dir", ""))
+        if not directory:
+            raise ValueError("the controller needs log.dirs (where its metadata log lives)")
+        self.controller = QuorumController(
+            Path(directory.split(",")[0]),
+            session_timeout_ms=int(self.props.get("broker.session.timeout.ms", 9000)),
+            unclean_leader_election_enable=(
+                self.props.get("unclean.leader.election.enable", "false").lower() == "true"
+            ),
+        )
+        _, host, port = parse_listener(self.props.get("listeners", "CONTROLLER://127.0.0.1:0"))
+        self.server = SocketServer(
+            ControllerApis(self.controller),
+            host,
+            port,
+            max_request_bytes=100 * 1024 * 1024,
+            queued_max_requests=500,
+            num_handlers=1,
+            schemas=CONTROLLER_APIS,
+        )
+        await self.server.start()
+        self.address = f"{host}:{self.server.bound_port}"
+        self._ticker = asyncio.create_task(self._tick())
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(TICK_SECONDS)
+            fenced = self.controller.tick(_now_ms())
+            if fenced:
+                log.warning("fenced brokers %s: no heartbeat for broker.session.timeout.ms", fenced)
+
+    async def stop(self) -> None:
+        if self._ticker is not None:
+            self._ticker.cancel()
+        if self.server is not None:
+            await self.server.stop()
+        self.controller.close()
+        self._stopped.set()
+
+
+class ControllerThread:
+    """A controller on its own event loop in a background thread (tests, labs)."""
+
+    def __init__(self, props: dict[str, str]) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, daemon=True, name="kafkalab-controller"
+        )
+        self.server = ControllerServer(props)
+
+    def call(self, fn, *args) -> Any:
+        """Run `fn(controller, *args)` on the controller's loop (it is not thread safe)."""
+
+        async def run():
+            return fn(self.server.controller, *args)
+
+        return asyncio.run_coroutine_threadsafe(run(), self._loop).result(30)
+
+    def __enter__(self) -> ControllerThread:
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self.server.start(), self._loop).result(30)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        asyncio.run_coroutine_threadsafe(self.server.stop(), self._loop).result(30)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop.close()
+
+
+async def _run(props: dict[str, str]) -> None:
+    server = ControllerServer(props)
+    await server.start()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, lambda: asyncio.ensure_future(server.stop()))
+    print(f"kafkalab controller listening on {server.address}", flush=True)
+    await server._stopped.wait()
+    print("kafkalab controller stopped", flush=True)
+
+
+def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("controller", help="run the cluster controller (KRaft-like)")
+    parser.add_argument(
+        "config",
+        type=Path,
+        help="properties: listeners, log.dirs, "
+        "broker.session.timeout.ms, unclean.leader.election.enable",
+    )
+    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
+    parser.set_defaults(func=_main)
+
+
+def _main(args: argparse.Namespace) -> int:
+    if not args.config.exists():
+        print(f"config file {args.config} does not exist", file=sys.stderr)
+        return 2
+    props = read_properties(args.config)
+    for item in args.override:
+        key, _, value = item.partition("=")
+        props[key] = value
+    logging.basicConfig(
+        level=os.environ.get("KAFKALAB_LOG_LEVEL", "INFO"),
+        format="[%(asctime)s] %(levelname)s %(name)s: %(message)s",
+    )
+    asyncio.run(_run(props))
+    return 0

@@ -1,0 +1,253 @@
+"""The controller on real sockets: brokers register, heartbeat, get fenced when
+silent, change ISRs, and read the metadata log with Fetch."""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+import time
+import uuid
+
+import pytest
+
+from kafkalab.controller.quorum_controller import METADATA_TOPIC
+from kafkalab.protocol import RequestHeader, decode_response, encode_request
+from kafkalab.protocol.errors import Errors
+from kafkalab.protocol.messages import CONTROLLER_APIS
+from kafkalab.records import iter_batches
+from kafkalab.server.controller_server import ControllerThread
+
+
+def read_frame(sock):
+    def exactly(n):
+        out = b""
+        while len(out) < n:
+            chunk = sock.recv(n - len(out))
+            assert chunk, "connection closed"
+            out += chunk
+        return out
+
+    (size,) = struct.unpack(">i", exactly(4))
+    return exactly(size)
+
+
+class Client:
+    def __init__(self, address):
+        host, port = address.split(":")
+        self.sock = socket.create_connection((host, int(port)), timeout=30)
+        self.ids = 0
+
+    def call(self, api_key, version, body):
+        self.ids += 1
+        self.sock.sendall(
+            encode_request(RequestHeader(api_key, version, self.ids, "t"), body, CONTROLLER_APIS)
+        )
+        cid, response = decode_response(CONTROLLER_APIS[api_key], version, read_frame(self.sock))
+        assert cid == self.ids
+        return response
+
+    def register(self, broker_id):
+        return self.call(
+            62,
+            0,
+            {
+                "broker_id": broker_id,
+                "cluster_id": "c",
+                "incarnation_id": uuid.uuid4(),
+                "listeners": [
+                    {
+                        "name": "PLAINTEXT",
+                        "host": "127.0.0.1",
+                        "port": 9000 + broker_id,
+                        "security_protocol": 0,
+                    }
+                ],
+                "features": [],
+                "rack": None,
+            },
+        )["broker_epoch"]
+
+    def heartbeat(self, broker_id, epoch, offset=0):
+        return self.call(
+            63,
+            0,
+            {
+                "broker_id": broker_id,
+                "broker_epoch": epoch,
+                "current_metadata_offset": offset,
+                "want_fence": False,
+                "want_shut_down": False,
+            },
+        )
+
+    def metadata_records(self, offset=0):
+        body = {
+            "replica_id": 1,
+            "max_wait_ms": 0,
+            "min_bytes": 0,
+            "max_bytes": 10**6,
+            "isolation_level": 0,
+            "session_id": 0,
+            "session_epoch": -1,
+            "topics": [
+                {
+                    "topic": METADATA_TOPIC,
+                    "partitions": [
+                        {
+                            "partition": 0,
+                            "current_leader_epoch": -1,
+                            "fetch_offset": offset,
+                            "log_start_offset": -1,
+                            "partition_max_bytes": 10**6,
+                        }
+                    ],
+                }
+            ],
+            "forgotten_topics_data": [],
+            "rack_id": "",
+        }
+        part = self.call(1, 11, body)["responses"][0]["partitions"][0]
+        assert part["error_code"] == 0
+        # A fetch returns whole batches: records before the fetch offset are skipped,
+        # as every Kafka client does.
+        return [
+            json.loads(r.value)
+            for b in iter_batches(bytes(part["records"]))
+            for r in b.records
+            if r.offset >= offset
+        ]
+
+
+@pytest.fixture
+def controller(tmp_path):
+    with ControllerThread(
+        {
+            "log.dirs": str(tmp_path),
+            "broker.session.timeout.ms": "800",
+            "listeners": "CONTROLLER://127.0.0.1:0",
+        }
+    ) as c:
+        yield c
+
+
+def test_brokers_register_heartbeat_and_read_the_metadata_log(controller):
+    client = Client(controller.server.address)
+    versions = {k["api_key"] for k in client.call(18, 0, {})["api_keys"]}
+    assert versions == {1, 18, 19, 20, 56, 62, 63}
+    epochs = {b: client.register(b) for b in (1, 2, 3)}
+    assert sorted(epochs.values()) == list(epochs.values())  # epochs are log offsets
+    for b, e in epochs.items():
+        assert client.heartbeat(b, e)["is_fenced"] is False
+    stale = client.heartbeat(1, epochs[1] - 1)
+    assert stale["error_code"] == Errors.STALE_BROKER_EPOCH
+    created = client.call(
+        19,
+        4,
+        {
+            "topics": [
+                {
+                    "name": "orders",
+                    "num_partitions": 2,
+                    "replication_factor": 3,
+                    "assignments": [],
+                    "configs": [],
+                }
+            ],
+            "timeout_ms": 1000,
+            "validate_only": False,
+        },
+    )
+    assert created["topics"][0]["error_code"] == 0
+    records = client.metadata_records()
+    kinds = [r["type"] for r in records]
+    assert kinds.count("RegisterBrokerRecord") == 3 and kinds.count("PartitionRecord") == 2
+    assert len(client.metadata_records(len(records) - 1)) == 1  # resumable from any offset
+
+
+def test_a_silent_broker_is_fenced_and_its_leaderships_move(controller):
+    client = Client(controller.server.address)
+    epochs = {b: client.register(b) for b in (1, 2, 3)}
+    for b, e in epochs.items():
+        client.heartbeat(b, e)
+    client.call(
+        19,
+        4,
+        {
+            "topics": [
+                {
+                    "name": "t",
+                    "num_partitions": 1,
+                    "replication_factor": 3,
+                    "assignments": [],
+                    "configs": [],
+                }
+            ],
+            "timeout_ms": 1000,
+            "validate_only": False,
+        },
+    )
+    leader = controller.call(lambda c: c.topics["t"].partitions[0].leader)
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        for b, e in epochs.items():
+            if b != leader:
+                client.heartbeat(b, e)
+        if controller.call(lambda c: c.topics["t"].partitions[0].leader) != leader:
+            break
+        time.sleep(0.1)
+    part = controller.call(lambda c: c.topics["t"].partitions[0])
+    assert part.leader != leader and leader not in part.isr and part.leader_epoch == 1
+    changes = [r for r in client.metadata_records() if r["type"] == "PartitionChangeRecord"]
+    assert changes[-1]["reason"] == f"broker {leader} fenced"
+
+
+def test_alter_partition_over_the_wire(controller):
+    client = Client(controller.server.address)
+    epochs = {b: client.register(b) for b in (1, 2)}
+    for b, e in epochs.items():
+        client.heartbeat(b, e)
+    client.call(
+        19,
+        4,
+        {
+            "topics": [
+                {
+                    "name": "t",
+                    "num_partitions": 1,
+                    "replication_factor": 2,
+                    "assignments": [],
+                    "configs": [],
+                }
+            ],
+            "timeout_ms": 1000,
+            "validate_only": False,
+        },
+    )
+    part = controller.call(lambda c: c.topics["t"].partitions[0])
+
+    def alter(broker, isr, partition_epoch):
+        body = {
+            "broker_id": broker,
+            "broker_epoch": epochs[broker],
+            "topics": [
+                {
+                    "topic_name": "t",
+                    "partitions": [
+                        {
+                            "partition_index": 0,
+                            "leader_epoch": part.leader_epoch,
+                            "new_isr": isr,
+                            "partition_epoch": partition_epoch,
+                        }
+                    ],
+                }
+            ],
+        }
+        return client.call(56, 0, body)["topics"][0]["partitions"][0]
+
+    follower = next(b for b in (1, 2) if b != part.leader)
+    assert alter(follower, [follower], 0)["error_code"] == Errors.NOT_LEADER_OR_FOLLOWER
+    ok = alter(part.leader, [part.leader], 0)
+    assert (ok["error_code"], ok["isr"], ok["partition_epoch"]) == (0, [part.leader], 1)
+    assert alter(part.leader, [1, 2], 0)["error_code"] == Errors.INVALID_UPDATE_VERSION
