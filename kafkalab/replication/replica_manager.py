@@ -19,7 +19,7 @@ from typing import Any
 
 from kafkalab.protocol.errors import Errors, KafkaError
 from kafkalab.records.record_batch import CorruptRecordError
-from kafkalab.replication.delayed_operation import DelayedOperationPurgatory
+from kafkalab.replication.delayed_operation import DelayedOperation, DelayedOperationPurgatory
 from kafkalab.replication.partition import Partition
 from kafkalab.storage.errors import StorageError
 from kafkalab.storage.log_config import InvalidConfigError
@@ -52,6 +52,52 @@ class AppendResult:
     log_append_time: int = -1
     log_start_offset: int = -1
     message: str | None = None
+    required_offset: int = -1  # acks=all is satisfied once the HW reaches this
+
+
+class DelayedProduce(DelayedOperation):
+    """An acks=all produce waiting until every ISR member has its records
+    (Kafka: DelayedProduce). Completed by HW moves and ISR changes, or by
+    `request.timeout.ms` (REQUEST_TIMED_OUT). If the HW reaches the records
+    but the ISR shrank below min.insync.replicas meanwhile, the answer is
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND: written, but not as safely as asked."""
+
+    def __init__(
+        self,
+        timeout_ms: int,
+        replica_manager: ReplicaManager,
+        pending: dict[TopicPartition, AppendResult],
+        on_done: Callable[[dict[TopicPartition, AppendResult]], None],
+    ) -> None:
+        super().__init__(timeout_ms)
+        self.replica_manager = replica_manager
+        self.pending = pending
+        self.on_done = on_done
+        self.settled: set[TopicPartition] = set()
+
+    def try_complete(self) -> bool:
+        for tp, result in self.pending.items():
+            if tp in self.settled:
+                continue
+            part = self.replica_manager.partitions.get(tp)
+            if part is None or part.role != "leader":
+                result.error = Errors.NOT_LEADER_OR_FOLLOWER
+                self.settled.add(tp)
+            elif part.log.high_watermark >= result.required_offset:
+                if len(part.isr) < part.log.config.min_insync_replicas:
+                    result.error = Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+                self.settled.add(tp)
+        if len(self.settled) < len(self.pending):
+            return False
+        return self.force_complete()
+
+    def on_expiration(self) -> None:
+        for tp, result in self.pending.items():
+            if tp not in self.settled:
+                result.error = Errors.REQUEST_TIMED_OUT
+
+    def on_complete(self) -> None:
+        self.on_done(self.pending)
 
 
 @dataclass
@@ -78,6 +124,7 @@ class ReplicaManager:
         self.broker_id = broker_id
         self.clock = clock
         self.delayed_fetch = DelayedOperationPurgatory("Fetch", schedule)
+        self.delayed_produce = DelayedOperationPurgatory("Produce", schedule)
         self.partitions: dict[TopicPartition, Partition] = {}
         for tp, partition_log in log_manager.all_logs().items():
             self._lead(tp, partition_log)
@@ -141,8 +188,51 @@ class ReplicaManager:
             return AppendResult(error_of(e), message=str(e))
         self.delayed_fetch.check_and_complete((topic, partition))
         return AppendResult(
-            Errors.NONE, info.first_offset, info.log_append_time, part.log.log_start_offset
+            Errors.NONE,
+            info.first_offset,
+            info.log_append_time,
+            part.log.log_start_offset,
+            required_offset=info.last_offset + 1,
         )
+
+    # -- leadership and followers (the replicated path) ---------------------------------------
+
+    def make_leader(
+        self,
+        tp: TopicPartition,
+        leader_epoch: int,
+        isr: list[int],
+        replicas: list[int],
+        partition_epoch: int,
+    ) -> Partition:
+        """Lead `tp` with the given ISR (what the controller decided)."""
+        part = self.partitions.get(tp) or Partition(
+            tp[0], tp[1], self.broker_id, self.log_manager.get_or_create_log(*tp)
+        )
+        part.make_leader(leader_epoch, isr, replicas, partition_epoch, self.clock())
+        self.partitions[tp] = part
+        return part
+
+    def update_follower_fetch_state(
+        self, tp: TopicPartition, broker_id: int, fetch_offset: int
+    ) -> Any:
+        """A follower fetched: the HW may move, which may answer waiting produces and
+        fetches. Returns the ISR change the leader wants (or None)."""
+        part = self.partitions[tp]
+        hw = part.log.high_watermark
+        change = part.update_follower_fetch_state(broker_id, fetch_offset, self.clock())
+        if part.log.high_watermark != hw:
+            self._hw_moved(tp)
+        return change
+
+    def apply_isr_change(self, tp: TopicPartition, isr: list[int], partition_epoch: int) -> None:
+        part = self.partitions[tp]
+        part.apply_isr_change(isr, partition_epoch)
+        self._hw_moved(tp)
+
+    def _hw_moved(self, tp: TopicPartition) -> None:
+        self.delayed_produce.check_and_complete(tp)
+        self.delayed_fetch.check_and_complete(tp)
 
     def read(
         self, topic: str, partition: int, offset: int, max_bytes: int, min_one_message: bool
@@ -159,5 +249,6 @@ class ReplicaManager:
         return ReadResult(Errors.NONE, log.high_watermark, log.log_start_offset, info)
 
     def shutdown(self) -> None:
+        self.delayed_produce.shutdown()
         self.delayed_fetch.shutdown()
         self.log_manager.shutdown()

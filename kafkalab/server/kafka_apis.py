@@ -17,7 +17,12 @@ from kafkalab.protocol.errors import Errors
 from kafkalab.protocol.header import RequestHeader
 from kafkalab.protocol.messages import APIS, api_versions_body
 from kafkalab.replication.delayed_operation import DelayedOperation
-from kafkalab.replication.replica_manager import LEADER_EPOCH, ReplicaManager
+from kafkalab.replication.replica_manager import (
+    LEADER_EPOCH,
+    AppendResult,
+    DelayedProduce,
+    ReplicaManager,
+)
 from kafkalab.server.producer_ids import ProducerIdManager
 from kafkalab.storage.log_config import InvalidConfigError
 from kafkalab.storage.log_manager import check_topic_name
@@ -121,39 +126,59 @@ class KafkaApis:
 
     # -- Produce ----------------------------------------------------------------------------
 
-    def handle_produce(self, header: RequestHeader, body: dict) -> dict | None:
+    def handle_produce(self, header: RequestHeader, body: dict) -> Any:
+        """Append to each partition; acks=all answers once the ISR has the records
+        (a DelayedProduce in the purgatory), acks=0 not at all."""
         acks = body["acks"]
-        responses = []
+        results: dict[tuple[str, int], AppendResult] = {}
         for topic in body["topics"]:
-            partitions = []
             for part in topic["partitions"]:
-                index = part["partition_index"]
+                tp = (topic["name"], part["partition_index"])
                 if acks not in (0, 1, -1):
-                    result_error, result = Errors.INVALID_REQUIRED_ACKS, None
-                else:
-                    result = self.replica_manager.append_records(
-                        topic["name"], index, part["records"], acks
-                    )
-                    result_error = result.error
-                    if result.message and result_error != Errors.NONE:
-                        log.info(
-                            "produce to %s-%d refused: %s", topic["name"], index, result.message
-                        )
-                partitions.append(
-                    {
-                        "partition_index": index,
-                        "error_code": int(result_error),
-                        "base_offset": result.base_offset if result else -1,
-                        "log_append_time_ms": result.log_append_time if result else -1,
-                        "log_start_offset": result.log_start_offset if result else -1,
-                        "record_errors": [],
-                        "error_message": result.message if result else None,
-                    }
+                    results[tp] = AppendResult(Errors.INVALID_REQUIRED_ACKS)
+                    continue
+                results[tp] = self.replica_manager.append_records(
+                    tp[0], tp[1], part["records"], acks
                 )
-            responses.append({"name": topic["name"], "partitions": partitions})
+                if results[tp].message and results[tp].error != Errors.NONE:
+                    log.info("produce to %s-%d refused: %s", *tp, results[tp].message)
         if acks == 0:
             return None  # the client does not read a response
-        return {"responses": responses, "throttle_time_ms": 0}
+        if acks == -1:
+            waiting = {tp: r for tp, r in results.items() if r.error == Errors.NONE}
+            if waiting:
+                future = asyncio.get_running_loop().create_future()
+                op = DelayedProduce(
+                    body["timeout_ms"],
+                    self.replica_manager,
+                    waiting,
+                    lambda _: future.done() or future.set_result(self._produce_response(results)),
+                )
+                if not self.replica_manager.delayed_produce.try_complete_else_watch(
+                    op, list(waiting)
+                ):
+                    return future
+        return self._produce_response(results)
+
+    @staticmethod
+    def _produce_response(results: dict[tuple[str, int], AppendResult]) -> dict:
+        topics: dict[str, list[dict]] = {}
+        for (topic, index), r in results.items():
+            topics.setdefault(topic, []).append(
+                {
+                    "partition_index": index,
+                    "error_code": int(r.error),
+                    "base_offset": r.base_offset,
+                    "log_append_time_ms": r.log_append_time,
+                    "log_start_offset": r.log_start_offset,
+                    "record_errors": [],
+                    "error_message": r.message,
+                }
+            )
+        return {
+            "responses": [{"name": t, "partitions": p} for t, p in topics.items()],
+            "throttle_time_ms": 0,
+        }
 
     # -- Fetch ------------------------------------------------------------------------------
 
