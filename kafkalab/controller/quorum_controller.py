@@ -33,9 +33,15 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
+from kafkalab.controller.metadata_image import (
+    BrokerRegistration,
+    MetadataImage,
+    PartitionRegistration,
+    TopicInfo,
+)
 from kafkalab.protocol.errors import Errors, KafkaError
 from kafkalab.records import SimpleRecord, build_batch, iter_batches
 from kafkalab.storage.log_config import LogConfig
@@ -43,33 +49,6 @@ from kafkalab.storage.unified_log import AppendOrigin, UnifiedLog
 
 METADATA_TOPIC = "__cluster_metadata"
 NO_LEADER = -1
-
-
-@dataclass
-class BrokerRegistration:
-    broker_id: int
-    host: str
-    port: int
-    incarnation_id: str
-    broker_epoch: int
-    fenced: bool = True
-    last_heartbeat_ms: int = 0
-
-
-@dataclass
-class PartitionRegistration:
-    replicas: list[int]
-    isr: list[int]
-    leader: int
-    leader_epoch: int = 0
-    partition_epoch: int = 0
-
-
-@dataclass
-class TopicInfo:
-    name: str
-    partitions: dict[int, PartitionRegistration] = field(default_factory=dict)
-    configs: dict[str, str] = field(default_factory=dict)
 
 
 def assign_replicas_rack_unaware(
@@ -103,8 +82,9 @@ class QuorumController:
     ) -> None:
         self.session_timeout_ms = session_timeout_ms
         self.unclean_default = unclean_leader_election_enable
-        self.brokers: dict[int, BrokerRegistration] = {}
-        self.topics: dict[str, TopicInfo] = {}
+        self.image = MetadataImage()
+        self.brokers: dict[int, BrokerRegistration] = self.image.brokers
+        self.topics: dict[str, TopicInfo] = self.image.topics
         self._rng = random.Random(seed)
         self.log = UnifiedLog(Path(directory) / f"{METADATA_TOPIC}-0", LogConfig(retention_ms=-1))
         for _, record in self.records_since(0):
@@ -146,31 +126,7 @@ class QuorumController:
         return self.log.log_end_offset
 
     def _replay(self, r: dict) -> None:
-        kind = r["type"]
-        if kind == "RegisterBrokerRecord":
-            self.brokers[r["broker_id"]] = BrokerRegistration(
-                r["broker_id"], r["host"], r["port"], r["incarnation_id"], r["broker_epoch"]
-            )
-        elif kind == "UnfenceBrokerRecord":
-            self.brokers[r["broker_id"]].fenced = False
-        elif kind == "FenceBrokerRecord":
-            self.brokers[r["broker_id"]].fenced = True
-        elif kind == "TopicRecord":
-            self.topics[r["name"]] = TopicInfo(r["name"])
-        elif kind == "ConfigRecord":
-            self.topics[r["topic"]].configs[r["name"]] = r["value"]
-        elif kind == "PartitionRecord":
-            self.topics[r["topic"]].partitions[r["partition"]] = PartitionRegistration(
-                r["replicas"], r["isr"], r["leader"], r["leader_epoch"], r["partition_epoch"]
-            )
-        elif kind == "PartitionChangeRecord":
-            part = self.topics[r["topic"]].partitions[r["partition"]]
-            part.isr, part.leader = r["isr"], r["leader"]
-            part.leader_epoch, part.partition_epoch = r["leader_epoch"], r["partition_epoch"]
-        elif kind == "RemoveTopicRecord":
-            self.topics.pop(r["name"], None)
-        else:
-            raise ValueError(f"unknown metadata record type {kind!r}")
+        self.image.replay(r)
 
     # -- brokers -----------------------------------------------------------------------------
 
