@@ -119,6 +119,8 @@ class ReplicaManager:
         schedule: Callable[[float, Callable[[], None]], Any],
         broker_id: int = 1,
         clock: Callable[[], int] = lambda: int(time.time() * 1000),
+        cluster_mode: bool = False,
+        truncation_rule: str = "fenced-leader-epoch",
     ) -> None:
         self.log_manager = log_manager
         self.broker_id = broker_id
@@ -126,8 +128,11 @@ class ReplicaManager:
         self.delayed_fetch = DelayedOperationPurgatory("Fetch", schedule)
         self.delayed_produce = DelayedOperationPurgatory("Produce", schedule)
         self.partitions: dict[TopicPartition, Partition] = {}
-        for tp, partition_log in log_manager.all_logs().items():
-            self._lead(tp, partition_log)
+        self.cluster_mode = cluster_mode  # roles come from the controller's metadata
+        self.truncation_rule = truncation_rule  # kafkalab.follower.truncation.rule
+        if not cluster_mode:
+            for tp, partition_log in log_manager.all_logs().items():
+                self._lead(tp, partition_log)
 
     def _lead(self, tp: TopicPartition, partition_log: UnifiedLog) -> Partition:
         """This broker leads with an ISR of one: itself (Kafka: Partition.makeLeader).
@@ -175,7 +180,7 @@ class ReplicaManager:
     ) -> AppendResult:
         part = self.partitions.get((topic, partition))
         if part is None:
-            return AppendResult(Errors.UNKNOWN_TOPIC_OR_PARTITION)
+            return AppendResult(self._missing())
         if records is None or len(records) == 0:
             return AppendResult(Errors.CORRUPT_MESSAGE, message="a produce request with no records")
         try:
@@ -197,6 +202,16 @@ class ReplicaManager:
 
     # -- leadership and followers (the replicated path) ---------------------------------------
 
+    def _partition(self, tp: TopicPartition, configs: dict[str, str] | None) -> Partition:
+        part = self.partitions.get(tp)
+        if part is None:
+            log_ = self.log_manager.get_or_create_log(tp[0], tp[1], configs or None)
+            part = Partition(
+                tp[0], tp[1], self.broker_id, log_, truncation_rule=self.truncation_rule
+            )
+            self.partitions[tp] = part
+        return part
+
     def make_leader(
         self,
         tp: TopicPartition,
@@ -204,14 +219,33 @@ class ReplicaManager:
         isr: list[int],
         replicas: list[int],
         partition_epoch: int,
+        configs: dict[str, str] | None = None,
     ) -> Partition:
         """Lead `tp` with the given ISR (what the controller decided)."""
-        part = self.partitions.get(tp) or Partition(
-            tp[0], tp[1], self.broker_id, self.log_manager.get_or_create_log(*tp)
-        )
+        part = self._partition(tp, configs)
         part.make_leader(leader_epoch, isr, replicas, partition_epoch, self.clock())
-        self.partitions[tp] = part
+        self._hw_moved(tp)
         return part
+
+    def make_follower(
+        self,
+        tp: TopicPartition,
+        leader: int,
+        leader_epoch: int,
+        isr: list[int],
+        replicas: list[int],
+        partition_epoch: int,
+        configs: dict[str, str] | None = None,
+    ) -> Partition:
+        """Follow `leader` for `tp`; the caller truncates, then fetches."""
+        part = self._partition(tp, configs)
+        part.make_follower(leader, leader_epoch, isr, replicas, partition_epoch)
+        self._hw_moved(tp)  # parked requests answer NOT_LEADER_OR_FOLLOWER now
+        return part
+
+    def remove_partition(self, tp: TopicPartition) -> None:
+        self.partitions.pop(tp, None)
+        self.log_manager.delete_log(*tp)
 
     def update_follower_fetch_state(
         self, tp: TopicPartition, broker_id: int, fetch_offset: int
@@ -235,18 +269,41 @@ class ReplicaManager:
         self.delayed_fetch.check_and_complete(tp)
 
     def read(
-        self, topic: str, partition: int, offset: int, max_bytes: int, min_one_message: bool
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        max_bytes: int,
+        min_one_message: bool,
+        for_replica: bool = False,
     ) -> ReadResult:
-        log = self.get_log(topic, partition)
-        if log is None:
-            return ReadResult(Errors.UNKNOWN_TOPIC_OR_PARTITION)
+        """Consumers read below the HW; followers (for_replica) up to the LEO."""
+        part = self.partitions.get((topic, partition))
+        if part is None:
+            return ReadResult(self._missing())
+        log = part.log
+        if part.role != "leader":
+            return ReadResult(
+                Errors.NOT_LEADER_OR_FOLLOWER, log.high_watermark, log.log_start_offset
+            )
         try:
             info = log.read(
-                offset, max_bytes, max_offset=log.high_watermark, min_one_message=min_one_message
+                offset,
+                max_bytes,
+                max_offset=None if for_replica else log.high_watermark,
+                min_one_message=min_one_message,
             )
         except StorageError as e:
             return ReadResult(error_of(e), log.high_watermark, log.log_start_offset)
         return ReadResult(Errors.NONE, log.high_watermark, log.log_start_offset, info)
+
+    def _missing(self) -> Errors:
+        """A partition this broker does not host: in a cluster another broker may."""
+        return (
+            Errors.NOT_LEADER_OR_FOLLOWER
+            if self.cluster_mode
+            else Errors.UNKNOWN_TOPIC_OR_PARTITION
+        )
 
     def shutdown(self) -> None:
         self.delayed_produce.shutdown()

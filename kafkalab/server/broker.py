@@ -24,9 +24,11 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 from kafkalab.replication.replica_manager import ReplicaManager
+from kafkalab.server.broker_lifecycle import BrokerLifecycle
 from kafkalab.server.config import KafkaConfig, parse_listener
 from kafkalab.server.kafka_apis import KafkaApis
 from kafkalab.server.producer_ids import ProducerIdManager
@@ -57,7 +59,16 @@ class KafkaBroker:
             flush_check_interval_ms=config.log_flush_scheduler_interval_ms,
             checkpoint_interval_ms=config.log_flush_offset_checkpoint_interval_ms,
         )
-        self.replica_manager = ReplicaManager(self.log_manager, loop.call_later, config.node_id)
+        controller = config.extra.get("controller.quorum.bootstrap.servers")
+        self.replica_manager = ReplicaManager(
+            self.log_manager,
+            loop.call_later,
+            config.node_id,
+            cluster_mode=bool(controller),
+            truncation_rule=config.extra.get(
+                "kafkalab.follower.truncation.rule", "fenced-leader-epoch"
+            ),
+        )
         self.apis = KafkaApis(self, self.replica_manager, ProducerIdManager(config.log_dirs[0]))
         _, host, port = parse_listener(config.listeners.split(",")[0])
         self.socket_server = SocketServer(
@@ -76,6 +87,12 @@ class KafkaBroker:
         else:
             self.advertised_address = (host, bound)
         self._ticker = asyncio.create_task(self._tick())
+        self.lifecycle = None
+        if controller:
+            self.lifecycle = BrokerLifecycle(
+                self, controller, int(config.extra.get("broker.heartbeat.interval.ms", 2000))
+            )
+            await self.lifecycle.start()
 
     async def _tick(self) -> None:
         """The LogManager's background duties (retention, flush.ms, checkpoints)."""
@@ -94,6 +111,8 @@ class KafkaBroker:
     async def stop(self) -> None:
         if self._ticker is not None:
             self._ticker.cancel()
+        if getattr(self, "lifecycle", None) is not None:
+            await self.lifecycle.stop()
         if self.socket_server is not None:
             # Parked fetches answer with what they have; in-flight requests finish.
             await self.socket_server.stop(before_close=self.replica_manager.delayed_fetch.shutdown)
@@ -154,10 +173,12 @@ class BrokerThread:
 
 
 class BrokerProcess:
-    """A broker in a child process (`python -m kafkalab broker`), stopped with
-    SIGTERM (gracefully) or killed with SIGKILL."""
+    """A broker (or, with verb="controller", a controller) in a child process
+    (`python -m kafkalab broker`), stopped with SIGTERM (gracefully) or killed
+    with SIGKILL."""
 
-    def __init__(self, props: dict[str, str] | None = None) -> None:
+    def __init__(self, props: dict[str, str] | None = None, verb: str = "broker") -> None:
+        self.verb = verb
         self.props = dict(props or {})
         self.props.setdefault("listeners", "PLAINTEXT://127.0.0.1:0")
         if "log.dirs" not in self.props:
@@ -171,7 +192,7 @@ class BrokerProcess:
         config_file.parent.mkdir(parents=True, exist_ok=True)
         config_file.write_text("".join(f"{k}={v}\n" for k, v in self.props.items()))
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "kafkalab", "broker", str(config_file)],
+            [sys.executable, "-m", "kafkalab", self.verb, str(config_file)],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -208,6 +229,26 @@ class BrokerProcess:
         except subprocess.TimeoutExpired:
             self.process.kill()
             return self.process.wait()
+
+    def pause(self) -> None:
+        """SIGSTOP: the process hangs (a long GC pause, a stuck disk)."""
+        if self.process is not None:
+            self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.process is not None:
+            self.process.send_signal(signal.SIGCONT)
+
+    def wait_for_line(self, text: str, timeout: float = 60) -> bool:
+        """Wait until the process printed a line containing `text`."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if any(text in line for line in self.output):
+                return True
+            if self.process is not None and self.process.poll() is not None:
+                return False
+            time.sleep(0.05)
+        return False
 
     def kill(self) -> None:
         """SIGKILL: no flush, no checkpoint, no clean shutdown marker."""

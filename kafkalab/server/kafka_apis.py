@@ -66,7 +66,10 @@ class KafkaApis:
 
     # -- Metadata ---------------------------------------------------------------------------
 
-    def handle_metadata(self, header: RequestHeader, body: dict) -> dict:
+    def handle_metadata(self, header: RequestHeader, body: dict) -> Any:
+        lifecycle = getattr(self.broker, "lifecycle", None)
+        if lifecycle is not None:
+            return self._cluster_metadata(header, body, lifecycle)
         topics = self.replica_manager.topics()
         requested = body["topics"]
         if requested is None or (header.api_version == 0 and not requested):
@@ -118,6 +121,89 @@ class KafkaApis:
             "cluster_id": self.broker.config.cluster_id,
             "controller_id": self.broker.config.node_id,
             "topics": out,
+        }
+
+    def _cluster_metadata(self, header: RequestHeader, body: dict, lifecycle: Any) -> Any:
+        """Brokers, leaders, ISRs and epochs from the metadata image; unknown topics
+        are created through the controller when allowed."""
+        image = lifecycle.image
+        requested = body["topics"]
+        names = (
+            sorted(image.topics)
+            if requested is None or (header.api_version == 0 and not requested)
+            else [t["name"] for t in requested]
+        )
+        allow_create = self.broker.config.auto_create_topics_enable and (
+            header.api_version < 4 or body["allow_auto_topic_creation"]
+        )
+        missing = [n for n in names if n not in image.topics]
+        if missing and allow_create:
+
+            async def create_then_answer():
+                await lifecycle.forward(
+                    19,
+                    {
+                        "topics": [
+                            {
+                                "name": n,
+                                "num_partitions": self.broker.config.num_partitions,
+                                "replication_factor": self.broker.config.default_replication_factor,
+                                "assignments": [],
+                                "configs": [],
+                            }
+                            for n in missing
+                        ],
+                        "timeout_ms": 30_000,
+                        "validate_only": False,
+                    },
+                )
+                await lifecycle._fetch_metadata()
+                return self._cluster_metadata_body(image, names, missing=[])
+
+            return asyncio.ensure_future(create_then_answer())
+        return self._cluster_metadata_body(image, names, missing)
+
+    def _cluster_metadata_body(self, image: Any, names: list[str], missing: list[str]) -> dict:
+        topics = []
+        for name in names:
+            info = image.topics.get(name)
+            if info is None:
+                topics.append(self._topic_error(name, Errors.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            topics.append(
+                {
+                    "error_code": 0,
+                    "name": name,
+                    "is_internal": False,
+                    "partitions": [
+                        {
+                            "error_code": 0 if p.leader >= 0 else int(Errors.LEADER_NOT_AVAILABLE),
+                            "partition_index": i,
+                            "leader_id": p.leader,
+                            "leader_epoch": p.leader_epoch,
+                            "replica_nodes": p.replicas,
+                            "isr_nodes": p.isr,
+                            "offline_replicas": [
+                                r
+                                for r in p.replicas
+                                if r not in image.brokers or image.brokers[r].fenced
+                            ],
+                        }
+                        for i, p in sorted(info.partitions.items())
+                    ],
+                }
+            )
+        brokers = [
+            {"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": None}
+            for b in image.brokers.values()
+            if not b.fenced
+        ]
+        return {
+            "throttle_time_ms": 0,
+            "brokers": brokers,
+            "cluster_id": self.broker.config.cluster_id,
+            "controller_id": brokers[0]["node_id"] if brokers else -1,
+            "topics": topics,
         }
 
     @staticmethod
@@ -183,6 +269,21 @@ class KafkaApis:
     # -- Fetch ------------------------------------------------------------------------------
 
     def handle_fetch(self, header: RequestHeader, body: dict) -> Any:
+        replica_id = body["replica_id"]
+        lifecycle = getattr(self.broker, "lifecycle", None)
+        if replica_id >= 0 and lifecycle is not None:
+            # A follower's fetch offset is its LEO: the leader's HW and ISR follow.
+            for t in body["topics"]:
+                for p in t["partitions"]:
+                    tp = (t["topic"], p["partition"])
+                    part = self.replica_manager.partitions.get(tp)
+                    if part is None or part.role != "leader" or replica_id not in part.remote:
+                        continue
+                    change = self.replica_manager.update_follower_fetch_state(
+                        tp, replica_id, p["fetch_offset"]
+                    )
+                    if change is not None:
+                        asyncio.ensure_future(lifecycle.alter_partition(change))
         fetch = DelayedFetch(self.replica_manager, header.api_version, body)
         if body["max_wait_ms"] <= 0 or fetch.try_complete():
             return fetch.response()
@@ -235,7 +336,10 @@ class KafkaApis:
 
     # -- CreateTopics / DeleteTopics ----------------------------------------------------------
 
-    def handle_create_topics(self, header: RequestHeader, body: dict) -> dict:
+    def handle_create_topics(self, header: RequestHeader, body: dict) -> Any:
+        lifecycle = getattr(self.broker, "lifecycle", None)
+        if lifecycle is not None:
+            return asyncio.ensure_future(lifecycle.forward(19, body))
         existing = self.replica_manager.topics()
         out = []
         for topic in body["topics"]:
@@ -271,7 +375,10 @@ class KafkaApis:
             out.append({"name": name, "error_code": int(error), "error_message": message})
         return {"throttle_time_ms": 0, "topics": out}
 
-    def handle_delete_topics(self, header: RequestHeader, body: dict) -> dict:
+    def handle_delete_topics(self, header: RequestHeader, body: dict) -> Any:
+        lifecycle = getattr(self.broker, "lifecycle", None)
+        if lifecycle is not None:
+            return asyncio.ensure_future(lifecycle.forward(20, body))
         out = []
         for name in body["topic_names"]:
             found = self.replica_manager.delete_topic(name)
@@ -351,6 +458,7 @@ class DelayedFetch(DelayedOperation):
                     part["fetch_offset"],
                     part["partition_max_bytes"],
                     True,
+                    self.body["replica_id"] >= 0,
                 )
                 if result.error != Errors.NONE:
                     return self.force_complete()  # errors are answered at once
@@ -376,7 +484,12 @@ class DelayedFetch(DelayedOperation):
             for part in topic["partitions"]:
                 limit = max(0, min(part["partition_max_bytes"], remaining))
                 result = self.replica_manager.read(
-                    topic["topic"], part["partition"], part["fetch_offset"], limit, min_one
+                    topic["topic"],
+                    part["partition"],
+                    part["fetch_offset"],
+                    limit,
+                    min_one,
+                    self.body["replica_id"] >= 0,
                 )
                 records = None
                 if result.info is not None and result.size:

@@ -1,0 +1,128 @@
+"""A real three-broker cluster (controller + brokers as processes): acks=all writes
+survive a SIGKILLed leader, and a paused follower leaves and rejoins the ISR."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kafkalab.cluster import LocalCluster
+
+
+def partition_state(bs: str, topic: str):
+    md = AdminClient({"bootstrap.servers": bs}).list_topics(timeout=10)
+    if topic not in md.topics or 0 not in md.topics[topic].partitions:
+        return -1, []  # the broker has not seen the topic's records yet
+    p = md.topics[topic].partitions[0]
+    return p.leader, sorted(p.isrs)
+
+
+def wait_until(predicate, timeout=30):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError("condition not reached in time")
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    with LocalCluster(
+        brokers=3,
+        base_dir=tmp_path,
+        session_timeout_ms=2000,
+        broker_props={"replica.lag.time.max.ms": "2000"},
+    ) as c:
+        yield c
+
+
+def test_acks_all_survives_a_killed_leader(cluster):
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    for future in admin.create_topics([NewTopic("safe", 1, 3)]).values():
+        future.result(10)
+    wait_until(lambda: partition_state(cluster.bootstrap_servers, "safe")[1] == [1, 2, 3])
+    producer = Producer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "acks": "all",
+            "enable.idempotence": True,
+            "message.timeout.ms": 30000,
+        }
+    )
+    acked = []
+
+    def on_delivery(err, msg):
+        if err is None:
+            acked.append(msg.value())
+
+    for i in range(200):
+        producer.produce("safe", value=b"before-%d" % i, on_delivery=on_delivery)
+    assert producer.flush(30) == 0
+    leader, _ = partition_state(cluster.bootstrap_servers, "safe")
+    cluster.kill(leader)
+    new_leader = wait_until(
+        lambda: (lambda s: s[0] if s[0] not in (leader, -1) else None)(
+            partition_state(cluster.bootstrap_servers, "safe")
+        )
+    )
+    assert new_leader != leader
+    for i in range(100):
+        producer.produce("safe", value=b"after-%d" % i, on_delivery=on_delivery)
+    assert producer.flush(30) == 0
+    del producer
+    assert len(acked) == 300
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "group.id": "check",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        consumer.assign([TopicPartition("safe", 0, 0)])
+        got = []
+        deadline = time.time() + 30
+        while len(got) < 300 and time.time() < deadline:
+            m = consumer.poll(0.5)
+            if m is not None and m.error() is None:
+                got.append(m.value())
+    finally:
+        consumer.close()
+    assert got == acked  # every acknowledged record, in order, nothing else
+
+
+def test_a_paused_follower_leaves_and_rejoins_the_isr(cluster):
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    for future in admin.create_topics([NewTopic("isr", 1, 3)]).values():
+        future.result(10)
+    leader, isr = wait_until(
+        lambda: (lambda s: s if s[1] == [1, 2, 3] else None)(
+            partition_state(cluster.bootstrap_servers, "isr")
+        )
+    )
+    follower = next(b for b in isr if b != leader)
+    cluster.brokers[follower].pause()  # SIGSTOP
+    try:
+        producer = Producer(
+            {"bootstrap.servers": cluster.brokers[leader].bootstrap_servers, "acks": "1"}
+        )
+        for i in range(20):
+            producer.produce("isr", value=b"%d" % i)
+            producer.flush(10)
+            time.sleep(0.2)
+        wait_until(
+            lambda: (
+                follower not in partition_state(cluster.brokers[leader].bootstrap_servers, "isr")[1]
+            )
+        )
+    finally:
+        cluster.brokers[follower].resume()  # SIGCONT
+    wait_until(
+        lambda: follower in partition_state(cluster.brokers[leader].bootstrap_servers, "isr")[1],
+        timeout=60,
+    )
