@@ -342,8 +342,9 @@ class LogSegment:
         """Rebuild both indexes from the data file, checking every batch's CRC, and
         cut the file at the first invalid batch. Returns the bytes cut off.
 
-        Invariant: afterwards every byte of the file is a valid batch, offsets
-        increase from batch to batch, and the indexes describe exactly those batches.
+        Invariant: afterwards every byte of the file is a valid batch, each batch
+        starts where the previous one ended (the first at the segment's base
+        offset), and the indexes describe exactly those batches.
         """
         self.offset_index.truncate()
         self.time_index.truncate()
@@ -355,10 +356,13 @@ class LogSegment:
         try:
             for position, header, data in self.log.batches_with_bytes(0):
                 ensure_valid(data)
-                if header.base_offset < expected_offset:
+                # Offsets have no gaps (cleanup.policy=delete): a batch must start where
+                # the previous one ended. This also catches a scribbled baseOffset,
+                # which the CRC does not cover.
+                if header.base_offset != expected_offset:
                     raise CorruptRecordError(
                         f"batch at position {position} has base offset {header.base_offset}, "
-                        f"below {expected_offset} where the previous batch ended"
+                        f"not {expected_offset} where the previous batch ended"
                     )
                 if not self.can_convert_to_relative_offset(header.last_offset):
                     raise CorruptRecordError(

@@ -371,20 +371,25 @@ class UnifiedLog:
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo:
         """Append batches with the offsets and epochs the leader gave them.
 
-        Kafka: UnifiedLog.appendAsFollower. The first batch must start at or after
-        the LEO and offsets must increase, else UnexpectedAppendOffsetError (the
-        replica fetcher then truncates and fetches again).
+        Kafka: UnifiedLog.appendAsFollower. The first batch must start at the LEO
+        and each batch where the previous one ended, else
+        UnexpectedAppendOffsetError (the replica fetcher then truncates and
+        fetches again).
         """
         buf = bytes(records)
         headers = self._validate(buf, AppendOrigin.REPLICATION)
         expected = self.log_end_offset
         for pos, header in headers:
-            if header.base_offset < expected:
+            # With cleanup.policy=delete (the only policy here) offsets have no gaps,
+            # so a follower's batches continue exactly at its LEO. (Compaction would
+            # allow gaps; Kafka then checks only that offsets do not go back.)
+            if header.base_offset != expected:
                 first, last = headers[0][1].base_offset, headers[-1][1].last_offset
                 raise UnexpectedAppendOffsetError(
                     f"{self.dir.name}: batch at offset {header.base_offset} (position {pos}) "
-                    f"is below {expected}, the log end offset or the previous batch's end; "
-                    "a follower must truncate before it appends older offsets",
+                    f"does not continue at {expected}, the log end offset or the previous "
+                    "batch's end; a follower must truncate (or truncate_fully_and_start_at) "
+                    "before it appends other offsets",
                     first,
                     last,
                 )

@@ -204,12 +204,15 @@ def test_retention_ms_and_bytes_delete_whole_segments_below_the_high_watermark(t
     log.close()
 
 
-def test_follower_append_keeps_offsets_and_refuses_going_back(tmp_path, clock):
+def test_follower_append_keeps_offsets_and_refuses_gaps_or_going_back(tmp_path, clock):
     log = UnifiedLog(tmp_path / "t-0", clock=clock)
+    log.truncate_fully_and_start_at(10)  # the leader's log starts at 10
     info = log.append_as_follower(batch(b"a", b"b", base_offset=10, partition_leader_epoch=3))
     assert (info.first_offset, log.log_end_offset) == (10, 12)
     with pytest.raises(UnexpectedAppendOffsetError, match="truncate"):
-        log.append_as_follower(batch(b"c", base_offset=11))
+        log.append_as_follower(batch(b"c", base_offset=11))  # going back
+    with pytest.raises(UnexpectedAppendOffsetError):
+        log.append_as_follower(batch(b"c", base_offset=13))  # a gap
     two = batch(b"c", base_offset=12) + batch(b"d", base_offset=12)
     with pytest.raises(UnexpectedAppendOffsetError):
         log.append_as_follower(two)
