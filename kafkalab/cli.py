@@ -7,6 +7,7 @@ an `add_subcommand(subparsers)` function that sets `func` on its parser:
     kafkalab broker CONFIG           kafkalab.server.broker  (kafka-server-start.sh)
     kafkalab controller CONFIG       kafkalab.server.controller_server  (a KRaft controller)
     kafkalab produce|consume|topics  kafkalab.client.cli  (kcat, kafka-topics.sh)
+    kafkalab cluster up|down|kill..  kafkalab.cluster.cli  (a local cluster and its faults)
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ _VERB_MODULES = (
     "kafkalab.server.broker",
     "kafkalab.server.controller_server",
     "kafkalab.client.cli",
+    "kafkalab.cluster.cli",
 )
 
 

@@ -175,7 +175,8 @@ class BrokerThread:
 class BrokerProcess:
     """A broker (or, with verb="controller", a controller) in a child process
     (`python -m kafkalab broker`), stopped with SIGTERM (gracefully) or killed
-    with SIGKILL."""
+    with SIGKILL. Its output goes to `<log dir>/<verb>.out`, so it can outlive
+    the Python process that started it (`kafkalab cluster up`)."""
 
     def __init__(self, props: dict[str, str] | None = None, verb: str = "broker") -> None:
         self.verb = verb
@@ -183,41 +184,40 @@ class BrokerProcess:
         self.props.setdefault("listeners", "PLAINTEXT://127.0.0.1:0")
         if "log.dirs" not in self.props:
             self.props["log.dirs"] = tempfile.mkdtemp(prefix="kafkalab-broker-")
+        self.dir = Path(self.props["log.dirs"].split(",")[0])
+        self.log_path = self.dir / f"{verb}.out"
         self.process: subprocess.Popen | None = None
         self.bootstrap_servers = ""
-        self.output: list[str] = []
+        self._output_from = 0
+
+    @property
+    def output(self) -> list[str]:
+        """What the process printed since it was last started."""
+        try:
+            with open(self.log_path, encoding="utf-8", errors="replace") as f:
+                f.seek(self._output_from)
+                return f.readlines()
+        except FileNotFoundError:
+            return []
 
     def start(self, timeout: float = 60) -> BrokerProcess:
-        config_file = Path(self.props["log.dirs"].split(",")[0]) / "server.properties"
-        config_file.parent.mkdir(parents=True, exist_ok=True)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        config_file = self.dir / f"{self.verb}.properties"
         config_file.write_text("".join(f"{k}={v}\n" for k, v in self.props.items()))
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "kafkalab", self.verb, str(config_file)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        timer = threading.Timer(timeout, self.process.kill)
-        timer.start()
-        try:
-            for line in self.process.stdout:
-                self.output.append(line)
-                if " listening on " in line:
-                    self.bootstrap_servers = line.rsplit(" ", 1)[1].strip()
-                    break
-        finally:
-            timer.cancel()
-        if not self.bootstrap_servers:
-            self.process.kill()
-            self.process.wait()
-            raise RuntimeError("broker did not start:\n" + "".join(self.output))
-        threading.Thread(target=self._drain, daemon=True).start()
+        self._output_from = self.log_path.stat().st_size if self.log_path.exists() else 0
+        with open(self.log_path, "a") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "kafkalab", self.verb, str(config_file)],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        if not self.wait_for_line(" listening on ", timeout):
+            self.kill()
+            raise RuntimeError(f"{self.verb} did not start:\n" + "".join(self.output))
+        line = next(x for x in self.output if " listening on " in x)
+        self.bootstrap_servers = line.rsplit(" ", 1)[1].strip()
         return self
-
-    def _drain(self) -> None:
-        assert self.process is not None and self.process.stdout is not None
-        for line in self.process.stdout:
-            self.output.append(line)
 
     def stop(self, timeout: float = 30) -> int:
         """SIGTERM and wait; SIGKILL if it does not stop in time. Returns the exit code."""

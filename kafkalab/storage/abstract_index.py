@@ -9,23 +9,35 @@ Invariants kept here:
 - Entries are appended in increasing order of offset (and, for the time index,
   of timestamp); nothing in the middle is ever rewritten.
 - Every entry after the first has a relative offset > 0, because the first
-  entry's offset is >= base_offset and offsets strictly increase. A slot whose
-  relative offset is 0 after the first is therefore an unused (zero) slot. On
-  reopening a preallocated file (after a crash nobody trimmed it), the entries
-  are the slots before the first such slot, found by binary search.
+  entry's offset is >= base_offset and offsets strictly increase (the time
+  index keeps this too, see TimeIndex.maybe_append). A slot whose relative
+  offset is 0 after the first is therefore an unused (zero) slot. On reopening
+  a preallocated file (after a crash nobody trimmed it), the entries are the
+  slots before the first such slot, found by binary search (O(log n) reads).
+- Unused slots are zero: a new file is zero-filled, and truncation zeroes the
+  slots it frees, so the rule above also holds after a truncation.
 
-Single-threaded: a segment's index is used by one event loop; lookups take no lock.
+Kafka itself trusts an existing file's length (it counts every slot of a file
+it did not create); kafkalab counts entries by the rule above so an untrimmed
+file left by a crash reopens with its real entries, not with thousands of zeros.
+
+Single-threaded: a segment's indexes are used by one event loop (Kafka takes a
+lock around each operation; kafkalab does not), so lookups take no lock. They
+read the mmap directly with struct.unpack_from and never copy the entries.
 """
 
 from __future__ import annotations
 
 import mmap
 import os
+import struct
 from pathlib import Path
+from typing import Any, Self
 
 from kafkalab.storage.errors import CorruptIndexError, IndexFullError, InvalidOffsetError
 
 INT32_MAX = 2**31 - 1
+_INT32 = struct.Struct(">i")
 
 
 class AbstractIndex:
@@ -82,25 +94,35 @@ class AbstractIndex:
             self._mmap = None
 
     def _count_entries(self) -> int:
+        """Entries in a file being opened: the slots before the first slot i >= 1
+        whose relative offset is 0.
+
+        Invariant used: valid entries are a prefix, every valid entry at i >= 1 has
+        relative offset > 0, and every slot after the entries is zero. So the
+        predicate "slot i (i >= 1) has relative offset 0" is False, ..., False,
+        True, ..., True over the file, and its first True is found by binary search.
+        Slot 0 may legally hold relative offset 0 (an entry at the base offset), so
+        it is judged apart: an all-zero slot 0 followed by a zero slot 1 is an
+        empty preallocated file; a file of exactly one slot is a trimmed file with
+        one entry (truncation never leaves a one-slot file of zeros, see
+        _truncate_to_entries).
+        """
         slots = self._length // self.ENTRY_SIZE
         if slots == 0:
             return 0
-        # Binary search for the first slot i >= 1 whose relative offset is 0.
-        lo, hi = 1, slots
+        lo, hi = 1, slots  # answer in [1, slots]
         while lo < hi:
             mid = (lo + hi) // 2
             if self._relative_offset(mid) == 0:
                 hi = mid
             else:
                 lo = mid + 1
-        if lo == 1 and self._is_zero_slot(0):
+        if lo == 1 and slots > 1 and self._is_zero_slot(0):
             return 0
         return lo
 
     def _relative_offset(self, n: int) -> int:
-        assert self._mmap is not None
-        at = n * self.ENTRY_SIZE + self._RELATIVE_OFFSET_AT
-        return int.from_bytes(self._mmap[at : at + 4], "big", signed=True)
+        return _INT32.unpack_from(self._mmap, n * self.ENTRY_SIZE + self._RELATIVE_OFFSET_AT)[0]
 
     def _is_zero_slot(self, n: int) -> bool:
         assert self._mmap is not None
@@ -170,6 +192,10 @@ class AbstractIndex:
             end = self._entries * self.ENTRY_SIZE
             self._mmap[start:end] = bytes(end - start)  # keep unused slots zero
         self._entries = min(entries, self._entries)
+        if self._entries == 0 and self._length == self.ENTRY_SIZE and self.writable:
+            # A one-slot file reopens as one entry (_count_entries); an empty index
+            # must not leave one behind, so give the slot back.
+            self.resize(0)
         self._on_entries_changed()
 
     def truncate_to(self, offset: int) -> None:
@@ -217,29 +243,43 @@ class AbstractIndex:
         self.path = new_path
 
     def sanity_check(self) -> None:
-        """Raise CorruptIndexError if the file cannot be this index (Kafka: sanityCheck)."""
+        """Raise CorruptIndexError if the file cannot be this index (Kafka: sanityCheck).
+
+        Checks the length (whole entries), that the last entry is not below the base
+        offset, and order at a sample: the last entry must be after the first
+        (subclasses add their own column, e.g. the time index's timestamps). The
+        caller (LogSegment/UnifiedLog recovery) deletes and rebuilds a corrupt index.
+        """
+        rebuild = "delete it and it will be rebuilt from the segment's .log file"
         if self._length % self.ENTRY_SIZE != 0:
             raise CorruptIndexError(
-                f"index file {self.path} is {self._length} bytes, not a multiple of the "
-                f"{self.ENTRY_SIZE}-byte entry size; it will be rebuilt from the log"
+                f"corrupt index file {self.path}: {self._length} bytes is not a multiple of "
+                f"the {self.ENTRY_SIZE}-byte entry size; {rebuild}"
             )
-        if self._entries > 1 and self._relative_offset(self._entries - 1) <= self._relative_offset(
-            0
-        ):
+        if not self._entries:
+            return
+        first, last = self._relative_offset(0), self._relative_offset(self._entries - 1)
+        if last < 0:
             raise CorruptIndexError(
-                f"index file {self.path} has a last entry at or below its first; "
-                "it will be rebuilt from the log"
+                f"corrupt index file {self.path}: its last entry's offset "
+                f"{self.base_offset + last} is below the base offset {self.base_offset}; "
+                f"{rebuild}"
             )
-        if self._entries and self._relative_offset(0) < 0:
+        if self._entries > 1 and last <= first:
             raise CorruptIndexError(
-                f"index file {self.path} starts below its base offset {self.base_offset}; "
-                "it will be rebuilt from the log"
+                f"corrupt index file {self.path}: its last entry's offset "
+                f"{self.base_offset + last} is not after its first entry's "
+                f"{self.base_offset + first}; {rebuild}"
             )
+        self._sanity_check_entries(rebuild)
 
-    def __enter__(self):
+    def _sanity_check_entries(self, rebuild: str) -> None:
+        """Hook: subclass-specific checks of a non-empty index."""
+
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: Any) -> None:
         self.close()
 
     def __repr__(self) -> str:

@@ -23,6 +23,7 @@ from kafkalab.storage.abstract_index import AbstractIndex
 from kafkalab.storage.errors import InvalidOffsetError
 
 _ENTRY = struct.Struct(">ii")
+_POSITION = struct.Struct(">i")
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,17 +74,22 @@ class OffsetIndex(AbstractIndex):
         """The first entry whose position is >= fetch_position.position + fetch_size:
         an offset beyond what a fetch of `fetch_size` bytes can reach, or None."""
         limit = fetch_position.position + fetch_size
-        lo, hi = 0, self._entries
+        lo, hi = 0, self._entries  # positions increase with offsets
         while lo < hi:
             mid = (lo + hi) // 2
-            if self.entry(mid).position < limit:
+            if _POSITION.unpack_from(self._mmap, mid * self.ENTRY_SIZE + 4)[0] < limit:
                 lo = mid + 1
             else:
                 hi = mid
         return self.entry(lo) if lo < self._entries else None
 
     def append(self, offset: int, position: int) -> None:
-        """Add an entry; offsets must increase (Kafka: OffsetIndex.append)."""
+        """Add an entry (Kafka: OffsetIndex.append).
+
+        Raises IndexFullError when every slot is used (the segment must roll), and
+        InvalidOffsetError when `offset` is not above the last entry's offset, does
+        not fit an int32 relative to the base offset, or `position` is not an int32 >= 0.
+        """
         self._check_appendable()
         if self._last_offset is not None and offset <= self._last_offset:
             raise InvalidOffsetError(

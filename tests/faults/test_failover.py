@@ -126,3 +126,36 @@ def test_a_paused_follower_leaves_and_rejoins_the_isr(cluster):
         lambda: follower in partition_state(cluster.brokers[leader].bootstrap_servers, "isr")[1],
         timeout=60,
     )
+
+
+def test_cluster_command_line_up_faults_and_down(tmp_path):
+    import subprocess
+    import sys
+
+    def run(*args, timeout=120):
+        return subprocess.run(
+            [sys.executable, "-m", "kafkalab", "cluster", *args, "--dir", str(tmp_path)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+    up = run("up", "--brokers", "2")
+    try:
+        assert up.returncode == 0, up.stderr
+        assert up.stdout.splitlines()[-1].startswith("bootstrap.servers=127.0.0.1:")
+        assert run("stop", "2").returncode == 0
+        assert "broker 2\t" in run("status").stdout and "paused" in run("status").stdout
+        assert run("continue", "2").returncode == 0
+        assert run("kill", "1").returncode == 0
+        status = run("status").stdout.splitlines()
+        assert any(line.startswith("broker 1") and line.endswith("gone") for line in status)
+        assert run("restart", "1").returncode == 0
+        assert all(line.endswith("running") for line in run("status").stdout.splitlines())
+    finally:
+        down = run("down")
+    assert down.returncode == 0 and not (tmp_path / "cluster.json").exists()
+    leftovers = subprocess.run(
+        ["pgrep", "-f", f"kafkalab (broker|controller) {tmp_path}"], capture_output=True, text=True
+    )
+    assert leftovers.stdout == ""

@@ -1,0 +1,153 @@
+"""`kafkalab cluster up|status|down|kill|stop|continue|restart --dir DIR`.
+
+    kafkalab cluster up --brokers 3 --dir /tmp/k3      # last line: bootstrap.servers=...
+    kafkalab cluster kill 2 --dir /tmp/k3              # SIGKILL broker 2
+    kafkalab cluster stop 3 --dir /tmp/k3              # SIGSTOP (a hung broker)
+    kafkalab cluster continue 3 --dir /tmp/k3          # SIGCONT
+    kafkalab cluster restart 2 --dir /tmp/k3
+    kafkalab cluster status --dir /tmp/k3
+    kafkalab cluster down --dir /tmp/k3                # no process is left behind
+
+The processes run in the background; DIR/cluster.json remembers them (pids,
+addresses, properties), and each one's output is in its data directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+from kafkalab.cluster.local_cluster import LocalCluster
+from kafkalab.server.broker import BrokerProcess
+
+STATE_FILE = "cluster.json"
+
+
+def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("cluster", help="a local controller + brokers, and faults")
+    verbs = parser.add_subparsers(dest="verb", metavar="VERB")
+    verbs.required = True
+    up = verbs.add_parser("up", help="start a controller and N brokers in the background")
+    up.add_argument("--brokers", type=int, default=3)
+    up.add_argument("--broker-prop", action="append", default=[], metavar="KEY=VALUE")
+    for name in ("status", "down"):
+        verbs.add_parser(name)
+    for name, what in (
+        ("kill", "SIGKILL a broker"),
+        ("stop", "SIGSTOP (pause) a broker"),
+        ("continue", "SIGCONT a paused broker"),
+        ("restart", "restart a broker"),
+    ):
+        verb = verbs.add_parser(name, help=what)
+        verb.add_argument("broker", type=int)
+    for verb in verbs.choices.values():
+        verb.add_argument("--dir", type=Path, required=True, help="the cluster's directory")
+    parser.set_defaults(func=_main)
+
+
+def _state(directory: Path) -> dict:
+    path = directory / STATE_FILE
+    if not path.exists():
+        raise SystemExit(f"no cluster in {directory} (run `kafkalab cluster up --dir {directory}`)")
+    return json.loads(path.read_text())
+
+
+def _save(directory: Path, state: dict) -> None:
+    (directory / STATE_FILE).write_text(json.dumps(state, indent=2))
+
+
+def _alive(pid: int) -> str:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return "gone"
+    return {"T": "paused", "Z": "gone"}.get(fields[0], "running")
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _main(args: argparse.Namespace) -> int:
+    directory = args.dir.resolve()
+    if args.verb == "up":
+        props = dict(item.split("=", 1) for item in args.broker_prop)
+        cluster = LocalCluster(brokers=args.brokers, base_dir=directory, broker_props=props)
+        try:
+            cluster.start()
+        except BaseException:
+            cluster.stop()
+            raise
+        _save(
+            directory,
+            {
+                "controller": {
+                    "pid": cluster.controller.process.pid,
+                    "address": cluster.controller.bootstrap_servers,
+                },
+                "brokers": {
+                    str(b): {"pid": p.process.pid, "address": p.bootstrap_servers, "props": p.props}
+                    for b, p in cluster.brokers.items()
+                },
+            },
+        )
+        for b, p in cluster.brokers.items():
+            print(f"broker {b}: {p.bootstrap_servers} (pid {p.process.pid})")
+        print(f"controller: {cluster.controller.bootstrap_servers}")
+        print(f"bootstrap.servers={cluster.bootstrap_servers}")
+        return 0
+    state = _state(directory)
+    if args.verb == "status":
+        print(f"controller\t{state['controller']['address']}\t{_alive(state['controller']['pid'])}")
+        for b, info in sorted(state["brokers"].items()):
+            print(f"broker {b}\t{info['address']}\t{_alive(info['pid'])}")
+        return 0
+    if args.verb == "down":
+        pids = [info["pid"] for info in state["brokers"].values()] + [state["controller"]["pid"]]
+        for pid in pids:
+            _signal(pid, signal.SIGCONT)
+            _signal(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and any(_alive(p) != "gone" for p in pids):
+            time.sleep(0.1)
+        for pid in pids:
+            _signal(pid, signal.SIGKILL)
+        (directory / STATE_FILE).unlink()
+        print("cluster stopped")
+        return 0
+    info = state["brokers"].get(str(args.broker))
+    if info is None:
+        print(
+            f"no broker {args.broker}; brokers: {', '.join(sorted(state['brokers']))}",
+            file=sys.stderr,
+        )
+        return 1
+    if args.verb == "kill":
+        _signal(info["pid"], signal.SIGKILL)
+    elif args.verb == "stop":
+        _signal(info["pid"], signal.SIGSTOP)
+    elif args.verb == "continue":
+        _signal(info["pid"], signal.SIGCONT)
+    elif args.verb == "restart":
+        _signal(info["pid"], signal.SIGCONT)
+        _signal(info["pid"], signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        while _alive(info["pid"]) != "gone" and time.monotonic() < deadline:
+            time.sleep(0.1)
+        _signal(info["pid"], signal.SIGKILL)
+        process = BrokerProcess(info["props"]).start()
+        if not process.wait_for_line("registered and unfenced", 60):
+            print("".join(process.output), file=sys.stderr)
+            return 1
+        info.update(pid=process.process.pid, address=process.bootstrap_servers)
+        _save(directory, state)
+    print(f"broker {args.broker}: {args.verb} done")
+    return 0
