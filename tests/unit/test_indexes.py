@@ -73,26 +73,43 @@ def test_offset_index_agrees_with_a_scan_through_reopen_and_truncation(steps, ta
 @given(
     st.lists(st.tuples(st.integers(1, 50), st.integers(-5, 1000)), max_size=SLOTS - 2),
     st.lists(st.integers(-10, 60_000), max_size=20),
+    st.integers(BASE, BASE + 3200),
 )
-def test_time_index_keeps_only_growing_timestamps_and_agrees_with_a_scan(steps, targets):
+def test_time_index_keeps_only_growing_timestamps_and_agrees_with_a_scan(steps, targets, cut):
     with tempfile.TemporaryDirectory() as tmp:
-        index = TimeIndex(
-            Path(tmp) / "00000000000000001000.timeindex", BASE, max_index_size=12 * SLOTS
-        )
-        model, offset, ts = [], BASE, 0
+        path = Path(tmp) / "00000000000000001000.timeindex"
+        index = TimeIndex(path, BASE, max_index_size=12 * SLOTS)
+        model, offset, ts = [], BASE, -3
         for d_offset, d_ts in steps:
             offset += d_offset
-            ts += d_ts  # may go back: only a new maximum makes an entry
+            ts += d_ts  # may go back: only a new maximum makes an entry; -1 never does
             index.maybe_append(ts, offset)
-            if not model or ts > model[-1][0]:
+            if ts > (model[-1][0] if model else -1):
                 model.append((ts, offset))
-        assert [index.entry(n) for n in range(index.entries)] == [
-            TimestampOffset(*e) for e in model
-        ]
+        expected = [TimestampOffset(*e) for e in model]
+        assert [index.entry(n) for n in range(index.entries)] == expected
+        assert index.last_entry == (expected[-1] if model else TimestampOffset(-1, BASE))
         for target in targets:
             below = [e for e in model if e[0] <= target]
             assert index.lookup(target) == TimestampOffset(*(below[-1] if below else (-1, BASE)))
+        # Reopen an untrimmed file (as after a crash), then the trimmed one.
+        index.flush()
+        crashed = TimeIndex(path, BASE, max_index_size=12 * SLOTS)
+        assert [crashed.entry(n) for n in range(crashed.entries)] == expected
+        crashed.close()
         index.close()
+        assert path.stat().st_size == 12 * len(model)
+        reopened = TimeIndex(path, BASE, max_index_size=12 * SLOTS)
+        assert [reopened.entry(n) for n in range(reopened.entries)] == expected
+        reopened.sanity_check()
+        reopened.truncate_to(cut)
+        kept = [TimestampOffset(*e) for e in model if e[1] < cut]
+        assert [reopened.entry(n) for n in range(reopened.entries)] == kept
+        assert reopened.last_entry == (kept[-1] if kept else TimestampOffset(-1, BASE))
+        reopened.close()
+        again = TimeIndex(path, BASE, max_index_size=12 * SLOTS)
+        assert [again.entry(n) for n in range(again.entries)] == kept
+        again.close()
 
 
 def test_files_hold_kafka_byte_format(tmp_path):
@@ -158,3 +175,108 @@ def test_fetch_upper_bound_offset(tmp_path):
     assert index.fetch_upper_bound_offset(OffsetPosition(5, 500), 1500) == OffsetPosition(20, 2000)
     assert index.fetch_upper_bound_offset(OffsetPosition(25, 2500), 1000) is None
     index.close()
+
+
+def test_sanity_check_catches_garbage_last_entries(tmp_path):
+    path = tmp_path / "00000000000000000000.index"
+    path.write_bytes(struct.pack(">iiii", 5, 100, 7, 200) + b"\xff" * 8)  # last entry garbage
+    index = OffsetIndex(path, 0)
+    assert index.entries == 3
+    with pytest.raises(CorruptIndexError, match="below the base offset .*rebuilt"):
+        index.sanity_check()
+    index.close()
+    path.write_bytes(struct.pack(">iiii", 5, 100, 3, 200))
+    with pytest.raises(CorruptIndexError, match="not after its first"):
+        OffsetIndex(path, 0, writable=False).sanity_check()
+
+    tpath = tmp_path / "00000000000000000000.timeindex"
+    tpath.write_bytes(struct.pack(">qiqi", 500, 5, -(2**40), 9))  # timestamp went back
+    with pytest.raises(CorruptIndexError, match="timestamp .*rebuilt"):
+        TimeIndex(tpath, 0, writable=False).sanity_check()
+    tpath.write_bytes(struct.pack(">qiqi", 500, 5, 600, 9) + b"\x00" * 5)
+    with pytest.raises(CorruptIndexError, match="multiple of the 12-byte"):
+        TimeIndex(tpath, 0, writable=False).sanity_check()
+    tpath.write_bytes(struct.pack(">qiqi", 500, 5, 600, 9))
+    TimeIndex(tpath, 0, writable=False).sanity_check()
+
+
+def test_time_index_refuses_offsets_going_back_and_merges_same_offset(tmp_path):
+    index = TimeIndex(tmp_path / "00000000000000000010.timeindex", 10, max_index_size=12 * 8)
+    index.maybe_append(-1, 10)  # NO_TIMESTAMP is never indexed
+    assert index.entries == 0
+    index.maybe_append(0, 10)  # timestamp 0 at the base offset is a real entry
+    index.maybe_append(100, 15)
+    with pytest.raises(InvalidOffsetError, match="must not go back"):
+        index.maybe_append(200, 14)
+    index.maybe_append(50, 20)  # timestamp did not grow: skipped
+    assert index.entries == 2
+    index.maybe_append(150, 15)  # same offset, larger timestamp: replaces, offsets stay strict
+    assert [index.entry(n) for n in range(index.entries)] == [
+        TimestampOffset(0, 10),
+        TimestampOffset(150, 15),
+    ]
+    with pytest.raises(InvalidOffsetError, match="cannot be stored"):
+        index.maybe_append(300, 10 + 2**31)
+    index.close()
+    fresh = TimeIndex(tmp_path / "00000000000000000020.timeindex", 20, max_index_size=12 * 8)
+    with pytest.raises(InvalidOffsetError, match="cannot be stored"):
+        fresh.maybe_append(300, 19)  # below the base offset
+    fresh.close()
+
+
+def test_reopen_tells_an_empty_preallocated_file_from_an_entry_at_the_base(tmp_path):
+    path = tmp_path / "00000000000000000000.timeindex"
+    TimeIndex(path, 0, max_index_size=12 * 8).flush()  # preallocated, never written, no trim
+    assert path.stat().st_size == 96
+    empty = TimeIndex(path, 0, max_index_size=12 * 8)
+    assert empty.entries == 0 and empty.last_entry == TimestampOffset(-1, 0)
+    empty.maybe_append(0, 0)  # an all-zero entry
+    empty.close()
+    assert path.stat().st_size == 12
+    one = TimeIndex(path, 0)
+    assert one.entries == 1 and one.last_entry == TimestampOffset(0, 0)
+    one.truncate()  # leaves no one-slot file of zeros behind, even without close()
+    one.flush()
+    assert TimeIndex(path, 0, writable=False).entries == 0
+    one.close()
+
+
+def test_resize_rounds_to_entries_and_never_drops_entries(tmp_path):
+    index = OffsetIndex(tmp_path / "00000000000000000000.index", 0, max_index_size=8 * 10)
+    for n in range(1, 5):
+        index.append(n * 10, n * 100)
+    assert index.resize(8 * 20 + 3) is True
+    assert index.max_entries == 20 and index.path.stat().st_size == 160
+    assert index.resize(8 * 20) is False  # unchanged
+    assert index.resize(5) is True  # never below the 4 entries
+    assert index.max_entries == 4 and index.is_full()
+    with pytest.raises(IndexFullError):
+        index.append(50, 500)
+    index.resize(8 * 6)
+    index.append(50, 500)
+    assert [index.entry(n).offset for n in range(index.entries)] == [10, 20, 30, 40, 50]
+    assert index.lookup(35) == OffsetPosition(30, 300)
+    index.trim_to_valid_size()
+    assert index.path.stat().st_size == index.size_in_bytes() == 40
+    index.close()
+
+
+def test_lifecycle_close_delete_rename(tmp_path):
+    path = tmp_path / "00000000000000000000.index"
+    with OffsetIndex(path, 0, max_index_size=8 * 4) as index:
+        index.append(3, 30)
+    index.close()  # idempotent
+    assert path.stat().st_size == 8
+    index = OffsetIndex(path, 0)
+    index.truncate_to(3)
+    assert index.entries == 0 and index.last_offset == 0
+    assert index.max_entries == 0  # the trimmed file's one slot was given back
+    index.resize(8 * 4)  # as LogSegment does when the segment becomes active again
+    index.append(4, 40)
+    index.close()
+    index.rename_to(tmp_path / "00000000000000000000.index.deleted")
+    assert not path.exists() and index.path.name.endswith(".deleted")
+    assert index.delete() is True
+    assert index.delete() is False
+    with pytest.raises(FileNotFoundError):
+        OffsetIndex(path, 0, writable=False)
