@@ -2,6 +2,7 @@
 
     kafkalab cluster up --brokers 3 --dir /tmp/k3      # last line: bootstrap.servers=...
     kafkalab cluster kill 2 --dir /tmp/k3              # SIGKILL broker 2
+    kafkalab cluster power-failure 2 --dir /tmp/k3     # SIGKILL + lose what was not fsynced
     kafkalab cluster stop 3 --dir /tmp/k3              # SIGSTOP (a hung broker)
     kafkalab cluster continue 3 --dir /tmp/k3          # SIGCONT
     kafkalab cluster restart 2 --dir /tmp/k3
@@ -22,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from kafkalab.cluster.local_cluster import LocalCluster
+from kafkalab.cluster.local_cluster import LocalCluster, cut_to_recovery_points
 from kafkalab.server.broker import BrokerProcess
 
 STATE_FILE = "cluster.json"
@@ -132,6 +133,13 @@ def _main(args: argparse.Namespace) -> int:
         return 1
     if args.verb == "kill":
         _signal(info["pid"], signal.SIGKILL)
+    elif args.verb == "power-failure":
+        _signal(info["pid"], signal.SIGKILL)
+        while _alive(info["pid"]) != "gone":
+            time.sleep(0.05)
+        cut = cut_to_recovery_points(Path(info["props"]["log.dirs"]))
+        for partition, removed in cut.items():
+            print(f"  {partition}: {removed} bytes written after the last fsync are gone")
     elif args.verb == "stop":
         _signal(info["pid"], signal.SIGSTOP)
     elif args.verb == "continue":

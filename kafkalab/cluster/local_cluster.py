@@ -16,6 +16,44 @@ import tempfile
 from pathlib import Path
 
 from kafkalab.server.broker import BrokerProcess
+from kafkalab.storage.checkpoint_file import (
+    RECOVERY_POINT_OFFSET_CHECKPOINT,
+    OffsetCheckpointFile,
+)
+from kafkalab.storage.file_records import FileRecords
+from kafkalab.storage.unified_log import parse_topic_partition
+
+
+def cut_to_recovery_points(log_dir: Path) -> dict[str, int]:
+    """Truncate every partition's segment files in `log_dir` at its checkpointed
+    recovery point (0 when it has none), deleting later segments whole."""
+    points = OffsetCheckpointFile(log_dir / RECOVERY_POINT_OFFSET_CHECKPOINT).read()
+    cut: dict[str, int] = {}
+    for partition_dir in sorted(p for p in log_dir.iterdir() if p.is_dir()):
+        try:
+            tp = parse_topic_partition(partition_dir)
+        except ValueError:
+            continue
+        point = points.get(tp, 0)
+        removed = 0
+        for log_path in sorted(partition_dir.glob("*.log")):
+            base = int(log_path.stem)
+            if base > point:  # written entirely after the last fsync: gone
+                removed += log_path.stat().st_size
+                log_path.unlink()
+                continue
+            records = FileRecords.open(log_path)
+            try:
+                found = records.search_for_offset_with_size(point, 0)
+                if found is not None:
+                    removed += records.truncate_to(found.position)
+            finally:
+                records.close()
+        # Indexes past the cut are stale; recovery rebuilds them from the logs.
+        for index in [*partition_dir.glob("*.index"), *partition_dir.glob("*.timeindex")]:
+            index.unlink()
+        cut[partition_dir.name] = removed
+    return cut
 
 
 class LocalCluster:
@@ -78,7 +116,17 @@ class LocalCluster:
     def kill(self, broker_id: int) -> None:
         self.brokers[broker_id].kill()
 
+    def power_failure(self, broker_id: int) -> dict[str, int]:
+        """SIGKILL the broker, then cut each of its logs back to its recovery point:
+        what the broker knew it had fsynced (Kafka's recovery-point-offset-checkpoint).
+        Everything written after it is gone, as after a power cut with data still in
+        the page cache. Returns {partition: bytes cut}. Restart it with `restart`."""
+        broker = self.brokers[broker_id]
+        broker.kill()
+        return cut_to_recovery_points(broker.dir)
+
     def restart(self, broker_id: int) -> BrokerProcess:
+        """Stop (SIGTERM) if running, then start again with the same data."""
         self.brokers[broker_id].stop()
         return self.start_broker(broker_id)
 
