@@ -40,6 +40,7 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
         verbs.add_parser(name)
     for name, what in (
         ("kill", "SIGKILL a broker"),
+        ("power-failure", "SIGKILL, then lose what was not fsynced"),
         ("stop", "SIGSTOP (pause) a broker"),
         ("continue", "SIGCONT a paused broker"),
         ("restart", "restart a broker"),
