@@ -133,17 +133,11 @@ def test_a_paused_follower_leaves_and_rejoins_the_isr(cluster):
             producer.produce("isr", value=b"%d" % i)
             producer.flush(10)
             time.sleep(0.2)
-        wait_until(
-            lambda: (
-                follower not in partition_state(cluster.brokers[leader].bootstrap_servers, "isr")[1]
-            )
-        )
+        wait_until(lambda: follower not in controller_isr(cluster, "isr"))
+        del producer
     finally:
         cluster.brokers[follower].resume()  # SIGCONT
-    wait_until(
-        lambda: follower in partition_state(cluster.brokers[leader].bootstrap_servers, "isr")[1],
-        timeout=60,
-    )
+    wait_until(lambda: follower in controller_isr(cluster, "isr"), timeout=60)
 
 
 def test_cluster_command_line_up_faults_and_down(tmp_path):
