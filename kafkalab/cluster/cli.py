@@ -6,7 +6,10 @@
     kafkalab cluster stop 3 --dir /tmp/k3              # SIGSTOP (a hung broker)
     kafkalab cluster continue 3 --dir /tmp/k3          # SIGCONT
     kafkalab cluster restart 2 --dir /tmp/k3
-    kafkalab cluster status --dir /tmp/k3
+    kafkalab cluster cut 1 2 --dir /tmp/k3             # brokers 1 and 2 stop hearing each other
+    kafkalab cluster cut 1 2 --one-way --dir /tmp/k3   # only 1 -> 2: broker 2 stops hearing 1
+    kafkalab cluster heal --dir /tmp/k3                # every link back
+    kafkalab cluster status --dir /tmp/k3              # processes, then every partition replica
     kafkalab cluster down --dir /tmp/k3                # no process is left behind
 
 The processes run in the background; DIR/cluster.json remembers them (pids,
@@ -23,8 +26,15 @@ import sys
 import time
 from pathlib import Path
 
-from kafkalab.cluster.local_cluster import LocalCluster, cut_to_recovery_points
+from kafkalab.cluster.local_cluster import (
+    DESCRIBE_COLUMNS,
+    LocalCluster,
+    cut_to_recovery_points,
+    describe_rows,
+    process_state,
+)
 from kafkalab.server.broker import BrokerProcess
+from kafkalab.server.link_faults import read_deaf_to, write_deaf_to
 
 STATE_FILE = "cluster.json"
 
@@ -38,6 +48,11 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
     up.add_argument("--broker-prop", action="append", default=[], metavar="KEY=VALUE")
     for name in ("status", "down"):
         verbs.add_parser(name)
+    cut = verbs.add_parser("cut", help="cut the replication link between two brokers")
+    cut.add_argument("a", type=int)
+    cut.add_argument("b", type=int)
+    cut.add_argument("--one-way", action="store_true", help="only a -> b (b stops hearing a)")
+    verbs.add_parser("heal", help="restore every cut link")
     for name, what in (
         ("kill", "SIGKILL a broker"),
         ("power-failure", "SIGKILL, then lose what was not fsynced"),
@@ -61,14 +76,6 @@ def _state(directory: Path) -> dict:
 
 def _save(directory: Path, state: dict) -> None:
     (directory / STATE_FILE).write_text(json.dumps(state, indent=2))
-
-
-def _alive(pid: int) -> str:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (FileNotFoundError, ProcessLookupError):
-        return "gone"
-    return {"T": "paused", "Z": "gone"}.get(fields[0], "running")
 
 
 def _signal(pid: int, sig: int) -> None:
@@ -107,10 +114,40 @@ def _main(args: argparse.Namespace) -> int:
         print(f"bootstrap.servers={cluster.bootstrap_servers}")
         return 0
     state = _state(directory)
+    brokers = {int(b): info for b, info in state["brokers"].items()}
     if args.verb == "status":
-        print(f"controller\t{state['controller']['address']}\t{_alive(state['controller']['pid'])}")
-        for b, info in sorted(state["brokers"].items()):
-            print(f"broker {b}\t{info['address']}\t{_alive(info['pid'])}")
+        print(
+            f"controller\t{state['controller']['address']}\t{process_state(state['controller']['pid'])}"
+        )
+        for b, info in sorted(brokers.items()):
+            deaf = read_deaf_to(Path(info["props"]["log.dirs"]))
+            cut = f"\tdoes not hear {sorted(deaf)}" if deaf else ""
+            print(f"broker {b}\t{info['address']}\t{process_state(info['pid'])}{cut}")
+        rows = describe_rows(
+            {b: Path(info["props"]["log.dirs"]) for b, info in brokers.items()},
+            {b: process_state(info["pid"]) for b, info in brokers.items()},
+        )
+        if rows:
+            print()
+            print("\t".join(DESCRIBE_COLUMNS))
+            for r in rows:
+                print("\t".join(str(r[c]) for c in DESCRIBE_COLUMNS))
+        return 0
+    if args.verb in ("cut", "heal"):
+        for b in (args.a, args.b) if args.verb == "cut" else ():
+            if b not in brokers:
+                print(f"no broker {b}; brokers: {sorted(brokers)}", file=sys.stderr)
+                return 1
+        if args.verb == "heal":
+            for info in brokers.values():
+                write_deaf_to(Path(info["props"]["log.dirs"]), set())
+            print("every link restored")
+            return 0
+        pairs = [(args.a, args.b)] if args.one_way else [(args.a, args.b), (args.b, args.a)]
+        for sender, receiver in pairs:
+            d = Path(brokers[receiver]["props"]["log.dirs"])
+            write_deaf_to(d, read_deaf_to(d) | {sender})
+            print(f"broker {receiver} no longer hears broker {sender}")
         return 0
     if args.verb == "down":
         pids = [info["pid"] for info in state["brokers"].values()] + [state["controller"]["pid"]]
@@ -118,7 +155,7 @@ def _main(args: argparse.Namespace) -> int:
             _signal(pid, signal.SIGCONT)
             _signal(pid, signal.SIGTERM)
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and any(_alive(p) != "gone" for p in pids):
+        while time.monotonic() < deadline and any(process_state(p) != "down" for p in pids):
             time.sleep(0.1)
         for pid in pids:
             _signal(pid, signal.SIGKILL)
@@ -136,7 +173,7 @@ def _main(args: argparse.Namespace) -> int:
         _signal(info["pid"], signal.SIGKILL)
     elif args.verb == "power-failure":
         _signal(info["pid"], signal.SIGKILL)
-        while _alive(info["pid"]) != "gone":
+        while process_state(info["pid"]) != "down":
             time.sleep(0.05)
         cut = cut_to_recovery_points(Path(info["props"]["log.dirs"]))
         for partition, removed in cut.items():
@@ -149,7 +186,7 @@ def _main(args: argparse.Namespace) -> int:
         _signal(info["pid"], signal.SIGCONT)
         _signal(info["pid"], signal.SIGTERM)
         deadline = time.monotonic() + 30
-        while _alive(info["pid"]) != "gone" and time.monotonic() < deadline:
+        while process_state(info["pid"]) != "down" and time.monotonic() < deadline:
             time.sleep(0.1)
         _signal(info["pid"], signal.SIGKILL)
         process = BrokerProcess(info["props"]).start()

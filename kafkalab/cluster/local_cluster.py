@@ -2,8 +2,12 @@
 
     with LocalCluster(brokers=3) as cluster:
         cluster.bootstrap_servers        # "127.0.0.1:port,..."
+        cluster.describe()               # a DataFrame: every replica's role, LEO, HW, ISR, lag
         cluster.kill(2)                  # SIGKILL broker 2
         cluster.restart(2)
+        cluster.pause(3); cluster.resume(3)   # SIGSTOP / SIGCONT
+        cluster.cut_link(1, 2)           # broker 1 and 2 no longer hear each other
+        cluster.heal_links()
 
 Each process has its own data directory under `base_dir`; every process the
 cluster starts it stops, also when a test fails (`__exit__`).
@@ -16,6 +20,8 @@ import tempfile
 from pathlib import Path
 
 from kafkalab.server.broker import BrokerProcess
+from kafkalab.server.link_faults import read_deaf_to, write_deaf_to
+from kafkalab.server.replica_state import read_replica_state
 from kafkalab.storage.checkpoint_file import (
     RECOVERY_POINT_OFFSET_CHECKPOINT,
     OffsetCheckpointFile,
@@ -56,6 +62,58 @@ def cut_to_recovery_points(log_dir: Path) -> dict[str, int]:
     return cut
 
 
+def process_state(pid: int | None) -> str:
+    """running | paused (SIGSTOP) | down, from /proc."""
+    if pid is None:
+        return "down"
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return "down"
+    return {"T": "paused", "Z": "down"}.get(fields[0], "running")
+
+
+DESCRIBE_COLUMNS = [
+    "topic", "partition", "broker", "status", "role", "leader", "leader epoch",
+    "LEO", "HW", "ISR", "lag", "epochs",
+]  # fmt: skip
+
+
+def describe_rows(broker_dirs: dict[int, Path], states: dict[int, str]) -> list[dict]:
+    """One row per partition replica, from each broker's replica-state.json: what
+    that broker last knew (a paused or killed broker shows its last report; the
+    `status` column says so). `lag` is how far the replica's LEO is behind the
+    leader's LEO, taken from the running leader with the newest epoch."""
+    rows = []
+    for broker_id, directory in sorted(broker_dirs.items()):
+        report = read_replica_state(directory) or {"partitions": []}
+        for p in report["partitions"]:
+            rows.append(
+                {
+                    "topic": p["topic"],
+                    "partition": p["partition"],
+                    "broker": broker_id,
+                    "status": states.get(broker_id, "down"),
+                    "role": p["role"],
+                    "leader": p["leader"],
+                    "leader epoch": p["leader_epoch"],
+                    "LEO": p["log_end_offset"],
+                    "HW": p["high_watermark"],
+                    "ISR": p["isr"],
+                    "epochs": " ".join(f"{e}@{start}" for e, start in p["epochs"]),
+                }
+            )
+    leader_leo: dict[tuple[str, int], tuple[int, int]] = {}
+    for r in rows:
+        if r["role"] == "leader" and r["status"] == "running":
+            key = (r["topic"], r["partition"])
+            leader_leo[key] = max(leader_leo.get(key, (-1, 0)), (r["leader epoch"], r["LEO"]))
+    for r in rows:
+        r["lag"] = leader_leo.get((r["topic"], r["partition"]), (0, r["LEO"]))[1] - r["LEO"]
+    rows.sort(key=lambda r: (r["topic"], r["partition"], r["broker"]))
+    return [{c: r[c] for c in DESCRIBE_COLUMNS} for r in rows]
+
+
 class LocalCluster:
     def __init__(
         self,
@@ -63,12 +121,16 @@ class LocalCluster:
         base_dir: str | Path | None = None,
         broker_props: dict[str, str] | None = None,
         session_timeout_ms: int = 3000,
+        controller_props: dict[str, str] | None = None,
+        props_by_broker: dict[int, dict[str, str]] | None = None,
     ) -> None:
         self._own_dir = base_dir is None
         self.base_dir = Path(base_dir or tempfile.mkdtemp(prefix="kafkalab-cluster-"))
         self.n = brokers
         self.broker_props = dict(broker_props or {})
         self.session_timeout_ms = session_timeout_ms
+        self.controller_props = dict(controller_props or {})
+        self.props_by_broker = {b: dict(p) for b, p in (props_by_broker or {}).items()}
         self.controller: BrokerProcess | None = None
         self.brokers: dict[int, BrokerProcess] = {}
 
@@ -82,6 +144,7 @@ class LocalCluster:
             "broker.heartbeat.interval.ms": "250",
             "default.replication.factor": str(min(3, self.n)),
             **self.broker_props,
+            **self.props_by_broker.get(broker_id, {}),
         }
 
     def start(self) -> LocalCluster:
@@ -90,6 +153,7 @@ class LocalCluster:
                 "listeners": "CONTROLLER://127.0.0.1:0",
                 "log.dirs": str(self.base_dir / "controller"),
                 "broker.session.timeout.ms": str(self.session_timeout_ms),
+                **self.controller_props,
             },
             verb="controller",
         ).start()
@@ -114,7 +178,43 @@ class LocalCluster:
         )
 
     def kill(self, broker_id: int) -> None:
+        """SIGKILL: no flush, no checkpoint; unflushed writes stay in the page cache."""
         self.brokers[broker_id].kill()
+
+    def pause(self, broker_id: int) -> None:
+        """SIGSTOP: a hung broker (a long GC pause, a stuck disk)."""
+        self.brokers[broker_id].pause()
+
+    def resume(self, broker_id: int) -> None:
+        """SIGCONT a paused broker."""
+        self.brokers[broker_id].resume()
+
+    def broker_dir(self, broker_id: int) -> Path:
+        return self.base_dir / f"broker-{broker_id}"
+
+    def cut_link(self, a: int, b: int, both_ways: bool = True) -> None:
+        """Cut the replication link a -> b (b no longer hears a) and, by default,
+        b -> a too. See kafkalab.server.link_faults for what each direction means."""
+        for sender, receiver in [(a, b), (b, a)] if both_ways else [(a, b)]:
+            d = self.broker_dir(receiver)
+            write_deaf_to(d, read_deaf_to(d) | {sender})
+
+    def heal_links(self) -> None:
+        """Every broker hears every other again."""
+        for broker_id in self.brokers:
+            write_deaf_to(self.broker_dir(broker_id), set())
+
+    def describe(self, topic: str | None = None):
+        """Every partition replica: broker, status, role, leader, leader epoch, LEO,
+        HW, ISR (as that broker knows it), lag behind the leader, epochs."""
+        states = {
+            b: process_state(p.process.pid if p.process else None) for b, p in self.brokers.items()
+        }
+        import pandas as pd  # the labs' dependency; the cluster itself does not need it
+
+        rows = describe_rows({b: self.broker_dir(b) for b in self.brokers}, states)
+        rows = [r for r in rows if topic is None or r["topic"] == topic]
+        return pd.DataFrame(rows, columns=DESCRIBE_COLUMNS)
 
     def power_failure(self, broker_id: int) -> dict[str, int]:
         """SIGKILL the broker, then cut each of its logs back to its recovery point:

@@ -198,25 +198,53 @@ class QuorumController:
         partitions: int,
         replication_factor: int,
         configs: dict[str, str] | None = None,
+        assignments: dict[int, list[int]] | None = None,
     ) -> None:
+        """Create a topic, its replicas placed by Kafka's rack-unaware assignment or,
+        with `assignments` ({partition: [broker, ...]}), where the caller says; the
+        first replica of each partition is its preferred leader."""
         if name in self.topics:
             raise KafkaError(Errors.TOPIC_ALREADY_EXISTS, f"topic '{name}' already exists")
-        if partitions <= 0:
-            raise KafkaError(Errors.INVALID_PARTITIONS, "number of partitions must be > 0")
         alive = sorted(self.alive())
-        if replication_factor <= 0 or replication_factor > len(alive):
+        if assignments:
+            if sorted(assignments) != list(range(len(assignments))):
+                raise KafkaError(
+                    Errors.INVALID_REPLICA_ASSIGNMENT,
+                    f"partitions {sorted(assignments)} must be numbered 0..{len(assignments) - 1}",
+                )
+            for p, replicas in assignments.items():
+                if not replicas or len(set(replicas)) != len(replicas):
+                    raise KafkaError(
+                        Errors.INVALID_REPLICA_ASSIGNMENT,
+                        f"partition {p}: replicas {replicas} must be distinct and not empty",
+                    )
+                if not set(replicas) <= set(alive):
+                    raise KafkaError(
+                        Errors.INVALID_REPLICA_ASSIGNMENT,
+                        f"partition {p}: replicas {replicas} include brokers that are not "
+                        f"registered and unfenced (live brokers: {alive})",
+                    )
+        if partitions <= 0 and not assignments:
+            raise KafkaError(Errors.INVALID_PARTITIONS, "number of partitions must be > 0")
+        if not assignments and (replication_factor <= 0 or replication_factor > len(alive)):
             raise KafkaError(
                 Errors.INVALID_REPLICATION_FACTOR,
                 f"replication factor {replication_factor} with {len(alive)} live brokers",
             )
         if configs:
             LogConfig().with_overrides(configs)  # refuse bad configs before writing anything
-        assignment = assign_replicas_rack_unaware(
-            alive,
-            partitions,
-            replication_factor,
-            self._rng.randrange(len(alive)),
-            self._rng.randrange(len(alive)),
+        assignment = (
+            {p: list(r) for p, r in assignments.items()}
+            if assignments
+            else (
+                assign_replicas_rack_unaware(
+                    alive,
+                    partitions,
+                    replication_factor,
+                    self._rng.randrange(len(alive)),
+                    self._rng.randrange(len(alive)),
+                )
+            )
         )
         records = [{"type": "TopicRecord", "name": name}]
         records += [

@@ -31,7 +31,9 @@ from kafkalab.replication.replica_manager import ReplicaManager
 from kafkalab.server.broker_lifecycle import BrokerLifecycle
 from kafkalab.server.config import KafkaConfig, parse_listener
 from kafkalab.server.kafka_apis import KafkaApis
+from kafkalab.server.link_faults import LinkFaults
 from kafkalab.server.producer_ids import ProducerIdManager
+from kafkalab.server.replica_state import REPORT_INTERVAL_S, ReplicaStateReporter
 from kafkalab.server.socket_server import SocketServer
 from kafkalab.storage.log_manager import LogManager
 
@@ -47,6 +49,8 @@ class KafkaBroker:
         self.socket_server: SocketServer | None = None
         self.advertised_address: tuple[str, int] = ("127.0.0.1", 0)
         self._ticker: asyncio.Task | None = None
+        self._reporter: asyncio.Task | None = None
+        self.link_faults = LinkFaults(Path(config.log_dirs[0]))
         self._stopped = asyncio.Event()
 
     async def start(self) -> None:
@@ -87,6 +91,7 @@ class KafkaBroker:
         else:
             self.advertised_address = (host, bound)
         self._ticker = asyncio.create_task(self._tick())
+        self._reporter = asyncio.create_task(self._report())
         self.lifecycle = None
         if controller:
             self.lifecycle = BrokerLifecycle(
@@ -103,14 +108,27 @@ class KafkaBroker:
             except Exception:
                 log.exception("log manager duties failed")
 
+    async def _report(self) -> None:
+        """Re-read the link faults and write replica-state.json when it changed."""
+        reporter = ReplicaStateReporter(Path(self.config.log_dirs[0]))
+        while True:
+            await asyncio.sleep(REPORT_INTERVAL_S)
+            try:
+                if self.link_faults.refresh():
+                    log.info("link faults: deaf to brokers %s", sorted(self.link_faults.deaf_to))
+                reporter.report(self.config.node_id, self.replica_manager.partitions)
+            except Exception:
+                log.exception("replica state report failed")
+
     @property
     def bootstrap_servers(self) -> str:
         host, port = self.advertised_address
         return f"{host}:{port}"
 
     async def stop(self) -> None:
-        if self._ticker is not None:
-            self._ticker.cancel()
+        for task in (self._ticker, self._reporter):
+            if task is not None:
+                task.cancel()
         if getattr(self, "lifecycle", None) is not None:
             await self.lifecycle.stop()
         if self.socket_server is not None:

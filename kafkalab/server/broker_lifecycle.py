@@ -83,6 +83,8 @@ class BrokerLifecycle:
         self._fetchers: dict[int, asyncio.Task] = {}
         self._followed: dict[int, set[tuple[str, int]]] = {}  # leader -> partitions
         self._leader_conns: dict[int, AsyncConnection] = {}
+        self._truncating: dict[tuple[str, int], Any] = {}  # followers yet to truncate
+        self._last_error: dict[int, str] = {}  # per leader, so a retry loop logs once
 
     @property
     def rm(self):
@@ -262,8 +264,7 @@ class BrokerLifecycle:
                             topic.configs,
                         )
                         self._stop_following(tp)
-                        await self._truncate(follower)
-                        self._follow(reg.leader, tp)
+                        self._follow(reg.leader, follower)
         for tp in [tp for tp in self.rm.partitions if tp[0] not in self.image.topics]:
             self._stop_following(tp)
             self.rm.remove_partition(tp)
@@ -271,13 +272,20 @@ class BrokerLifecycle:
     # -- following a leader -------------------------------------------------------------------
 
     def _leader(self, broker_id: int) -> AsyncConnection:
-        if broker_id not in self._leader_conns:
-            reg = self.image.brokers[broker_id]
-            self._leader_conns[broker_id] = AsyncConnection(reg.host, reg.port, APIS)
-        return self._leader_conns[broker_id]
+        """The connection to a leader, at the address it registered last (a restarted
+        broker may listen on another port)."""
+        reg = self.image.brokers[broker_id]
+        conn = self._leader_conns.get(broker_id)
+        if conn is None or (conn.host, conn.port) != (reg.host, reg.port):
+            if conn is not None:
+                conn.close()
+            conn = self._leader_conns[broker_id] = AsyncConnection(reg.host, reg.port, APIS)
+        return conn
 
-    async def _truncate(self, follower) -> None:
-        """Cut the follower's log by its truncation rule before fetching."""
+    async def _truncate(self, follower) -> bool:
+        """Cut the follower's log by its truncation rule before fetching (Kafka: the
+        fetcher's Truncating state). False when the leader's answer did not come;
+        the fetcher asks again before it fetches that partition."""
         question = follower.epoch_query()
         answer = None
         if question is not None:
@@ -302,11 +310,26 @@ class BrokerLifecycle:
                         ],
                     },
                 )
-                p = response["topics"][0]["partitions"][0]
-                if p["error_code"] == 0:
-                    answer = (p["leader_epoch"], p["end_offset"])
             except KafkaError as e:
-                log.warning("OffsetForLeaderEpoch to broker %d failed: %s", follower.leader_id, e)
+                if self._last_error.get(follower.leader_id) != str(e):  # once, not per retry
+                    log.warning(
+                        "OffsetForLeaderEpoch to broker %d failed: %s", follower.leader_id, e
+                    )
+                self._last_error[follower.leader_id] = str(e)
+                return False
+            self._last_error.pop(follower.leader_id, None)
+            if not self.broker.link_faults.hears(follower.leader_id):
+                return False  # the answer is lost on a cut link
+            p = response["topics"][0]["partitions"][0]
+            if p["error_code"] != 0:
+                log.info(
+                    "%s-%d: OffsetForLeaderEpoch answered %s; asking again",
+                    follower.topic,
+                    follower.partition,
+                    Errors(p["error_code"]).name,
+                )
+                return False
+            answer = (p["leader_epoch"], p["end_offset"])
         point = follower.truncation_point(answer)
         if point < follower.log.log_end_offset:
             log.info(
@@ -318,21 +341,34 @@ class BrokerLifecycle:
                 follower.truncation_rule,
             )
             follower.truncate_to(point)
+        return True
 
-    def _follow(self, leader: int, tp: tuple[str, int]) -> None:
+    def _follow(self, leader: int, follower) -> None:
+        tp = (follower.topic, follower.partition)
         self._followed.setdefault(leader, set()).add(tp)
+        self._truncating[tp] = follower
         if leader not in self._fetchers or self._fetchers[leader].done():
             self._fetchers[leader] = asyncio.create_task(self._fetcher(leader))
 
     def _stop_following(self, tp: tuple[str, int]) -> None:
         for followed in self._followed.values():
             followed.discard(tp)
+        self._truncating.pop(tp, None)
 
     async def _fetcher(self, leader: int) -> None:
         """Kafka's ReplicaFetcherThread: fetch every partition we follow from `leader`."""
         me = self.broker.config.node_id
+        # How long the leader may hold our fetch when it has nothing new: a follower
+        # learns a new HW only in the next answer, so this is also how stale its HW
+        # can be (Kafka: replica.fetch.wait.max.ms).
+        wait_ms = int(self.broker.config.extra.get("replica.fetch.wait.max.ms", 500))
         while True:
-            tps = sorted(self._followed.get(leader, ()))
+            for tp in sorted(self._followed.get(leader, ())):
+                follower = self._truncating.get(tp)
+                if follower is not None and await self._truncate(follower):
+                    if self._truncating.get(tp) is follower:
+                        del self._truncating[tp]
+            tps = sorted(tp for tp in self._followed.get(leader, ()) if tp not in self._truncating)
             if not tps:
                 await asyncio.sleep(0.1)
                 continue
@@ -350,7 +386,7 @@ class BrokerLifecycle:
                 )
             body = {
                 "replica_id": me,
-                "max_wait_ms": 500,
+                "max_wait_ms": wait_ms,
                 "min_bytes": 1,
                 "max_bytes": 10 << 20,
                 "isolation_level": 0,
@@ -365,11 +401,20 @@ class BrokerLifecycle:
             except KafkaError:
                 await asyncio.sleep(0.2)
                 continue
+            if not self.broker.link_faults.hears(leader):
+                self._leader(leader).close()  # the leader saw our fetch; its answer is lost
+                await asyncio.sleep(0.2)
+                continue
             for t in response["responses"]:
                 for p in t["partitions"]:
                     tp = (t["topic"], p["partition_index"])
                     part = self.rm.partitions.get(tp)
-                    if part is None or part.role != "follower" or tp not in self._followed[leader]:
+                    if (
+                        part is None
+                        or part.role != "follower"
+                        or tp not in self._followed[leader]
+                        or tp in self._truncating  # a new epoch began while we fetched
+                    ):
                         continue
                     if p["error_code"] == 0:
                         try:

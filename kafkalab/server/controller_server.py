@@ -12,7 +12,12 @@ controller's APIs:
                              from the offset they have, like any partition
 
 A background task fences brokers that stop heartbeating
-(`broker.session.timeout.ms`), which moves their leaderships.
+(`broker.session.timeout.ms`), which moves their leaderships, and, with
+`auto.leader.rebalance.enable` (default true), runs a preferred leader
+election every `leader.imbalance.check.interval.seconds` (default 300), so
+leadership goes back to each partition's first replica once it is in sync
+again. (Kafka also waits for `leader.imbalance.per.broker.percentage`; we
+rebalance any imbalance.)
 """
 
 from __future__ import annotations
@@ -141,11 +146,13 @@ class ControllerApis:
             configs = {c["name"]: c["value"] for c in t["configs"] if c["value"] is not None}
             try:
                 if not body["validate_only"]:
+                    assignments = {a["partition_index"]: a["broker_ids"] for a in t["assignments"]}
                     self.controller.create_topic(
                         t["name"],
                         t["num_partitions"] if t["num_partitions"] > 0 else 1,
                         t["replication_factor"] if t["replication_factor"] > 0 else 1,
                         configs,
+                        assignments or None,
                     )
             except KafkaError as e:
                 error, message = e.code, str(e)
@@ -230,11 +237,23 @@ class ControllerServer:
         self._ticker = asyncio.create_task(self._tick())
 
     async def _tick(self) -> None:
+        rebalance = self.props.get("auto.leader.rebalance.enable", "true").lower() == "true"
+        interval_ms = 1000 * float(self.props.get("leader.imbalance.check.interval.seconds", 300))
+        next_rebalance = _now_ms() + interval_ms
         while True:
             await asyncio.sleep(TICK_SECONDS)
             fenced = self.controller.tick(_now_ms())
             if fenced:
                 log.warning("fenced brokers %s: no heartbeat for broker.session.timeout.ms", fenced)
+            if rebalance and _now_ms() >= next_rebalance:
+                next_rebalance = _now_ms() + interval_ms
+                for change in self.controller.elect_preferred_leaders():
+                    log.info(
+                        "preferred leader election: %s-%d led by broker %d",
+                        change["topic"],
+                        change["partition"],
+                        change["leader"],
+                    )
 
     async def stop(self) -> None:
         if self._ticker is not None:

@@ -24,6 +24,7 @@ from kafkalab.replication.replica_manager import (
     ReplicaManager,
 )
 from kafkalab.server.producer_ids import ProducerIdManager
+from kafkalab.server.socket_server import CLOSE_CONNECTION
 from kafkalab.storage.log_config import InvalidConfigError
 from kafkalab.storage.log_manager import check_topic_name
 from kafkalab.storage.unified_log import (
@@ -268,8 +269,14 @@ class KafkaApis:
 
     # -- Fetch ------------------------------------------------------------------------------
 
+    def _cut_off(self, replica_id: int) -> bool:
+        """Is the link from this replica to us cut (kafkalab's link faults)?"""
+        return replica_id >= 0 and not self.broker.link_faults.hears(replica_id)
+
     def handle_fetch(self, header: RequestHeader, body: dict) -> Any:
         replica_id = body["replica_id"]
+        if self._cut_off(replica_id):
+            return CLOSE_CONNECTION
         lifecycle = getattr(self.broker, "lifecycle", None)
         if replica_id >= 0 and lifecycle is not None:
             # A follower's fetch offset is its LEO: the leader's HW and ISR follow.
@@ -409,6 +416,8 @@ class KafkaApis:
 
     def handle_offset_for_leader_epoch(self, header: RequestHeader, body: dict) -> dict:
         """Where did an epoch end? (KIP-101; fenced by the current epoch, KIP-320)."""
+        if self._cut_off(body["replica_id"]):
+            return CLOSE_CONNECTION
         topics = []
         for topic in body["topics"]:
             partitions = []

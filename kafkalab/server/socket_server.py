@@ -46,6 +46,9 @@ log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
 
 
+CLOSE_CONNECTION = object()  # a handler's answer: drop the connection, send nothing
+
+
 @dataclass
 class Request:
     header: RequestHeader
@@ -208,6 +211,8 @@ class SocketServer:
             result = await result  # a request parked in a purgatory
         if result is None:
             return None
+        if result is CLOSE_CONNECTION:
+            return False
         return encode_response(api, header.api_version, header.correlation_id, result)
 
     async def _send(self, writer: asyncio.StreamWriter, parts: list[Any]) -> None:

@@ -3,49 +3,14 @@ survive a SIGKILLed leader, and a paused follower leaves and rejoins the ISR."""
 
 from __future__ import annotations
 
-import json
 import time
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from faults_helpers import controller_isr, partition_state, wait_until
 
 from kafkalab.cluster import LocalCluster
-from kafkalab.records import iter_batches
-
-
-def partition_state(bs: str, topic: str):
-    md = AdminClient({"bootstrap.servers": bs}).list_topics(timeout=10)
-    if topic not in md.topics or 0 not in md.topics[topic].partitions:
-        return -1, []  # the broker has not seen the topic's records yet
-    p = md.topics[topic].partitions[0]
-    return p.leader, sorted(p.isrs)
-
-
-def controller_isr(cluster, topic: str) -> list[int]:
-    """The ISR as the controller last wrote it (read from its metadata log files,
-    which brokers may not have applied yet)."""
-    isr: list[int] = []
-    for path in sorted((cluster.base_dir / "controller" / "__cluster_metadata-0").glob("*.log")):
-        for batch in iter_batches(path.read_bytes()):
-            for r in batch.records:
-                record = json.loads(r.value)
-                if record.get("topic") == topic and record["type"] in (
-                    "PartitionRecord",
-                    "PartitionChangeRecord",
-                ):
-                    isr = sorted(record["isr"])
-    return isr
-
-
-def wait_until(predicate, timeout=30):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError("condition not reached in time")
 
 
 @pytest.fixture
@@ -161,11 +126,17 @@ def test_cluster_command_line_up_faults_and_down(tmp_path):
         assert run("continue", "2").returncode == 0
         assert run("kill", "1").returncode == 0
         status = run("status").stdout.splitlines()
-        assert any(line.startswith("broker 1") and line.endswith("gone") for line in status)
+        assert any(line.startswith("broker 1") and line.endswith("down") for line in status)
         assert run("restart", "1").returncode == 0
         assert run("power-failure", "2").returncode == 0
         assert run("restart", "2").returncode == 0
-        assert all(line.endswith("running") for line in run("status").stdout.splitlines())
+        cut = run("cut", "1", "2", "--one-way")
+        assert cut.stdout.strip() == "broker 2 no longer hears broker 1"
+        assert "broker 2\t" in run("status").stdout and "does not hear [1]" in run("status").stdout
+        assert run("heal").returncode == 0
+        assert run("cut", "1", "9").returncode == 1  # no broker 9
+        processes = run("status").stdout.split("\n\n")[0].splitlines()
+        assert len(processes) == 3 and all(line.endswith("running") for line in processes)
     finally:
         down = run("down")
     assert down.returncode == 0 and not (tmp_path / "cluster.json").exists()

@@ -1,0 +1,164 @@
+"""Client workloads that write a History: a producer thread and a final read.
+
+The clients are librdkafka's (confluent-kafka), a real Kafka client, so what the
+history says is what an application would have seen:
+
+    history = History()
+    with ProducerWorkload(cluster.bootstrap_servers, "t", history, acks="all"):
+        cluster.kill(leader)                 # faults while records flow
+    read_final_log(cluster.bootstrap_servers, "t", 0, history)
+    record_replicas(cluster, "t", 0, history)
+    print(check(history).summary())
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from kafkalab.cluster.history import History, read_replica_batches
+
+
+class ProducerWorkload:
+    """A thread sending unique values `<prefix>-<n>` to one partition at about
+    `rate` records per second, recording every send and its outcome."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        topic: str,
+        history: History,
+        partition: int = 0,
+        acks: str = "all",
+        rate: float = 200,
+        prefix: str = "v",
+        config: dict | None = None,
+    ) -> None:
+        from confluent_kafka import Producer
+
+        self.topic, self.partition, self.history = topic, partition, history
+        self.rate, self.prefix = rate, prefix
+        self.producer = Producer(
+            {
+                "bootstrap.servers": bootstrap_servers,
+                "acks": acks,
+                "enable.idempotence": acks == "all",
+                "message.timeout.ms": 30000,
+                "linger.ms": 5,
+                **(config or {}),
+            }
+        )
+        self.sent = self.acked = self.failed = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="producer-workload")
+
+    def _on_delivery(self, err, msg) -> None:
+        value = msg.value()
+        if err is None:
+            self.acked += 1
+            self.history.ack(self.topic, msg.partition(), value, msg.offset())
+        else:
+            self.failed += 1
+            self.history.fail(self.topic, self.partition, value, err.name())
+
+    def send(self, n: int) -> None:
+        value = b"%s-%d" % (self.prefix.encode(), n)
+        self.history.send(self.topic, self.partition, value)
+        self.producer.produce(
+            self.topic, value=value, partition=self.partition, on_delivery=self._on_delivery
+        )
+        self.sent += 1
+
+    def _run(self) -> None:
+        n = 0
+        while not self._stop.is_set():
+            self.send(n)
+            n += 1
+            self.producer.poll(0)
+            time.sleep(1 / self.rate)
+
+    def start(self) -> ProducerWorkload:
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 60) -> int:
+        """Stop sending and wait for every outcome; returns how many are unknown."""
+        self._stop.set()
+        self._thread.join()
+        return self.producer.flush(timeout)
+
+    def __enter__(self) -> ProducerWorkload:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def read_final_log(
+    bootstrap_servers: str, topic: str, partition: int, history: History, timeout: float = 60
+) -> list[tuple[int, bytes]]:
+    """Read the partition from its start to its high watermark, as a consumer sees
+    it now, and record it as the history's final log."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap_servers,
+            "group.id": "kafkalab-final-read",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
+    try:
+        low, high = consumer.get_watermark_offsets(
+            TopicPartition(topic, partition), timeout=timeout
+        )
+        consumer.assign([TopicPartition(topic, partition, low)])
+        out: list[tuple[int, bytes]] = []
+        deadline = time.monotonic() + timeout
+        while (not out or out[-1][0] < high - 1) and high > low:
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"read {len(out)} of {high - low} records of {topic}-{partition}"
+                )
+            m = consumer.poll(0.5)
+            if m is not None and m.error() is None:
+                out.append((m.offset(), m.value()))
+    finally:
+        consumer.close()
+    history.final_log(topic, partition, out)
+    return out
+
+
+def record_replicas(
+    cluster, topic: str, partition: int, history: History, below: int | None = None
+) -> None:
+    """Add every replica's batches below `below`, by default the smallest HW the
+    replicas report (wait until they agree first: `wait_for_replicas_in_sync`)."""
+    df = cluster.describe(topic)
+    rows = df[df.partition == partition]
+    if below is None:
+        below = int(rows.HW.min())
+    for broker in rows.broker:
+        path = cluster.broker_dir(int(broker)) / f"{topic}-{partition}"
+        history.replica_batches(topic, partition, int(broker), read_replica_batches(path, below))
+
+
+def wait_for_replicas_in_sync(
+    cluster, topic: str, partition: int = 0, replicas: int = 3, timeout: float = 60
+):
+    """Wait until `replicas` running replicas report the same LEO and HW = LEO."""
+    deadline = time.monotonic() + timeout
+    while True:
+        df = cluster.describe(topic)
+        rows = df[(df.partition == partition) & (df.status == "running")]
+        if (
+            len(rows) == replicas
+            and rows.LEO.nunique() == 1
+            and (rows.HW == rows.LEO).all()
+            and (rows.role == "leader").sum() == 1
+        ):
+            return rows
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"replicas of {topic}-{partition} not in sync:\n{df}")
+        time.sleep(0.2)

@@ -1,0 +1,44 @@
+"""Helpers shared by the fault tests: the partition as clients and the controller see it."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from confluent_kafka.admin import AdminClient
+
+from kafkalab.records import iter_batches
+
+
+def partition_state(bs: str, topic: str):
+    md = AdminClient({"bootstrap.servers": bs}).list_topics(timeout=10)
+    if topic not in md.topics or 0 not in md.topics[topic].partitions:
+        return -1, []  # the broker has not seen the topic's records yet
+    p = md.topics[topic].partitions[0]
+    return p.leader, sorted(p.isrs)
+
+
+def controller_isr(cluster, topic: str) -> list[int]:
+    """The ISR as the controller last wrote it (read from its metadata log files,
+    which brokers may not have applied yet)."""
+    isr: list[int] = []
+    for path in sorted((cluster.base_dir / "controller" / "__cluster_metadata-0").glob("*.log")):
+        for batch in iter_batches(path.read_bytes()):
+            for r in batch.records:
+                record = json.loads(r.value)
+                if record.get("topic") == topic and record["type"] in (
+                    "PartitionRecord",
+                    "PartitionChangeRecord",
+                ):
+                    isr = sorted(record["isr"])
+    return isr
+
+
+def wait_until(predicate, timeout=30):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError("condition not reached in time")
