@@ -1,0 +1,1 @@
+"""TLA+ specifications of kafkalab and the tools that check them."""
