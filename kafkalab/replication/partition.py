@@ -119,7 +119,7 @@ class Partition:
         partition_epoch: int,
     ) -> None:
         """Another broker leads now (Kafka: makeFollower). The caller then truncates
-        with `truncation_point()` before fetching."""
+        with `truncate_by_rule()` (or `truncation_step()` round by round) before fetching."""
         if leader_epoch < self.leader_epoch:
             raise KafkaError(
                 Errors.FENCED_LEADER_EPOCH,
@@ -269,29 +269,50 @@ class Partition:
         current = self.leader_epoch if self.truncation_rule == "fenced-leader-epoch" else -1
         return latest, current
 
-    def truncation_point(self, leader_answer: tuple[int, int] | None = None) -> int:
-        """Where this follower must cut its log before fetching.
+    def truncation_step(self, leader_answer: tuple[int, int] | None = None) -> tuple[int, bool]:
+        """One round of finding where this follower must cut its log before fetching
+        (Kafka: AbstractFetcherThread.getOffsetTruncationState). Returns
+        (offset, complete); when not complete, cut there and ask again.
 
-        high-watermark: the local HW. The leader-epoch rules: the leader answered
-        (epoch, end offset) for our latest epoch. If it knows that epoch, cut at
-        min(end offset, our LEO). If it answered an older epoch (it never had
-        ours), cut at min(its end offset, where that epoch ends in our own log)
-        (KIP-279). If it knows none of our epochs, fall back to the HW."""
+        high-watermark, or no epochs to ask about, or the leader knows none of
+        ours: cut at the local HW. Otherwise the leader answered (E, X): epoch E
+        (the largest it knows <= our latest) ends at X in its log. Then
+          - we know no epoch <= E: cut at X;
+          - our largest epoch <= E is E: cut at min(where E ends for us, X);
+          - it is an older epoch (E was never ours): cut where that one ends for
+            us, and ask again with our new latest epoch (KIP-279)."""
         leo = self.log.log_end_offset
+        fallback = (min(self.log.high_watermark, leo), True)
         if self.truncation_rule == "high-watermark" or self.epoch_query() is None:
-            return min(self.log.high_watermark, leo)
+            return fallback
         if leader_answer is None:
             raise ValueError(
                 "leader-epoch truncation needs the leader's OffsetForLeaderEpoch answer"
             )
         epoch, end_offset = leader_answer
         if epoch < 0 or end_offset < 0:
-            return min(self.log.high_watermark, leo)
-        ours = self.log.leader_epoch_cache
-        if epoch == ours.latest_epoch:
-            return min(end_offset, leo)
-        _, our_end = ours.end_offset_for(epoch, leo)
-        return min(end_offset, our_end if our_end >= 0 else leo)
+            return fallback
+        our_epoch, our_end = self.log.leader_epoch_cache.end_offset_for(epoch, leo)
+        if our_end < 0:
+            return min(end_offset, leo), True
+        if our_epoch != epoch:
+            return min(our_end, leo), False
+        return min(our_end, end_offset, leo), True
+
+    def truncate_by_rule(self, ask) -> list[dict]:
+        """Run the truncation rounds, asking the leader with `ask(latest_epoch,
+        current_epoch) -> (epoch, end_offset)` (OffsetForLeaderEpoch), and cut.
+        Returns what each round asked, heard and did (the labs print it)."""
+        rounds = []
+        for _ in range(1 + len(self.log.leader_epoch_cache.entries)):
+            question = self.epoch_query()
+            answer = ask(*question) if question is not None else None
+            point, complete = self.truncation_step(answer)
+            self.truncate_to(point)
+            rounds.append({"asked": question, "answered": answer, "truncated to": point})
+            if complete:
+                return rounds
+        raise RuntimeError(f"{self.topic}-{self.partition}: truncation did not converge")
 
     def truncate_to(self, offset: int) -> bool:
         return self.log.truncate_to(offset)

@@ -92,6 +92,23 @@ class BrokerLifecycle:
 
     async def start(self) -> None:
         self._tasks.append(asyncio.create_task(self._run()))
+        self._tasks.append(asyncio.create_task(self._isr_expiration()))
+
+    async def _isr_expiration(self) -> None:
+        """Every replica.lag.time.max.ms / 2, the leader drops followers that have not
+        caught up for replica.lag.time.max.ms (Kafka: ReplicaManager's isr-expiration)."""
+        interval = self.rm.replica_lag_time_max_ms / 2000
+        while True:
+            await asyncio.sleep(interval)
+            for change in self.rm.maybe_shrink_isr():
+                log.info(
+                    "%s-%d: shrinking the ISR to %s (followers behind for %d ms)",
+                    change.topic,
+                    change.partition,
+                    change.new_isr,
+                    self.rm.replica_lag_time_max_ms,
+                )
+                asyncio.ensure_future(self.alter_partition(change))
 
     async def stop(self) -> None:
         for task in [*self._tasks, *self._fetchers.values()]:
@@ -265,6 +282,18 @@ class BrokerLifecycle:
                         )
                         self._stop_following(tp)
                         self._follow(reg.leader, follower)
+                elif part is None or part.leader_id >= 0 or part.leader_epoch != reg.leader_epoch:
+                    # No leader (every ISR member is down): offline until an election.
+                    self._stop_following(tp)
+                    self.rm.make_follower(
+                        tp,
+                        reg.leader,
+                        reg.leader_epoch,
+                        reg.isr,
+                        reg.replicas,
+                        reg.partition_epoch,
+                        topic.configs,
+                    )
         for tp in [tp for tp in self.rm.partitions if tp[0] not in self.image.topics]:
             self._stop_following(tp)
             self.rm.remove_partition(tp)
@@ -284,64 +313,72 @@ class BrokerLifecycle:
 
     async def _truncate(self, follower) -> bool:
         """Cut the follower's log by its truncation rule before fetching (Kafka: the
-        fetcher's Truncating state). False when the leader's answer did not come;
-        the fetcher asks again before it fetches that partition."""
-        question = follower.epoch_query()
-        answer = None
-        if question is not None:
-            epoch, current = question
-            try:
-                response = await self._leader(follower.leader_id).request(
-                    23,
-                    3,
-                    {
-                        "replica_id": self.broker.config.node_id,
-                        "topics": [
-                            {
-                                "topic": follower.topic,
-                                "partitions": [
-                                    {
-                                        "partition": follower.partition,
-                                        "current_leader_epoch": current,
-                                        "leader_epoch": epoch,
-                                    }
-                                ],
-                            }
-                        ],
-                    },
-                )
-            except KafkaError as e:
-                if self._last_error.get(follower.leader_id) != str(e):  # once, not per retry
-                    log.warning(
-                        "OffsetForLeaderEpoch to broker %d failed: %s", follower.leader_id, e
-                    )
-                self._last_error[follower.leader_id] = str(e)
-                return False
-            self._last_error.pop(follower.leader_id, None)
-            if not self.broker.link_faults.hears(follower.leader_id):
-                return False  # the answer is lost on a cut link
-            p = response["topics"][0]["partitions"][0]
-            if p["error_code"] != 0:
+        fetcher's Truncating state), asking the leader as many rounds as it takes.
+        False when an answer did not come; the fetcher asks again before it fetches
+        that partition."""
+        for _ in range(1 + len(follower.log.leader_epoch_cache.entries)):
+            question = follower.epoch_query()
+            answer = None
+            if question is not None:
+                answer = await self._ask_end_offset(follower, *question)
+                if answer is None:
+                    return False
+            point, complete = follower.truncation_step(answer)
+            if point < follower.log.log_end_offset:
                 log.info(
-                    "%s-%d: OffsetForLeaderEpoch answered %s; asking again",
+                    "%s-%d: truncating from %d to %d (%s, leader answered %s)",
                     follower.topic,
                     follower.partition,
-                    Errors(p["error_code"]).name,
+                    follower.log.log_end_offset,
+                    point,
+                    follower.truncation_rule,
+                    answer,
                 )
-                return False
-            answer = (p["leader_epoch"], p["end_offset"])
-        point = follower.truncation_point(answer)
-        if point < follower.log.log_end_offset:
+                follower.truncate_to(point)
+            if complete:
+                return True
+        return False
+
+    async def _ask_end_offset(self, follower, epoch: int, current: int) -> tuple[int, int] | None:
+        """OffsetForLeaderEpoch to the leader: (epoch, end offset), or None."""
+        try:
+            response = await self._leader(follower.leader_id).request(
+                23,
+                3,
+                {
+                    "replica_id": self.broker.config.node_id,
+                    "topics": [
+                        {
+                            "topic": follower.topic,
+                            "partitions": [
+                                {
+                                    "partition": follower.partition,
+                                    "current_leader_epoch": current,
+                                    "leader_epoch": epoch,
+                                }
+                            ],
+                        }
+                    ],
+                },
+            )
+        except KafkaError as e:
+            if self._last_error.get(follower.leader_id) != str(e):  # once, not per retry
+                log.warning("OffsetForLeaderEpoch to broker %d failed: %s", follower.leader_id, e)
+            self._last_error[follower.leader_id] = str(e)
+            return None
+        self._last_error.pop(follower.leader_id, None)
+        if not self.broker.link_faults.hears(follower.leader_id):
+            return None  # the answer is lost on a cut link
+        p = response["topics"][0]["partitions"][0]
+        if p["error_code"] != 0:
             log.info(
-                "%s-%d: truncating from %d to %d (%s)",
+                "%s-%d: OffsetForLeaderEpoch answered %s; asking again",
                 follower.topic,
                 follower.partition,
-                follower.log.log_end_offset,
-                point,
-                follower.truncation_rule,
+                Errors(p["error_code"]).name,
             )
-            follower.truncate_to(point)
-        return True
+            return None
+        return p["leader_epoch"], p["end_offset"]
 
     def _follow(self, leader: int, follower) -> None:
         tp = (follower.topic, follower.partition)

@@ -432,6 +432,8 @@ class KafkaApis:
                 current = part["current_leader_epoch"]
                 if p is None:
                     out["error_code"] = int(Errors.UNKNOWN_TOPIC_OR_PARTITION)
+                elif p.role != "leader":  # only the leader answers, as in Kafka
+                    out["error_code"] = int(Errors.NOT_LEADER_OR_FOLLOWER)
                 elif current >= 0 and current > p.leader_epoch:
                     out["error_code"] = int(Errors.UNKNOWN_LEADER_EPOCH)
                 elif current >= 0 and current < p.leader_epoch:
@@ -441,6 +443,15 @@ class KafkaApis:
                         part["leader_epoch"], p.log.log_end_offset
                     )
                     out.update(leader_epoch=epoch, end_offset=end)
+                if body["replica_id"] < 0:  # a consumer checking its position (KIP-320)
+                    log.info(
+                        "consumer offset validation: %s-%d epoch %d ends at %d (%s)",
+                        topic["topic"],
+                        part["partition"],
+                        part["leader_epoch"],
+                        out["end_offset"],
+                        Errors(out["error_code"]).name,
+                    )
                 partitions.append(out)
             topics.append({"topic": topic["topic"], "partitions": partitions})
         return {"throttle_time_ms": 0, "topics": topics}

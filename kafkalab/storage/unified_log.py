@@ -712,6 +712,10 @@ class UnifiedLog:
         if offset < 0:
             raise ValueError(f"cannot truncate {self.dir.name} to a negative offset {offset}")
         if offset >= self.log_end_offset:
+            # The cache may still name an epoch that starts at the LEO (we led it and
+            # wrote nothing); it conflicts with the leader's history, so it goes, as
+            # in Kafka's UnifiedLog.truncateTo.
+            self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
             return False
         if offset < self.log_start_offset:
             self.truncate_fully_and_start_at(offset)

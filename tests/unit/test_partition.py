@@ -102,12 +102,9 @@ def test_kip101_scenario_one(tmp_path, rule, survives):
     assert b.log.high_watermark == 1  # ...but B crashes before the response tells it.
     # B restarts: it becomes a follower again and truncates by its rule.
     b.make_follower(1, 1, [1, 2], [1, 2], 0)
-    query = b.epoch_query()
-    answer = None
-    if query is not None:
-        epoch, _current = query
-        answer = a.log.leader_epoch_cache.end_offset_for(epoch, a.log.log_end_offset)
-    b.truncate_to(b.truncation_point(answer))
+    b.truncate_by_rule(
+        lambda epoch, _current: a.log.leader_epoch_cache.end_offset_for(epoch, a.log.log_end_offset)
+    )
     # A dies; the controller elects B (it is in the ISR) with a new epoch.
     b.make_leader(2, [2], [1, 2], 1, now_ms=10)
     assert (b"m2" in values(b.log)) is survives
@@ -186,3 +183,25 @@ class ReplicationMachine(RuleBasedStateMachine):
 
 TestReplicationMachine = ReplicationMachine.TestCase
 TestReplicationMachine.settings = settings(max_examples=40, stateful_step_count=30, deadline=None)
+
+
+def test_kip279_truncation_asks_again_when_the_leader_never_had_our_epoch(tmp_path):
+    """Found by the TLA+ spec (specs/replication): the follower's epochs are 0 and 2,
+    the leader's 1 and 3, and they disagree from offset 0. The leader answers for
+    epoch 2 with (1, 1): epoch 1 was never ours, so we cut where our epoch 0
+    ends (1) and ask again for epoch 0; the leader answers (0, 0): cut at 0."""
+    a = Partition("t", 0, 1, UnifiedLog(tmp_path / "a" / "t-0"))
+    b = Partition("t", 0, 2, UnifiedLog(tmp_path / "b" / "t-0"))
+    a.make_leader(0, [1, 2], [1, 2], 0, now_ms=0)
+    a.append_records_to_leader(record(b"r1"), 1, 1)  # offset 0, epoch 0: only on A
+    b.make_leader(1, [1, 2], [1, 2], 1, now_ms=0)
+    b.append_records_to_leader(record(b"r2"), 1, 1)  # offset 0, epoch 1: only on B
+    a.make_leader(2, [1, 2], [1, 2], 2, now_ms=0)  # A leads epoch 2, writes nothing
+    b.make_leader(3, [1, 2], [1, 2], 3, now_ms=0)  # B leads epoch 3
+    a.make_follower(2, 3, [1, 2], [1, 2], 3)
+    rounds = a.truncate_by_rule(
+        lambda epoch, _current: b.log.leader_epoch_cache.end_offset_for(epoch, b.log.log_end_offset)
+    )
+    assert [r["asked"][0] for r in rounds] == [2, 0]
+    assert [r["truncated to"] for r in rounds] == [1, 0]
+    assert a.log.log_end_offset == 0  # r1 is gone: A will copy r2 from B
