@@ -270,6 +270,12 @@ class Sender(threading.Thread):
             batch.retry_at = time.monotonic() + p.retry_backoff_ms / 1000
             p.client.partitions.pop(batch.topic, None)  # refresh metadata before retrying
             return
+        if batch.base_sequence >= 0 and error != Errors.NETWORK_EXCEPTION:
+            # The broker refused the batch, so it is not in the log: give its sequence
+            # numbers back if nothing was numbered after it, or the next batch would
+            # leave a gap (Kafka's producer adjusts sequences the same way). After a
+            # network error nobody knows; Kafka then bumps the epoch (KIP-360).
+            p.rewind_sequence(batch.topic, batch.partition, batch.base_sequence, len(batch.records))
         batch.fail(KafkaError(error, message or f"producing to {batch.topic}-{batch.partition}"))
         p.accumulator.done(batch)
 
@@ -286,8 +292,11 @@ class KafkaProducer:
         self.retry_backoff_ms = int(conf["retry.backoff.ms"])
         self.delivery_timeout_ms = int(conf["delivery.timeout.ms"])
         self.request_timeout_ms = int(conf["request.timeout.ms"])
+        explicit = {**(config or {}), **{k.replace("_", "."): v for k, v in kwargs.items()}}
         if conf["enable.idempotence"] and self.acks != -1:
-            raise ValueError("enable.idempotence=true needs acks=all (as in Kafka)")
+            if "enable.idempotence" in explicit:
+                raise ValueError("enable.idempotence=true needs acks=all (as in Kafka)")
+            conf["enable.idempotence"] = False  # Kafka 3.2+: the default yields to acks
         self.client = NetworkClient(conf["bootstrap.servers"])
         self.accumulator = RecordAccumulator(
             int(conf["batch.size"]),
@@ -311,6 +320,11 @@ class KafkaProducer:
             )
         self.sender = Sender(self)
         self.sender.start()
+
+    def rewind_sequence(self, topic: str, partition: int, base: int, count: int) -> None:
+        """Return a failed batch's sequence numbers when it was the last one numbered."""
+        if self._sequences.get((topic, partition)) == (base + count) % 2**31:
+            self._sequences[(topic, partition)] = base
 
     def next_sequence(self, topic: str, partition: int, count: int) -> int:
         first = self._sequences.get((topic, partition), 0)

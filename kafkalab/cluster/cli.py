@@ -89,7 +89,9 @@ def _main(args: argparse.Namespace) -> int:
     directory = args.dir.resolve()
     if args.verb == "up":
         props = dict(item.split("=", 1) for item in args.broker_prop)
-        cluster = LocalCluster(brokers=args.brokers, base_dir=directory, broker_props=props)
+        cluster = LocalCluster(
+            brokers=args.brokers, base_dir=directory, broker_props=props, outlive_parent=True
+        )
         try:
             cluster.start()
         except BaseException:
@@ -189,7 +191,7 @@ def _main(args: argparse.Namespace) -> int:
         while process_state(info["pid"]) != "down" and time.monotonic() < deadline:
             time.sleep(0.1)
         _signal(info["pid"], signal.SIGKILL)
-        process = BrokerProcess(info["props"]).start()
+        process = BrokerProcess(info["props"], exit_with_parent=False).start()
         if not process.wait_for_line("registered and unfenced", 60):
             print("".join(process.output), file=sys.stderr)
             return 1

@@ -123,7 +123,10 @@ class LocalCluster:
         session_timeout_ms: int = 3000,
         controller_props: dict[str, str] | None = None,
         props_by_broker: dict[int, dict[str, str]] | None = None,
+        outlive_parent: bool = False,
     ) -> None:
+        """`outlive_parent`: the processes keep running when this Python process
+        ends (`kafkalab cluster up`); by default they stop with it."""
         self._own_dir = base_dir is None
         self.base_dir = Path(base_dir or tempfile.mkdtemp(prefix="kafkalab-cluster-"))
         self.n = brokers
@@ -131,6 +134,7 @@ class LocalCluster:
         self.session_timeout_ms = session_timeout_ms
         self.controller_props = dict(controller_props or {})
         self.props_by_broker = {b: dict(p) for b, p in (props_by_broker or {}).items()}
+        self.outlive_parent = outlive_parent
         self.controller: BrokerProcess | None = None
         self.brokers: dict[int, BrokerProcess] = {}
 
@@ -156,6 +160,7 @@ class LocalCluster:
                 **self.controller_props,
             },
             verb="controller",
+            exit_with_parent=not self.outlive_parent,
         ).start()
         for broker_id in range(1, self.n + 1):
             self.start_broker(broker_id)
@@ -163,7 +168,9 @@ class LocalCluster:
 
     def start_broker(self, broker_id: int) -> BrokerProcess:
         """Start (or restart) a broker and wait until the controller unfenced it."""
-        broker = BrokerProcess(self._props(broker_id)).start()
+        broker = BrokerProcess(
+            self._props(broker_id), exit_with_parent=not self.outlive_parent
+        ).start()
         self.brokers[broker_id] = broker
         if not broker.wait_for_line("registered and unfenced", 60):
             raise RuntimeError(f"broker {broker_id} did not join:\n" + "".join(broker.output))

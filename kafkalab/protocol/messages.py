@@ -484,7 +484,7 @@ APIS: dict[int, Api] = {
         Api(0, "Produce", 0, 7, PRODUCE_REQUEST, PRODUCE_RESPONSE),
         Api(1, "Fetch", 0, 11, FETCH_REQUEST, FETCH_RESPONSE),
         Api(2, "ListOffsets", 0, 5, LIST_OFFSETS_REQUEST, LIST_OFFSETS_RESPONSE),
-        Api(3, "Metadata", 0, 8, METADATA_REQUEST, METADATA_RESPONSE),
+        Api(3, "Metadata", 0, 9, METADATA_REQUEST, METADATA_RESPONSE),
         Api(18, "ApiVersions", 0, 3, API_VERSIONS_REQUEST, API_VERSIONS_RESPONSE),
         Api(19, "CreateTopics", 0, 4, CREATE_TOPICS_REQUEST, CREATE_TOPICS_RESPONSE),
         Api(20, "DeleteTopics", 0, 3, DELETE_TOPICS_REQUEST, DELETE_TOPICS_RESPONSE),

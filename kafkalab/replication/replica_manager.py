@@ -121,6 +121,7 @@ class ReplicaManager:
         clock: Callable[[], int] = lambda: int(time.time() * 1000),
         cluster_mode: bool = False,
         truncation_rule: str = "fenced-leader-epoch",
+        replica_lag_time_max_ms: int = 30_000,
     ) -> None:
         self.log_manager = log_manager
         self.broker_id = broker_id
@@ -130,6 +131,7 @@ class ReplicaManager:
         self.partitions: dict[TopicPartition, Partition] = {}
         self.cluster_mode = cluster_mode  # roles come from the controller's metadata
         self.truncation_rule = truncation_rule  # kafkalab.follower.truncation.rule
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
         if not cluster_mode:
             for tp, partition_log in log_manager.all_logs().items():
                 self._lead(tp, partition_log)
@@ -207,7 +209,12 @@ class ReplicaManager:
         if part is None:
             log_ = self.log_manager.get_or_create_log(tp[0], tp[1], configs or None)
             part = Partition(
-                tp[0], tp[1], self.broker_id, log_, truncation_rule=self.truncation_rule
+                tp[0],
+                tp[1],
+                self.broker_id,
+                log_,
+                replica_lag_time_max_ms=self.replica_lag_time_max_ms,
+                truncation_rule=self.truncation_rule,
             )
             self.partitions[tp] = part
         return part
@@ -258,6 +265,18 @@ class ReplicaManager:
         if part.log.high_watermark != hw:
             self._hw_moved(tp)
         return change
+
+    def maybe_shrink_isr(self) -> list[Any]:
+        """Kafka's isr-expiration task: on every partition this broker leads, propose
+        dropping followers that have not caught up for replica.lag.time.max.ms."""
+        now = self.clock()
+        changes = []
+        for part in self.partitions.values():
+            if part.role == "leader":
+                change = part.maybe_shrink_isr(now)
+                if change is not None:
+                    changes.append(change)
+        return changes
 
     def apply_isr_change(self, tp: TopicPartition, isr: list[int], partition_epoch: int) -> None:
         part = self.partitions[tp]

@@ -39,6 +39,24 @@ from kafkalab.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
 TICK_SECONDS = 1.0
+EXIT_WITH_PID = "KAFKALAB_EXIT_WITH_PID"
+
+
+async def stop_when_parent_dies(stop) -> None:
+    """If KAFKALAB_EXIT_WITH_PID names a process, call `stop()` once it is gone
+    (BrokerProcess sets it, so a killed test runner or notebook kernel cannot
+    leave brokers running; `kafkalab cluster up` does not)."""
+    pid = int(os.environ.get(EXIT_WITH_PID, "0"))
+    if pid <= 0:
+        return
+    while True:
+        await asyncio.sleep(1)
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            log.warning("process %d that started us is gone: stopping", pid)
+            await stop()
+            return
 
 
 class KafkaBroker:
@@ -72,6 +90,7 @@ class KafkaBroker:
             truncation_rule=config.extra.get(
                 "kafkalab.follower.truncation.rule", "fenced-leader-epoch"
             ),
+            replica_lag_time_max_ms=int(config.extra.get("replica.lag.time.max.ms", 30_000)),
         )
         self.apis = KafkaApis(self, self.replica_manager, ProducerIdManager(config.log_dirs[0]))
         _, host, port = parse_listener(config.listeners.split(",")[0])
@@ -196,8 +215,11 @@ class BrokerProcess:
     with SIGKILL. Its output goes to `<log dir>/<verb>.out`, so it can outlive
     the Python process that started it (`kafkalab cluster up`)."""
 
-    def __init__(self, props: dict[str, str] | None = None, verb: str = "broker") -> None:
+    def __init__(
+        self, props: dict[str, str] | None = None, verb: str = "broker", exit_with_parent=True
+    ) -> None:
         self.verb = verb
+        self.exit_with_parent = exit_with_parent
         self.props = dict(props or {})
         self.props.setdefault("listeners", "PLAINTEXT://127.0.0.1:0")
         if "log.dirs" not in self.props:
@@ -224,11 +246,15 @@ class BrokerProcess:
         config_file.write_text("".join(f"{k}={v}\n" for k, v in self.props.items()))
         self._output_from = self.log_path.stat().st_size if self.log_path.exists() else 0
         with open(self.log_path, "a") as out:
+            env = dict(os.environ)
+            if self.exit_with_parent:  # a dead notebook kernel or test leaves no broker behind
+                env[EXIT_WITH_PID] = str(os.getpid())
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "kafkalab", self.verb, str(config_file)],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                env=env,
             )
         if not self.wait_for_line(" listening on ", timeout):
             self.kill()
@@ -288,7 +314,9 @@ async def _run(config: KafkaConfig) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, lambda: asyncio.ensure_future(broker.stop()))
     print(f"kafkalab broker {config.node_id} listening on {broker.bootstrap_servers}", flush=True)
+    watchdog = asyncio.create_task(stop_when_parent_dies(broker.stop))
     await broker.serve_forever()
+    watchdog.cancel()
     print(f"kafkalab broker {config.node_id} stopped", flush=True)
 
 

@@ -37,6 +37,7 @@ from kafkalab.controller.quorum_controller import METADATA_TOPIC, QuorumControll
 from kafkalab.protocol.errors import Errors, KafkaError
 from kafkalab.protocol.header import RequestHeader
 from kafkalab.protocol.messages import CONTROLLER_APIS, api_versions_body
+from kafkalab.server.broker import stop_when_parent_dies
 from kafkalab.server.config import parse_listener, read_properties
 from kafkalab.server.socket_server import SocketServer
 from kafkalab.storage.errors import StorageError
@@ -301,7 +302,9 @@ async def _run(props: dict[str, str]) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, lambda: asyncio.ensure_future(server.stop()))
     print(f"kafkalab controller listening on {server.address}", flush=True)
+    watchdog = asyncio.create_task(stop_when_parent_dies(server.stop))
     await server._stopped.wait()
+    watchdog.cancel()
     print("kafkalab controller stopped", flush=True)
 
 
