@@ -8,6 +8,7 @@ an `add_subcommand(subparsers)` function that sets `func` on its parser:
     kafkalab controller CONFIG       kafkalab.server.controller_server  (a KRaft controller)
     kafkalab produce|consume|topics  kafkalab.client.cli  (kcat, kafka-topics.sh)
     kafkalab cluster up|down|kill..  kafkalab.cluster.cli  (a local cluster and its faults)
+    kafkalab specs check|show|replay kafkalab.specs.cli  (the TLA+ specs)
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ _VERB_MODULES = (
     "kafkalab.server.controller_server",
     "kafkalab.client.cli",
     "kafkalab.cluster.cli",
+    "kafkalab.specs.cli",
 )
 
 

@@ -1,0 +1,271 @@
+"""Replay a KafkaReplication trace against kafkalab's own replication code.
+
+Each spec replica becomes a real `Partition` on a real `UnifiedLog` (in a temp
+dir). Step by step, the action the spec took is recognised from what changed,
+performed with the implementation's API (make_leader, make_follower +
+truncate_by_rule, append_records_to_leader, a fetch's read and
+append_records_to_follower, update_follower_fetch_state, apply_isr_change),
+and then each replica's log (record ids and epochs), leader epoch, epoch cache
+and HW are compared with the spec's next state. The first difference stops the
+replay with a `ReplayMismatch` naming the step, the action and the values.
+
+Before a leader-side call the replay tells the leader the LEO of every ISR
+member that follows it in its epoch (update_follower_fetch_state: the fetches
+the spec abstracts), so the implementation computes its HW from what the spec's
+HW is computed from.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kafkalab.records import SimpleRecord, build_batch, iter_batches
+from kafkalab.replication.partition import Partition
+from kafkalab.specs.trace import Trace, load_trace
+from kafkalab.storage.unified_log import UnifiedLog
+
+NONE = "none"
+
+
+class ReplayMismatch(AssertionError):
+    def __init__(self, step: int, action: str, detail: str) -> None:
+        super().__init__(f"step {step} ({action}): implementation and spec disagree: {detail}")
+        self.step, self.action, self.detail = step, action, detail
+
+
+@dataclass
+class ReplayReport:
+    rule: str
+    steps: list[dict] = field(default_factory=list)  # step, action, what the code did
+
+    def table(self):
+        import pandas as pd
+
+        return pd.DataFrame(self.steps).set_index("step")
+
+
+def infer_action(before: dict, after: dict) -> tuple[str, tuple]:
+    """Which KafkaReplication action leads from `before` to `after` (each action
+    changes a different set of variables)."""
+    replicas = sorted(before["log"])
+
+    def changed(var: str) -> list[str]:
+        return [r for r in replicas if before[var][r] != after[var][r]]
+
+    bq, aq = before["quorum"], after["quorum"]
+    if after["crashes"] > before["crashes"]:
+        local = [r for v in ("epoch", "leader", "log", "hw", "cache", "isr") for r in changed(v)]
+        gone = sorted(set(bq["isr"]) - set(aq["isr"]))
+        return "Crash", ((local or gone or [""])[0],)  # "": a crash that changed nothing
+    for r in changed("epoch"):
+        return ("BecomeLeader" if after["leader"][r] == r else "BecomeFollower"), (r,)
+    if after["nextId"] > before["nextId"]:
+        return "LeaderWrite", (changed("log")[0],)
+    if aq["isr"] != bq["isr"] and changed("isr"):
+        (f,) = set(aq["isr"]) ^ set(bq["isr"])
+        return ("LeaderExpandIsr" if f in aq["isr"] else "LeaderShrinkIsr"), (changed("isr")[0], f)
+    leaders_hw = [r for r in changed("hw") if after["leader"][r] == r]
+    if leaders_hw:
+        return "LeaderIncreaseHw", (leaders_hw[0],)
+    if changed("log") or changed("hw"):
+        return "FollowerFetch", ((changed("log") or changed("hw"))[0],)
+    if aq["epoch"] != bq["epoch"] and aq["leader"] != NONE:
+        return "ControllerElect", (aq["leader"],)
+    if aq != bq:
+        gone = set(bq["isr"]) - set(aq["isr"])
+        return "ControllerFence", (gone.pop() if gone else bq["leader"],)
+    return "Stutter", ()
+
+
+def _broker_id(name: str) -> int:
+    digits = "".join(ch for ch in name if ch.isdigit())
+    return int(digits) if digits else abs(hash(name)) % 1000 + 1
+
+
+def _records(p: Partition) -> list[dict]:
+    log = p.log
+    if log.log_end_offset == log.log_start_offset:
+        return []
+    data = log.read(log.log_start_offset, 1 << 24).read_bytes()
+    return [
+        {"id": int(r.value), "epoch": b.header.partition_leader_epoch}
+        for b in iter_batches(data)
+        for r in b.records
+    ]
+
+
+def replay_replication(
+    source: str | Path | dict | Trace, truncation_rule: str | None = None
+) -> ReplayReport:
+    """Replay every step; raise ReplayMismatch at the first disagreement."""
+    trace = source if isinstance(source, Trace) else load_trace(source)
+    rule = truncation_rule or _constant(trace, "TruncationRule")
+    report = ReplayReport(rule)
+    first = trace.states[0]
+    names = sorted(first["log"])
+    ids = {r: _broker_id(r) for r in names}
+    with tempfile.TemporaryDirectory(prefix="kafkalab-replay-") as tmp:
+        parts = {
+            r: Partition(
+                "spec",
+                0,
+                ids[r],
+                UnifiedLog(Path(tmp) / r / "spec-0"),
+                truncation_rule=rule,
+            )
+            for r in names
+        }
+        try:
+            for step in range(1, len(trace.states)):
+                before, after = trace.states[step - 1], trace.states[step]
+                action, args = infer_action(before, after)
+                did = _perform(action, args, before, after, parts, ids, step)
+                _compare(step, f"{action}{args}", action, args, after, parts)
+                report.steps.append(
+                    {"step": step, "action": f"{action}({', '.join(args)})", "implementation": did}
+                )
+        finally:
+            for p in parts.values():
+                p.log.close()
+    return report
+
+
+def _constant(trace: Trace, name: str):
+    constants = trace.meta.get("constants") or {}
+    if name not in constants:
+        raise ValueError(f"the trace does not say its {name}; pass it to the replay")
+    return constants[name]
+
+
+def _perform(action, args, before, after, parts, ids, step) -> str:
+    now = step * 1000
+    if action == "BecomeLeader":
+        (r,) = args
+        isr = sorted(ids[x] for x in after["isr"][r])
+        parts[r].make_leader(after["epoch"][r], isr, sorted(ids.values()), step, now)
+        return f"make_leader(epoch {after['epoch'][r]}, isr {isr})"
+    if action == "BecomeFollower":
+        (r,) = args
+        leader = after["leader"][r]
+        isr = sorted(ids[x] for x in after["isr"][r])
+        p = parts[r]
+        p.make_follower(
+            ids[leader] if leader != NONE else -1,
+            after["epoch"][r],
+            isr,
+            sorted(ids.values()),
+            step,
+        )
+        if leader == NONE:
+            return "make_follower(no leader)"
+        lp = parts[leader]
+        rounds = p.truncate_by_rule(
+            lambda epoch, _current: lp.log.leader_epoch_cache.end_offset_for(
+                epoch, lp.log.log_end_offset
+            )
+        )
+        return f"make_follower({leader}), truncation rounds {rounds}"
+    if action == "LeaderWrite":
+        (r,) = args
+        p = parts[r]
+        _fetches_reach(r, before, parts, ids, now)
+        p.append_records_to_leader(
+            build_batch([SimpleRecord(str(before["nextId"]).encode())]), 1, 1
+        )
+        return f"append_records_to_leader(r{before['nextId']}): HW {p.log.high_watermark}"
+    if action == "FollowerFetch":
+        (f,) = args
+        p, lp = parts[f], parts[before["leader"][f]]
+        leo = p.log.log_end_offset
+        data = b""
+        if lp.log.log_end_offset > leo:
+            data = lp.log.read(leo, 1 << 20, max_offset=leo + 1).read_bytes()
+        p.append_records_to_follower(data, lp.log.high_watermark)
+        return f"fetch from {leo}: {len(data)} bytes, leader HW {lp.log.high_watermark}"
+    if action == "LeaderIncreaseHw":
+        (ldr,) = args
+        _fetches_reach(ldr, before, parts, ids, now)
+        return f"fetches from the ISR reach the leader: HW {parts[ldr].log.high_watermark}"
+    if action in ("LeaderShrinkIsr", "LeaderExpandIsr"):
+        ldr, f = args
+        lp = parts[ldr]
+        _fetches_reach(ldr, before, parts, ids, now)
+        if action == "LeaderExpandIsr":
+            change = lp.update_follower_fetch_state(ids[f], parts[f].log.log_end_offset, now)
+            if change is None or ids[f] not in change.new_isr:
+                raise ReplayMismatch(
+                    step, f"{action}{args}", f"the leader would not add {f} to its ISR"
+                )
+        new_isr = sorted(ids[x] for x in after["quorum"]["isr"])
+        lp.apply_isr_change(new_isr, step)
+        return f"apply_isr_change({new_isr}): HW {lp.log.high_watermark}"
+    if action == "Crash":
+        (r,) = args
+        if r not in parts:
+            return "power failure of a broker that holds nothing"
+        keep = len(after["log"][r])
+        p = parts[r]
+        p.log.truncate_to(keep)  # what survives the power cut
+        p.role, p.leader_id, p.leader_epoch = "none", -1, -1  # a restarted broker
+        return f"power failure: {keep} records survive"
+    return "controller only"
+
+
+def _fetches_reach(ldr: str, before: dict, parts: dict, ids: dict, now: int) -> None:
+    """The leader hears the LEO of every ISR member that follows it in its epoch."""
+    lp = parts[ldr]
+    for f in before["isr"][ldr]:
+        if f != ldr and before["leader"][f] == ldr and before["epoch"][f] == before["epoch"][ldr]:
+            lp.update_follower_fetch_state(ids[f], parts[f].log.log_end_offset, now)
+
+
+def _compare(step, label, action, args, after, parts) -> None:
+    for r, p in parts.items():
+        got = _records(p)
+        if got != after["log"][r]:
+            raise ReplayMismatch(
+                step, label, f"{r}'s log is {got}, the spec says {after['log'][r]}"
+            )
+        cache = [
+            {"epoch": e.epoch, "start": e.start_offset} for e in p.log.leader_epoch_cache.entries
+        ]
+        if cache != after["cache"][r]:
+            raise ReplayMismatch(
+                step, label, f"{r}'s epoch cache is {cache}, the spec says {after['cache'][r]}"
+            )
+        if after["epoch"][r] >= 0 and p.leader_epoch != after["epoch"][r]:
+            raise ReplayMismatch(
+                step,
+                label,
+                f"{r}'s leader epoch is {p.leader_epoch}, the spec says {after['epoch'][r]}",
+            )
+        if p.log.high_watermark != after["hw"][r]:
+            raise ReplayMismatch(
+                step, label, f"{r}'s HW is {p.log.high_watermark}, the spec says {after['hw'][r]}"
+            )
+
+
+def random_trace(module: str | Path, steps: int, seed: int) -> Trace:
+    """A random walk of up to `steps` steps through a spec (its MC_*.tla with a
+    ConstInit): a trace to replay when the spec has no counterexample to offer."""
+    import random
+
+    from kafkalab.specs.tla import load_module, solve_constants
+    from kafkalab.specs.tla.itf import trace_to_itf
+
+    mod = load_module(str(module))
+    constants = solve_constants(mod, "ConstInit", None)
+    rng = random.Random(seed)
+    state = rng.choice(mod.initial_states("Init", constants))
+    states = [state]
+    for _ in range(steps):
+        options = mod.successors(state, "Next", constants)
+        if not options:
+            break
+        state = rng.choice(options)[1]
+        states.append(state)
+    doc = trace_to_itf(mod.variables, states, source=Path(module).name)
+    doc["#meta"]["constants"] = {k: v for k, v in constants.items() if isinstance(v, str | int)}
+    return load_trace(doc)
