@@ -92,7 +92,11 @@ class KafkaBroker:
             ),
             replica_lag_time_max_ms=int(config.extra.get("replica.lag.time.max.ms", 30_000)),
         )
-        self.apis = KafkaApis(self, self.replica_manager, ProducerIdManager(config.log_dirs[0]))
+        self.apis = KafkaApis(
+            self,
+            self.replica_manager,
+            ProducerIdManager(config.log_dirs[0], config.node_id if controller else None),
+        )
         _, host, port = parse_listener(config.listeners.split(",")[0])
         self.socket_server = SocketServer(
             self.apis,
