@@ -256,6 +256,28 @@ class Partition:
                 f"{self.topic}-{self.partition}; leader is {self.leader_id}",
             )
 
+    def last_offset_for_leader_epoch(
+        self, requested_epoch: int, current_leader_epoch: int = -1
+    ) -> tuple[int, int]:
+        """OffsetForLeaderEpoch on this broker (Kafka: Partition.lastOffsetForLeaderEpoch):
+        (the largest epoch <= requested that we know, where it ends). Only the
+        leader answers; a request fenced by the asker's current epoch (KIP-320)
+        is refused when that epoch is not ours."""
+        if current_leader_epoch >= 0 and current_leader_epoch > self.leader_epoch:
+            raise KafkaError(
+                Errors.UNKNOWN_LEADER_EPOCH,
+                f"{self.topic}-{self.partition}: epoch {current_leader_epoch} is newer than "
+                f"ours ({self.leader_epoch})",
+            )
+        if current_leader_epoch >= 0 and current_leader_epoch < self.leader_epoch:
+            raise KafkaError(
+                Errors.FENCED_LEADER_EPOCH,
+                f"{self.topic}-{self.partition}: epoch {current_leader_epoch} is older than "
+                f"ours ({self.leader_epoch})",
+            )
+        self._require_leader()
+        return self.log.leader_epoch_cache.end_offset_for(requested_epoch, self.log.log_end_offset)
+
     # -- the follower -------------------------------------------------------------------------
 
     def epoch_query(self) -> tuple[int, int] | None:

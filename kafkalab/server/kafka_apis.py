@@ -13,7 +13,7 @@ import asyncio
 import logging
 from typing import Any
 
-from kafkalab.protocol.errors import Errors
+from kafkalab.protocol.errors import Errors, KafkaError
 from kafkalab.protocol.header import RequestHeader
 from kafkalab.protocol.messages import APIS, api_versions_body
 from kafkalab.replication.delayed_operation import DelayedOperation
@@ -429,20 +429,16 @@ class KafkaApis:
                     "end_offset": -1,
                 }
                 p = self.replica_manager.partitions.get((topic["topic"], part["partition"]))
-                current = part["current_leader_epoch"]
                 if p is None:
                     out["error_code"] = int(Errors.UNKNOWN_TOPIC_OR_PARTITION)
-                elif p.role != "leader":  # only the leader answers, as in Kafka
-                    out["error_code"] = int(Errors.NOT_LEADER_OR_FOLLOWER)
-                elif current >= 0 and current > p.leader_epoch:
-                    out["error_code"] = int(Errors.UNKNOWN_LEADER_EPOCH)
-                elif current >= 0 and current < p.leader_epoch:
-                    out["error_code"] = int(Errors.FENCED_LEADER_EPOCH)
                 else:
-                    epoch, end = p.log.leader_epoch_cache.end_offset_for(
-                        part["leader_epoch"], p.log.log_end_offset
-                    )
-                    out.update(leader_epoch=epoch, end_offset=end)
+                    try:
+                        epoch, end = p.last_offset_for_leader_epoch(
+                            part["leader_epoch"], part["current_leader_epoch"]
+                        )
+                        out.update(leader_epoch=epoch, end_offset=end)
+                    except KafkaError as e:
+                        out["error_code"] = int(e.code)
                 if body["replica_id"] < 0:  # a consumer checking its position (KIP-320)
                     log.info(
                         "consumer offset validation: %s-%d epoch %d ends at %d (%s)",

@@ -56,6 +56,7 @@ class SpecResult:
     seconds: float
     counterexample: dict | None  # ITF
     summary: str
+    bounded: bool = False  # "ok" only within `depth` steps (a --length bound stopped the search)
 
     @property
     def as_expected(self) -> bool:
@@ -66,6 +67,8 @@ class SpecResult:
     def line(self) -> str:
         expected = "as expected" if self.as_expected else f"EXPECTED {self.check.expect}"
         what = self.verdict if self.invariant is None else f"{self.verdict} of {self.invariant}"
+        if self.bounded and self.verdict == "ok":
+            what = f"ok within {self.depth} steps"
         states = f"{self.states:,} states, " if self.states else ""
         return (
             f"{self.check.name}: {what} ({states}depth {self.depth}, "
@@ -207,5 +210,14 @@ def _run_apalache(c: SpecCheck, length: int) -> SpecResult:
                     + outputs[-1][-4000:]
                 )
     return SpecResult(
-        c, "apalache", "ok", None, 0, length, time.perf_counter() - start, None, outputs[-1][-2000:]
+        c,
+        "apalache",
+        "ok",
+        None,
+        0,
+        length,
+        time.perf_counter() - start,
+        None,
+        outputs[-1][-2000:],
+        bounded=True,  # Apalache checks executions of up to `length` steps
     )

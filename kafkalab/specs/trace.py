@@ -64,8 +64,14 @@ def replication_table(trace: Trace):
     record@epoch, LEO, HW and epoch cache; and the controller's quorum state."""
     import pandas as pd
 
+    from kafkalab.specs.replay import infer_action
+
     rows = []
-    for step, (state, action) in enumerate(zip(trace.states, trace.actions, strict=False)):
+    for step, state in enumerate(trace.states):
+        action = trace.actions[step] if step < len(trace.actions) else None
+        if step > 0 and action in (None, "Next"):  # the checker names only the top level
+            name, args = infer_action(trace.states[step - 1], state)
+            action = f"{name}({', '.join(args)})"
         q = state["quorum"]
         for r in sorted(state["log"]):
             rows.append(
@@ -97,6 +103,11 @@ def replication_graph(trace: Trace, step: int = -1, title: str = ""):
     state = trace.states[step]
     number = step if step >= 0 else len(trace.states) + step
     action = trace.actions[number] if number < len(trace.actions) else None
+    if number > 0 and action in (None, "Next"):
+        from kafkalab.specs.replay import infer_action
+
+        name, args = infer_action(trace.states[number - 1], state)
+        action = f"{name}({', '.join(args)})"
     q = state["quorum"]
     g = graphviz.Digraph(
         graph_attr={

@@ -197,10 +197,11 @@ ControllerFence(r) ==
 (* -- replicas apply the controller's decisions -------------------------- *)
 
 \* A replica applies a newer decision than its own; one that has none (it just
-\* started, or restarted) catches up on the metadata log first: the current one.
+\* started, or restarted) catches up on the metadata log first: the decision of
+\* the current epoch (its ISR may have changed since, without a new epoch).
 Applies(r, d) ==
     /\ d.epoch > epoch[r]
-    /\ epoch[r] >= 0 \/ d = quorum
+    /\ epoch[r] >= 0 \/ d.epoch = quorum.epoch
 
 BecomeLeader(r, d) ==
     /\ d.leader = r
@@ -302,6 +303,7 @@ LeaderExpandIsr(l, f) ==
     /\ IsLeader(l)
     /\ quorum.leader = l /\ quorum.epoch = epoch[l]
     /\ f \in Replicas \ quorum.isr
+    /\ f \notin isr[l]
     /\ leader[f] = l /\ epoch[f] = epoch[l]
     /\ Len(log[f]) >= hw[l]
     /\ Len(log[f]) >= EpochStart(l)
@@ -309,6 +311,16 @@ LeaderExpandIsr(l, f) ==
     /\ isr' = [isr EXCEPT ![l] = quorum.isr \cup {f}]
     /\ MoveHw(l, quorum.isr \cup {f}, log[l])
     /\ UNCHANGED <<log, cache, epoch, leader, decisions, nextId, crashes>>
+
+\* The leader applies an ISR change the controller made without it (a fenced
+\* follower), read from the metadata log; its HW is computed over the new ISR.
+LeaderLearnsIsr(l) ==
+    /\ IsLeader(l)
+    /\ quorum.leader = l /\ quorum.epoch = epoch[l]
+    /\ isr[l] # quorum.isr
+    /\ isr' = [isr EXCEPT ![l] = quorum.isr]
+    /\ MoveHw(l, quorum.isr, log[l])
+    /\ UNCHANGED <<log, cache, epoch, leader, quorum, decisions, nextId, crashes>>
 
 (* -- power failures ------------------------------------------------------ *)
 
@@ -344,6 +356,7 @@ Next ==
     \/ \E r \in Replicas : LeaderIncreaseHw(r)
     \/ \E l, f \in Replicas : LeaderShrinkIsr(l, f)
     \/ \E l, f \in Replicas : LeaderExpandIsr(l, f)
+    \/ \E r \in Replicas : LeaderLearnsIsr(r)
     \/ \E r \in Replicas : Crash(r)
 
 Spec == Init /\ [][Next]_vars
