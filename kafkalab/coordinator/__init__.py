@@ -1,0 +1,1 @@
+"""Coordinators: the transaction coordinator (and, later, the group coordinator)."""
