@@ -37,7 +37,7 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
     check.add_argument("-v", "--verbose", action="store_true", help="the summary and the trace")
     show = verbs.add_parser("show", help="a trace as a table, step by step")
     show.add_argument("trace", type=Path)
-    replay = verbs.add_parser("replay", help="replay a replication trace against kafkalab")
+    replay = verbs.add_parser("replay", help="replay a trace against kafkalab's own code")
     replay.add_argument("trace", type=Path)
     replay.add_argument("--rule", help="the truncation rule, if the trace does not say")
     parser.set_defaults(func=_main)
@@ -53,15 +53,26 @@ def _main(args: argparse.Namespace) -> int:
             print(f"{c.name}\t{c.module.name}\texpect {c.expect}")
         return 0
     if args.verb == "show":
-        from kafkalab.specs.trace import load_trace, replication_table
+        from kafkalab.specs.trace import load_trace, replication_table, transactions_table
 
-        print(replication_table(load_trace(args.trace)).to_string())
+        trace = load_trace(args.trace)
+        table = transactions_table if "coordinator" in trace.variables else replication_table
+        print(table(trace).to_string())
         return 0
     if args.verb == "replay":
-        from kafkalab.specs.replay import ReplayMismatch, replay_replication
+        from kafkalab.specs.replay import (
+            ReplayMismatch,
+            replay_replication,
+            replay_transactions,
+        )
+        from kafkalab.specs.trace import load_trace
 
+        trace = load_trace(args.trace)
         try:
-            report = replay_replication(args.trace, args.rule)
+            if "coordinator" in trace.variables:
+                report = replay_transactions(trace)
+            else:
+                report = replay_replication(trace, args.rule)
         except ReplayMismatch as e:
             print(e, file=sys.stderr)
             return 1

@@ -144,3 +144,32 @@ def replication_graph(trace: Trace, step: int = -1, title: str = ""):
         g.node(r, label=label)
         g.edge("controller", r, style="dotted", arrowhead="none")
     return g
+
+
+def transactions_table(trace: Trace):
+    """One row per step of a KafkaTransactions trace: each producer instance's
+    epoch and status, the coordinator's state, epoch and partitions, every
+    partition's log (d<id>@e<epoch> for data, COMMIT/ABORT@e<epoch> for markers)
+    and who owns the transactional.id."""
+    import pandas as pd
+
+    rows = []
+    for step, state in enumerate(trace.states):
+        row = {"step": step}
+        for i, p in sorted(state["producer"].items()):
+            row[i] = f"{p['status']} e{p['epoch']}" + (f" txn {p['txn']}" if p["txn"] else "")
+        c = state["coordinator"]
+        row["coordinator"] = f"{c['state']} e{c['epoch']} {{{', '.join(c['partitions'])}}}"
+        for p, entries in sorted(state["log"].items()):
+            row[p] = (
+                " ".join(
+                    f"d{e['id']}@e{e['epoch']}"
+                    if e["kind"] == "data"
+                    else f"{e['kind'].upper()}@e{e['epoch']}"
+                    for e in entries
+                )
+                or "—"
+            )
+        row["owner"] = state["owner"]
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("step")

@@ -25,7 +25,12 @@ from kafkalab.specs.runner import (
     load_checks,
     run_check,
 )
-from kafkalab.specs.trace import load_trace, replication_graph, replication_table
+from kafkalab.specs.trace import (
+    load_trace,
+    replication_graph,
+    replication_table,
+    transactions_table,
+)
 
 CHECKS = load_checks()
 
@@ -63,6 +68,9 @@ def test_stored_counterexamples_replay_against_kafkalab(path):
         table = replication_table(trace)
         assert set(table.index.get_level_values("replica")) == set(trace.states[0]["log"])
         assert "digraph" in replication_graph(trace).source
+    else:
+        table = transactions_table(trace)
+        assert len(table) == len(trace) and table.iloc[-1]["owner"] != "none"
 
 
 MODELS = sorted(SPECS_DIR.glob("*/MC_*.tla"))
