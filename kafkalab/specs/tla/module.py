@@ -18,7 +18,7 @@ from .errors import TlaEvalError, TlaSyntaxError, UnsupportedConstruct
 from .evaluator import ROOT, UNSET, Instance
 from .parser import parse_expression, parse_module
 from .stdlib import STANDARD_MODULES
-from .values import fmt, from_python
+from .values import fmt, from_python, sort_key
 
 
 class Module:
@@ -40,7 +40,8 @@ class Module:
         for k in consts:
             if k not in self.constants:
                 raise TlaEvalError(f"{k} is not a CONSTANT of module {self.name}")
-        key = tuple(sorted(consts.items(), key=lambda kv: kv[0]))
+        # sort_key tells FALSE/TRUE from 0/1, which Python equality does not
+        key = tuple(sorted((k, sort_key(v)) for k, v in consts.items()))
         inst = self._instances.get(key)
         if inst is None:
             inst = self._instances[key] = Instance(self, consts, self.variables)

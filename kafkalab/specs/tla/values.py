@@ -14,7 +14,9 @@ Keeps the value representation and the operations every other module shares:
 
 Invariant: for all values built through this module, Python ``==``/``hash`` are TLA+
 equality, so states (tuples of values) can be deduplicated in a dict.  (A spec that mixes
-booleans and integers in one place is ill-typed; Python would equate ``TRUE`` and ``1``.)
+booleans and integers in one place is ill-typed; Python would equate ``TRUE`` and ``1``.
+So a cache shared by evaluations - ``sorted_elems``, ``Module.instance`` - must not key
+by Python equality alone: {0, 1} and BOOLEAN are one dict key.)
 ``sort_key`` gives the deterministic total order used for printing, CHOOSE and for the
 order in which the checker branches over sets.
 """
@@ -29,11 +31,12 @@ from .errors import TlaEvalError
 class Fn:
     """A TLA+ function that is not a sequence; ``d`` maps argument -> value."""
 
-    __slots__ = ("d", "_h")
+    __slots__ = ("d", "_h", "_b")
 
     def __init__(self, d: dict):
         self.d = d
         self._h = None
+        self._b = None  # whether a boolean is in it (see _has_bool), once known
 
     def __hash__(self) -> int:
         h = self._h
@@ -348,6 +351,51 @@ def cardinality(s) -> int:
     raise TlaEvalError(f"Cardinality expects a set, found {fmt(s)}")
 
 
+def _has_bool(v) -> bool:
+    """Whether ``v`` contains a boolean (or a lazy set, which may) at any depth."""
+    t = type(v)
+    if t is tuple or t is frozenset:
+        for x in v:
+            tx = type(x)
+            if tx is int or tx is str:
+                continue
+            if tx is Fn:
+                b = x._b
+                if b is None:
+                    b = _has_bool(x)
+                if b:
+                    return True
+            elif tx is bool or _has_bool(x):
+                return True
+        return False
+    if t is Fn:
+        b = v._b
+        if b is None:
+            b = v._b = _has_bool(tuple(v.d)) or _has_bool(tuple(v.d.values()))
+        return b
+    return not (t is int or t is str)  # bool, LazySet: True
+
+
+def _has_01(v) -> bool:
+    """Whether ``v`` contains the integer 0 or 1 (or a lazy set) at any depth."""
+    t = type(v)
+    if t is int:
+        return v == 0 or v == 1
+    if t is str:
+        return False
+    if t is tuple or t is frozenset:
+        return any(_has_01(x) for x in v)
+    if t is Fn:
+        return any(_has_01(k) or _has_01(x) for k, x in v.d.items())
+    return True
+
+
+# set -> (its elements in canonical order, whether the set has a 0 or 1 in it).  Python
+# equates FALSE/TRUE with 0/1 (also inside tuples, sets and functions), so a set keyed
+# here must not be confused with one that has booleans where it has 0 or 1: only sets
+# without booleans are stored, and a hit on a set with 0 or 1 in it is only taken by a
+# set without booleans.  (Else ``\E b \in BOOLEAN`` after sorting {0, 1} anywhere in
+# the process would bind b to 0 and 1.)
 _SORTED: dict = {}
 
 
@@ -355,11 +403,14 @@ def sorted_elems(s) -> list:
     """The elements of a finite set in canonical order (cached per set value)."""
     if type(s) is not frozenset:
         s = as_frozenset(s)
-    r = _SORTED.get(s)
-    if r is None:
+    hit = _SORTED.get(s)
+    if hit is not None and (not hit[1] or not _has_bool(s)):
+        return hit[0]
+    r = sorted(s, key=sort_key)
+    if hit is None and not _has_bool(s):
         if len(_SORTED) > 50_000:
             _SORTED.clear()
-        r = _SORTED[s] = sorted(s, key=sort_key)
+        _SORTED[s] = (r, _has_01(s))
     return r
 
 
