@@ -265,27 +265,16 @@ class BrokerLifecycle:
                         )
                     elif part.isr != reg.isr or part.partition_epoch != reg.partition_epoch:
                         self.rm.apply_isr_change(tp, reg.isr, reg.partition_epoch)
-                elif reg.leader >= 0:
-                    if (
-                        part is None
-                        or part.role != "follower"
-                        or part.leader_epoch != reg.leader_epoch
-                    ):
-                        follower = self.rm.make_follower(
-                            tp,
-                            reg.leader,
-                            reg.leader_epoch,
-                            reg.isr,
-                            reg.replicas,
-                            reg.partition_epoch,
-                            topic.configs,
-                        )
-                        self._stop_following(tp)
-                        self._follow(reg.leader, follower)
-                elif part is None or part.leader_id >= 0 or part.leader_epoch != reg.leader_epoch:
-                    # No leader (every ISR member is down): offline until an election.
+                elif (
+                    part is None
+                    or part.role != "follower"
+                    or part.leader_epoch != reg.leader_epoch
+                    or part.leader_id != reg.leader
+                ):
+                    # Follow the new leader; with no leader (every ISR member is down)
+                    # the partition is offline here until an election.
                     self._stop_following(tp)
-                    self.rm.make_follower(
+                    follower = self.rm.make_follower(
                         tp,
                         reg.leader,
                         reg.leader_epoch,
@@ -294,6 +283,8 @@ class BrokerLifecycle:
                         reg.partition_epoch,
                         topic.configs,
                     )
+                    if reg.leader >= 0:
+                        self._follow(reg.leader, follower)
         for tp in [tp for tp in self.rm.partitions if tp[0] not in self.image.topics]:
             self._stop_following(tp)
             self.rm.remove_partition(tp)
