@@ -30,7 +30,6 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kafkalab.records import iter_batches
 from kafkalab.records.record_batch import iter_headers, read_header
 
 Partition = tuple[str, int]
@@ -94,16 +93,6 @@ def read_replica_batches(partition_dir: Path, below: int) -> list[tuple[int, byt
             if header.last_offset < below:
                 out.append((header.base_offset, data[position : position + header.size_in_bytes]))
     return out
-
-
-def read_replica_records(partition_dir: Path) -> list[tuple[int, bytes]]:
-    """(offset, value) of every record in a partition directory's segment files."""
-    return [
-        (r.offset, r.value or b"")
-        for log_path in sorted(partition_dir.glob("*.log"))
-        for batch in iter_batches(log_path.read_bytes())
-        for r in batch.records
-    ]
 
 
 @dataclass

@@ -194,3 +194,37 @@ def test_power_failure_loses_unflushed_data_and_replication_brings_it_back(clust
     finally:
         consumer.close()
     assert got == [b"%d" % i for i in range(100)]
+
+
+def test_brokers_stop_when_the_process_that_started_them_is_killed(tmp_path):
+    """A notebook kernel or test runner that dies (SIGKILL, no cleanup) must not
+    leave its brokers running: they watch the process that started them."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, time\n"
+        "from kafkalab.cluster import LocalCluster\n"
+        f"c = LocalCluster(brokers=1, base_dir={str(tmp_path)!r}).start()\n"
+        "print(' '.join(str(p.process.pid) for p in [c.controller, *c.brokers.values()]), flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        pids = [int(p) for p in parent.stdout.readline().split()]
+        assert len(pids) == 2
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+
+        def gone(pid):
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return True
+            return False
+
+        wait_until(lambda: all(gone(p) for p in pids), timeout=30)
+    finally:
+        parent.kill()
