@@ -1304,6 +1304,7 @@ def _sets(x, y, loc, op):
 
 
 def _set_op(py):
+    """A binary operator on two sets (union, difference, subset, ...)."""
     def maker(a, b, loc, op):
         def f(s, n, e):
             x, y = _sets(a(s, n, e), b(s, n, e), loc, op)
@@ -1325,17 +1326,6 @@ def _subseteq(a, b, loc, op):
         return all(_member(v, y, loc) for v in _enum(x, loc))
 
     return f
-
-
-def _cmp_set(py):
-    def maker(a, b, loc, op):
-        def f(s, n, e):
-            x, y = _sets(a(s, n, e), b(s, n, e), loc, op)
-            return py(x, y)
-
-        return f
-
-    return maker
 
 
 def _range(a, b, loc, op):
@@ -1441,9 +1431,9 @@ _BINARY = {
     "\\cap": _set_op(lambda x, y: x & y),
     "\\": _set_op(lambda x, y: x - y),
     "\\subseteq": _subseteq,
-    "\\subset": _cmp_set(lambda x, y: x < y),
-    "\\supseteq": _cmp_set(lambda x, y: x >= y),
-    "\\supset": _cmp_set(lambda x, y: x > y),
+    "\\subset": _set_op(lambda x, y: x < y),
+    "\\supseteq": _set_op(lambda x, y: x >= y),
+    "\\supset": _set_op(lambda x, y: x > y),
     "=>": _implies,
     "<=>": _equiv,
     ":>": _colon_gt,
