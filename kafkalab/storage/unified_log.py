@@ -289,10 +289,6 @@ class UnifiedLog:
     # -- facts ----------------------------------------------------------------------------
 
     @property
-    def topic_partition(self) -> tuple[str, int]:
-        return parse_topic_partition(self.dir)
-
-    @property
     def segments(self) -> list[LogSegment]:
         """The segments, oldest first (a copy; the log owns them)."""
         return list(self._segments)

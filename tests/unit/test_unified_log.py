@@ -204,6 +204,29 @@ def test_retention_ms_and_bytes_delete_whole_segments_below_the_high_watermark(t
     log.close()
 
 
+def test_log_start_offset_moves_forward_below_the_high_watermark_only(tmp_path, clock):
+    """DeleteRecords' effect on a log: reads below the new log start offset are out
+    of range at once; the segments wholly below it go at the next retention pass."""
+    log = UnifiedLog(tmp_path / "t-0", LogConfig(segment_bytes=400), clock=clock)
+    for i in range(9):
+        log.append_as_leader(batch(b"v%d" % i + b"." * 80))
+    bases = [s.base_offset for s in log.segments]
+    assert len(bases) >= 3 and bases[1] >= 2  # several batches a segment
+    log.update_high_watermark(bases[2])
+    with pytest.raises(OffsetOutOfRangeError):
+        log.maybe_increment_log_start_offset(bases[2] + 1)  # past the high watermark
+    assert log.maybe_increment_log_start_offset(bases[1] + 1)
+    assert not log.maybe_increment_log_start_offset(bases[1])  # never backward
+    assert log.log_start_offset == bases[1] + 1
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(bases[1], 1 << 20)
+    deleted = log.delete_old_segments()
+    assert [d.base_offset for d in deleted] == [bases[0]]  # the second holds bases[1] + 1
+    assert "log start offset" in deleted[0].reason
+    assert read_all(log)[0] == (bases[1] + 1, b"v%d" % (bases[1] + 1) + b"." * 80)
+    log.close()
+
+
 def test_follower_append_keeps_offsets_and_refuses_gaps_or_going_back(tmp_path, clock):
     log = UnifiedLog(tmp_path / "t-0", clock=clock)
     log.truncate_fully_and_start_at(10)  # the leader's log starts at 10

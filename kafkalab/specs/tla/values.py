@@ -72,19 +72,6 @@ def make_fn(d: dict):
     return Fn(d)
 
 
-def fn_items(f):
-    """(argument, value) pairs of a function value (tuple or Fn)."""
-    if type(f) is tuple:
-        return list(enumerate(f, 1))
-    return list(f.d.items())
-
-
-def fn_dict(f) -> dict:
-    if type(f) is tuple:
-        return dict(enumerate(f, 1))
-    return dict(f.d)
-
-
 def is_fn(v) -> bool:
     return type(v) is tuple or type(v) is Fn
 
