@@ -56,7 +56,13 @@ class SpecResult:
     seconds: float
     counterexample: dict | None  # ITF
     summary: str
-    bounded: bool = False  # "ok" only within `depth` steps (a --length bound stopped the search)
+    # The step bound that stopped the search before it was complete (--length, or
+    # Apalache's bounded model checking): "ok" then means "no violation within it".
+    length: int | None = None
+
+    @property
+    def bounded(self) -> bool:
+        return self.length is not None
 
     @property
     def as_expected(self) -> bool:
@@ -68,7 +74,7 @@ class SpecResult:
         expected = "as expected" if self.as_expected else f"EXPECTED {self.check.expect}"
         what = self.verdict if self.invariant is None else f"{self.verdict} of {self.invariant}"
         if self.bounded and self.verdict == "ok":
-            what = f"ok within {self.depth} steps"
+            what = f"ok within {self.length} steps"
         states = f"{self.states:,} states, " if self.states else ""
         return (
             f"{self.check.name}: {what} ({states}depth {self.depth}, "
@@ -145,6 +151,7 @@ def _run_builtin(c: SpecCheck, length: int | None, progress) -> SpecResult:
         r.seconds,
         itf,
         r.summary(),
+        length=r.max_depth if r.bounded else None,
     )
 
 
@@ -219,5 +226,5 @@ def _run_apalache(c: SpecCheck, length: int) -> SpecResult:
         time.perf_counter() - start,
         None,
         outputs[-1][-2000:],
-        bounded=True,  # Apalache checks executions of up to `length` steps
+        length=length,  # Apalache checks executions of up to `length` steps
     )

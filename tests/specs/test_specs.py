@@ -95,6 +95,17 @@ def test_a_replay_names_the_first_step_where_code_and_spec_disagree(tmp_path):
     assert "HW" in str(mismatch.value)
 
 
+def test_a_length_bound_says_the_verdict_holds_only_within_it():
+    """The high-watermark rule loses a committed record after 9 steps; a search
+    stopped at 4 finds nothing, and must not claim more than that."""
+    check = next(c for c in CHECKS if c.name == "replication/high-watermark")
+    short = run_check(check, length=4)
+    assert (short.verdict, short.bounded, short.length) == ("ok", True, 4)
+    assert "ok within 4 steps" in short.line() and not short.as_expected
+    full = run_check(check)
+    assert not full.bounded and full.verdict == "violation" and full.as_expected
+
+
 def test_the_command_line_checks_and_replays(tmp_path):
     run = subprocess.run(
         [sys.executable, "-m", "kafkalab", "specs", "check", "replication/leader-epoch",
