@@ -263,8 +263,7 @@ class BrokerLifecycle:
                             reg.partition_epoch,
                             topic.configs,
                         )
-                    elif part.isr != reg.isr or part.partition_epoch != reg.partition_epoch:
-                        self.rm.apply_isr_change(tp, reg.isr, reg.partition_epoch)
+                        continue
                 elif (
                     part is None
                     or part.role != "follower"
@@ -285,6 +284,13 @@ class BrokerLifecycle:
                     )
                     if reg.leader >= 0:
                         self._follow(reg.leader, follower)
+                    continue
+                # Same leader and epoch: an ISR change (AlterPartition, or the controller
+                # fencing a broker). The leader computes its HW over the new ISR; a
+                # follower only keeps it current, so what it reports is what the
+                # metadata says.
+                if part.isr != reg.isr or part.partition_epoch != reg.partition_epoch:
+                    self.rm.apply_isr_change(tp, reg.isr, reg.partition_epoch)
         for tp in [tp for tp in self.rm.partitions if tp[0] not in self.image.topics]:
             self._stop_following(tp)
             self.rm.remove_partition(tp)

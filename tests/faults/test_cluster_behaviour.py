@@ -48,11 +48,15 @@ def test_cut_links_shrink_the_isr_and_acks_all_refuses_below_min_insync_replicas
         assert producer.send("cut", b"two of three", partition=0).result(10).offset == 2
         cluster.cut_link(1, 3)  # both ways: 1 hears neither follower's fetches
         wait_until(lambda: controller_isr(cluster, "cut") == [1])
+        # Followers learn ISR changes from the metadata log, not from the leader
+        # they can no longer hear: every replica reports the controller's ISR.
+        wait_until(lambda: [sorted(i) for i in cluster.describe("cut").ISR] == [[1]] * 3)
         with pytest.raises(KafkaError) as refused:
             producer.send("cut", b"alone", partition=0).result(10)
         assert refused.value.code == Errors.NOT_ENOUGH_REPLICAS
         cluster.heal_links()
         wait_until(lambda: controller_isr(cluster, "cut") == [1, 2, 3], timeout=30)
+        wait_until(lambda: [sorted(i) for i in cluster.describe("cut").ISR] == [[1, 2, 3]] * 3)
         assert producer.send("cut", b"healed", partition=0).result(10).offset == 3
     finally:
         producer.close()
