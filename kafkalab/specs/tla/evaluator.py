@@ -1305,6 +1305,7 @@ def _sets(x, y, loc, op):
 
 def _set_op(py):
     """A binary operator on two sets (union, difference, subset, ...)."""
+
     def maker(a, b, loc, op):
         def f(s, n, e):
             x, y = _sets(a(s, n, e), b(s, n, e), loc, op)
