@@ -88,6 +88,19 @@ def _signal(pid: int, sig: int) -> None:
 def _main(args: argparse.Namespace) -> int:
     directory = args.dir.resolve()
     if args.verb == "up":
+        if (directory / STATE_FILE).exists():
+            before = _state(directory)
+            pids = [before["controller"]["pid"]] + [b["pid"] for b in before["brokers"].values()]
+            if any(process_state(pid) != "down" for pid in pids):
+                print(
+                    f"a cluster is already running in {directory}: see `kafkalab cluster "
+                    f"status --dir {directory}`, or stop it with `kafkalab cluster down "
+                    f"--dir {directory}` first",
+                    file=sys.stderr,
+                )
+                return 1
+            # Every process is gone (killed, or the machine restarted): start again
+            # on the same data, as brokers restarting after a crash would.
         props = dict(item.split("=", 1) for item in args.broker_prop)
         cluster = LocalCluster(
             brokers=args.brokers, base_dir=directory, broker_props=props, outlive_parent=True

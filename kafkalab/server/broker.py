@@ -35,6 +35,7 @@ from kafkalab.server.link_faults import LinkFaults
 from kafkalab.server.producer_ids import ProducerIdManager
 from kafkalab.server.replica_state import REPORT_INTERVAL_S, ReplicaStateReporter
 from kafkalab.server.socket_server import SocketServer
+from kafkalab.storage.errors import LogDirInUseError
 from kafkalab.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
@@ -357,5 +358,9 @@ def _main(args: argparse.Namespace) -> int:
         format="[%(asctime)s] %(levelname)s %(name)s: %(message)s",
     )
     config = KafkaConfig.from_file(args.config, overrides)
-    asyncio.run(_run(config))
+    try:
+        asyncio.run(_run(config))
+    except LogDirInUseError as e:
+        print(e, file=sys.stderr)
+        return 1
     return 0

@@ -40,7 +40,8 @@ from kafkalab.protocol.messages import CONTROLLER_APIS, api_versions_body
 from kafkalab.server.broker import stop_when_parent_dies
 from kafkalab.server.config import parse_listener, read_properties
 from kafkalab.server.socket_server import SocketServer
-from kafkalab.storage.errors import StorageError
+from kafkalab.storage.errors import LogDirInUseError, StorageError
+from kafkalab.storage.file_lock import FileLock
 
 log = logging.getLogger(__name__)
 TICK_SECONDS = 0.25
@@ -216,13 +217,19 @@ class ControllerServer:
         directory = self.props.get("log.dirs", self.props.get("metadata.log.dir", ""))
         if not directory:
             raise ValueError("the controller needs log.dirs (where its metadata log lives)")
-        self.controller = QuorumController(
-            Path(directory.split(",")[0]),
-            session_timeout_ms=int(self.props.get("broker.session.timeout.ms", 9000)),
-            unclean_leader_election_enable=(
-                self.props.get("unclean.leader.election.enable", "false").lower() == "true"
-            ),
-        )
+        data_dir = Path(directory.split(",")[0])
+        self._lock = FileLock(data_dir).lock()  # one controller a directory
+        try:
+            self.controller = QuorumController(
+                data_dir,
+                session_timeout_ms=int(self.props.get("broker.session.timeout.ms", 9000)),
+                unclean_leader_election_enable=(
+                    self.props.get("unclean.leader.election.enable", "false").lower() == "true"
+                ),
+            )
+        except BaseException:
+            self._lock.unlock()
+            raise
         _, host, port = parse_listener(self.props.get("listeners", "CONTROLLER://127.0.0.1:0"))
         self.server = SocketServer(
             ControllerApis(self.controller),
@@ -262,6 +269,7 @@ class ControllerServer:
         if self.server is not None:
             await self.server.stop()
         self.controller.close()
+        self._lock.unlock()
         self._stopped.set()
 
 
@@ -332,5 +340,9 @@ def _main(args: argparse.Namespace) -> int:
         level=os.environ.get("KAFKALAB_LOG_LEVEL", "INFO"),
         format="[%(asctime)s] %(levelname)s %(name)s: %(message)s",
     )
-    asyncio.run(_run(props))
+    try:
+        asyncio.run(_run(props))
+    except LogDirInUseError as e:
+        print(e, file=sys.stderr)
+        return 1
     return 0

@@ -15,6 +15,7 @@ __all__ = [
     "IndexFullError",
     "InvalidOffsetError",
     "KafkaStorageError",
+    "LogDirInUseError",
     "LogOffsetMetadataError",
     "OffsetOutOfRangeError",
     "RecordBatchTooLargeError",
@@ -104,3 +105,16 @@ class KafkaStorageError(StorageError):
     """
 
     error_code = 56
+
+
+class LogDirInUseError(StorageError):
+    """Another process holds the directory's `.lock` (Kafka refuses to start the same
+    way). Stop the other broker or controller, or give this one its own directory."""
+
+    def __init__(self, directory) -> None:
+        super().__init__(
+            f"Failed to acquire lock on file .lock in {directory}: another kafkalab "
+            "broker or controller is using this directory. Stop it (`kafkalab cluster "
+            "down --dir ...` for a cluster) or give this one its own directory."
+        )
+        self.directory = directory

@@ -4,6 +4,7 @@ Kafka's class: kafka.log.LogManager. A broker has one or more log directories
 (`log.dirs`); each holds partition directories and the checkpoint files:
 
     /var/kafka-logs/
+        .lock                              held (flock) while a broker has it open
         .kafka_cleanshutdown               present only after a clean shutdown
         recovery-point-offset-checkpoint   per partition: everything below was fsynced
         log-start-offset-checkpoint        per partition: first offset still readable
@@ -37,6 +38,7 @@ from kafkalab.storage.checkpoint_file import (
     OffsetCheckpointFile,
     fsync_dir,
 )
+from kafkalab.storage.file_lock import FileLock
 from kafkalab.storage.log_config import LogConfig
 from kafkalab.storage.unified_log import DeletedSegment, UnifiedLog, parse_topic_partition
 
@@ -82,8 +84,19 @@ class LogManager:
         self._last_run = dict.fromkeys(self._intervals, now)
         self._logs: dict[TopicPartition, UnifiedLog] = {}
         self.had_clean_shutdown: dict[Path, bool] = {}
-        for directory in self.log_dirs:
-            self._load_dir(directory)
+        self._locks: list[FileLock] = []
+        try:
+            for directory in self.log_dirs:
+                self._locks.append(FileLock(directory).lock())  # LogDirInUseError if taken
+                self._load_dir(directory)
+        except BaseException:
+            self._unlock()
+            raise
+
+    def _unlock(self) -> None:
+        for lock in self._locks:
+            lock.unlock()
+        self._locks = []
 
     def _load_dir(self, directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
@@ -220,6 +233,7 @@ class LogManager:
         for directory in self.log_dirs:
             (directory / CLEAN_SHUTDOWN_FILE).touch()
             fsync_dir(directory)
+        self._unlock()  # last: the directory is consistent before another may open it
 
     close = shutdown
 

@@ -121,6 +121,8 @@ def test_cluster_command_line_up_faults_and_down(tmp_path):
     try:
         assert up.returncode == 0, up.stderr
         assert up.stdout.splitlines()[-1].startswith("bootstrap.servers=127.0.0.1:")
+        again = run("up", "--brokers", "2")  # would orphan the running processes
+        assert again.returncode == 1 and "already running" in again.stderr
         assert run("stop", "2").returncode == 0
         assert "broker 2\t" in run("status").stdout and "paused" in run("status").stdout
         assert run("continue", "2").returncode == 0
