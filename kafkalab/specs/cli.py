@@ -53,7 +53,8 @@ def _main(args: argparse.Namespace) -> int:
             print(f"{c.name}\t{c.module.name}\texpect {c.expect}")
         return 0
     if args.verb == "show":
-        from kafkalab.specs.trace import load_trace, replication_table, transactions_table
+        from kafkalab.specs.trace import load_trace
+        from kafkalab.viz.traces import replication_table, transactions_table
 
         trace = load_trace(args.trace)
         table = transactions_table if "coordinator" in trace.variables else replication_table

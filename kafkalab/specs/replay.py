@@ -21,13 +21,12 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kafkalab.protocol.errors import KafkaError
+from kafkalab.errors import KafkaError
 from kafkalab.records import SimpleRecord, build_batch, iter_batches
-from kafkalab.replication.partition import Partition
+from kafkalab.replication.partition import Partition, Role
 from kafkalab.specs.trace import Trace, load_trace
+from kafkalab.specs.trace_actions import NONE, infer_action
 from kafkalab.storage.unified_log import UnifiedLog
-
-NONE = "none"
 
 
 class ReplayMismatch(AssertionError):
@@ -45,45 +44,6 @@ class ReplayReport:
         import pandas as pd
 
         return pd.DataFrame(self.steps).set_index("step")
-
-
-def infer_action(before: dict, after: dict) -> tuple[str, tuple]:
-    """Which KafkaReplication action leads from `before` to `after` (each action
-    changes a different set of variables)."""
-    replicas = sorted(before["log"])
-
-    def changed(var: str) -> list[str]:
-        return [r for r in replicas if before[var][r] != after[var][r]]
-
-    bq, aq = before["quorum"], after["quorum"]
-    if after["crashes"] > before["crashes"]:
-        local = [r for v in ("epoch", "leader", "log", "hw", "cache", "isr") for r in changed(v)]
-        gone = sorted(set(bq["isr"]) - set(aq["isr"]))
-        return "Crash", ((local or gone or [""])[0],)  # "": a crash that changed nothing
-    for r in changed("epoch"):
-        return ("BecomeLeader" if after["leader"][r] == r else "BecomeFollower"), (r,)
-    if after["nextId"] > before["nextId"]:
-        return "LeaderWrite", (changed("log")[0],)
-    if aq["isr"] != bq["isr"] and aq["epoch"] == bq["epoch"]:
-        (f,) = set(aq["isr"]) ^ set(bq["isr"])
-        if f in aq["isr"]:  # only the leader adds (AlterPartition)
-            return "LeaderExpandIsr", (aq["leader"], f)
-        if changed("isr"):  # the leader's own view shrank with the controller's
-            return "LeaderShrinkIsr", (changed("isr")[0], f)
-        return "ControllerFence", (f,)
-    if changed("isr") and aq == bq:
-        return "LeaderLearnsIsr", (changed("isr")[0],)
-    leaders_hw = [r for r in changed("hw") if after["leader"][r] == r]
-    if leaders_hw:
-        return "LeaderIncreaseHw", (leaders_hw[0],)
-    if changed("log") or changed("hw"):
-        return "FollowerFetch", ((changed("log") or changed("hw"))[0],)
-    if aq["epoch"] != bq["epoch"] and aq["leader"] != NONE:
-        return "ControllerElect", (aq["leader"],)
-    if aq != bq:
-        gone = set(bq["isr"]) - set(aq["isr"])
-        return "ControllerFence", (gone.pop() if gone else bq["leader"],)
-    return "Stutter", ()
 
 
 def _broker_id(name: str) -> int:
@@ -222,7 +182,7 @@ def _perform(action, args, before, after, parts, ids, step) -> str:
         keep = len(after["log"][r])
         p = parts[r]
         p.log.truncate_to(keep)  # what survives the power cut
-        p.role, p.leader_id, p.leader_epoch = "none", -1, -1  # a restarted broker
+        p.role, p.leader_id, p.leader_epoch = Role.NONE, -1, -1  # a restarted broker
         return f"power failure: {keep} records survive"
     return "controller only"
 
@@ -341,7 +301,7 @@ def replay_transactions(
     must be what the spec says. (LSO and read_committed are the spec's alone until
     kafkalab's transactional read path exists.)"""
     from kafkalab.coordinator.transaction import TransactionStateMachine
-    from kafkalab.protocol.errors import KafkaError
+    from kafkalab.errors import KafkaError
     from kafkalab.records.control_record import ControlRecordType, build_end_txn_marker_batch
     from kafkalab.storage.errors import StorageError
     from kafkalab.storage.unified_log import AppendOrigin

@@ -25,12 +25,8 @@ from kafkalab.specs.runner import (
     load_checks,
     run_check,
 )
-from kafkalab.specs.trace import (
-    load_trace,
-    replication_graph,
-    replication_table,
-    transactions_table,
-)
+from kafkalab.specs.trace import load_trace
+from kafkalab.viz.traces import replication_graph, replication_table, transactions_table
 
 CHECKS = load_checks()
 

@@ -1,0 +1,124 @@
+"""Counterexample traces as tables (pandas) and pictures (graphviz).
+
+replication_table(trace)            # a row per step and replica
+replication_graph(trace, step=-1)   # one step: logs, HW, epochs, ISR
+transactions_table(trace)           # a row per step of a transactions trace
+"""
+
+from __future__ import annotations
+
+from kafkalab.specs.trace import Trace
+from kafkalab.specs.trace_actions import action_label
+
+_EPOCH_COLOURS = ["#dbe9f6", "#fde2c8", "#d9f0d3", "#f3d1e6", "#fff3b0", "#e0e0e0"]
+
+
+def _log_text(log: list[dict]) -> str:
+    return " ".join(f"{r['id']}@e{r['epoch']}" for r in log) or "—"
+
+
+def replication_table(trace: Trace):
+    """One row per step and replica of a KafkaReplication trace: the action that
+    led to the step, what the replica believes (leader, epoch, ISR), its log as
+    record@epoch, LEO, HW and epoch cache; and the controller's quorum state."""
+    import pandas as pd
+
+    rows = []
+    for step, state in enumerate(trace.states):
+        action = action_label(trace, step)
+        q = state["quorum"]
+        for r in sorted(state["log"]):
+            rows.append(
+                {
+                    "step": step,
+                    "action": action or "",
+                    "replica": r,
+                    "believes leader": state["leader"][r],
+                    "epoch": state["epoch"][r],
+                    "log": _log_text(state["log"][r]),
+                    "LEO": len(state["log"][r]),
+                    "HW": state["hw"][r],
+                    "epoch cache": " ".join(
+                        f"{e['epoch']}@{e['start']}" for e in state["cache"][r]
+                    ),
+                    "ISR it knows": ",".join(state["isr"][r]),
+                    "controller": f"{q['leader']} e{q['epoch']} isr={','.join(q['isr'])}",
+                }
+            )
+    return pd.DataFrame(rows).set_index(["step", "replica"])
+
+
+def replication_graph(trace: Trace, step: int = -1, title: str = ""):
+    """Step `step` of a KafkaReplication trace: each replica's log as cells
+    (record id, coloured by epoch; a thick border below its HW), what it believes,
+    and the controller's leader, epoch and ISR."""
+    import graphviz
+
+    state = trace.states[step]
+    number = step if step >= 0 else len(trace.states) + step
+    action = action_label(trace, number)
+    q = state["quorum"]
+    g = graphviz.Digraph(
+        graph_attr={
+            "rankdir": "LR",
+            "label": title or f"step {number}: {action or 'initial state'}",
+            "labelloc": "t",
+            "fontname": "Helvetica",
+        },
+        node_attr={"fontname": "Helvetica", "fontsize": "10", "shape": "plaintext"},
+    )
+    g.node(
+        "controller",
+        label=f"controller\\nleader {q['leader']}, epoch {q['epoch']}\\nISR {{{', '.join(q['isr'])}}}",
+        shape="box",
+    )
+    committed = {(c[0], c[1]["id"]) for c in state.get("committed", [])}
+    for r in sorted(state["log"]):
+        cells = []
+        for offset, record in enumerate(state["log"][r]):
+            colour = _EPOCH_COLOURS[record["epoch"] % len(_EPOCH_COLOURS)]
+            border = ' BORDER="3"' if offset < state["hw"][r] else ""
+            mark = "*" if (offset, record["id"]) in committed else ""
+            cells.append(
+                f'<TD BGCOLOR="{colour}"{border}>{offset}: r{record["id"]}{mark}'
+                f"<BR/>e{record['epoch']}</TD>"
+            )
+        cells.append(f'<TD BORDER="0">LEO={len(state["log"][r])}<BR/>HW={state["hw"][r]}</TD>')
+        role = "leader" if state["leader"][r] == r else f"follows {state['leader'][r]}"
+        label = (
+            f'<<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="0"><TR>'
+            f'<TD BORDER="0"><B>{r}</B><BR/>{role}, epoch {state["epoch"][r]}</TD>'
+            f"{''.join(cells)}</TR></TABLE>>"
+        )
+        g.node(r, label=label)
+        g.edge("controller", r, style="dotted", arrowhead="none")
+    return g
+
+
+def transactions_table(trace: Trace):
+    """One row per step of a KafkaTransactions trace: each producer instance's
+    epoch and status, the coordinator's state, epoch and partitions, every
+    partition's log (d<id>@e<epoch> for data, COMMIT/ABORT@e<epoch> for markers)
+    and who owns the transactional.id."""
+    import pandas as pd
+
+    rows = []
+    for step, state in enumerate(trace.states):
+        row = {"step": step}
+        for i, p in sorted(state["producer"].items()):
+            row[i] = f"{p['status']} e{p['epoch']}" + (f" txn {p['txn']}" if p["txn"] else "")
+        c = state["coordinator"]
+        row["coordinator"] = f"{c['state']} e{c['epoch']} {{{', '.join(c['partitions'])}}}"
+        for p, entries in sorted(state["log"].items()):
+            row[p] = (
+                " ".join(
+                    f"d{e['id']}@e{e['epoch']}"
+                    if e["kind"] == "data"
+                    else f"{e['kind'].upper()}@e{e['epoch']}"
+                    for e in entries
+                )
+                or "—"
+            )
+        row["owner"] = state["owner"]
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("step")
