@@ -1,6 +1,15 @@
-"""Kafka's error codes, by number and name (Kafka: org.apache.kafka.common.protocol.Errors).
+"""Kafka's error codes and the one exception family that carries them.
 
-Every response carries them per partition, topic or request; 0 means success.
+Kafka's classes: org.apache.kafka.common.protocol.Errors (every code by number
+and name) and org.apache.kafka.common.errors.ApiException (the base of every
+exception that reaches a client as a code). Every response carries codes per
+partition, topic or request; 0 means success.
+
+This module is the bottom of the house: it imports nothing of ours, and every
+package may import it. Every error kafkalab raises on purpose is a KafkaError
+(storage's OffsetOutOfRangeError, records' CorruptRecordError, ...), so a
+handler answers any of them with `e.code`, and a Python user reads a message
+that says what to do.
 """
 
 from __future__ import annotations
@@ -105,9 +114,22 @@ class Errors(IntEnum):
 
 
 class KafkaError(Exception):
-    """An error that reaches a client as `code` (raised by the teaching client and
-    by broker code that answers with one code)."""
+    """An error that reaches a client as `code`.
+
+    Raise it with a code and a message (`KafkaError(Errors.NOT_COORDINATOR, "...")`),
+    or subclass it with a fixed `code` and raise the subclass with a message alone
+    (`OffsetOutOfRangeError(...)`: see `KafkaErrorWithCode`)."""
+
+    code: Errors = Errors.UNKNOWN_SERVER_ERROR
 
     def __init__(self, code: Errors | int, message: str = "") -> None:
         self.code = Errors(code)
+        self.message = message
         super().__init__(f"{self.code.name} ({int(self.code)}){': ' + message if message else ''}")
+
+
+class KafkaErrorWithCode(KafkaError):
+    """Base of the errors whose class fixes the code: raised with a message only."""
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(type(self).code, message)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from kafkalab.client.network_client import NetworkClient
-from kafkalab.protocol.errors import Errors, KafkaError
+from kafkalab.errors import Errors, KafkaError
+from kafkalab.protocol.api_keys import ApiKeys
 
 
 class Admin:
@@ -32,7 +33,7 @@ class Admin:
             "timeout_ms": 30_000,
             "validate_only": validate_only,
         }
-        (result,) = self.client.any_connection().request(19, body)["topics"]
+        (result,) = self.client.any_connection().request(ApiKeys.CREATE_TOPICS, body)["topics"]
         if result["error_code"]:
             raise KafkaError(result["error_code"], result.get("error_message") or name)
 

@@ -18,7 +18,7 @@ import sys
 from kafkalab.client.admin import Admin
 from kafkalab.client.consumer import KafkaConsumer
 from kafkalab.client.producer import KafkaProducer
-from kafkalab.protocol.errors import KafkaError
+from kafkalab.errors import KafkaError
 
 
 def add_subcommand(subparsers: argparse._SubParsersAction) -> None:

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from kafkalab.client.network_client import NetworkClient, merge_config
-from kafkalab.protocol.errors import Errors, KafkaError
+from kafkalab.errors import Errors, KafkaError
+from kafkalab.protocol.api_keys import ApiKeys
 from kafkalab.records import iter_batches
 from kafkalab.records.record import Header
 
@@ -242,7 +243,7 @@ class KafkaConsumer:
             "rack_id": "",
         }
         try:
-            response = self.client.connection(leader).request(1, body)
+            response = self.client.connection(leader).request(ApiKeys.FETCH, body)
             self._completed.put((leader, generation, response, None))
         except Exception as e:  # handed to poll(), which raises it
             self.client.drop(leader)

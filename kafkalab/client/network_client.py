@@ -20,7 +20,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from kafkalab.protocol.errors import Errors, KafkaError
+from kafkalab.errors import Errors, KafkaError
+from kafkalab.protocol.api_keys import ApiKeys
 from kafkalab.protocol.header import RequestHeader, decode_response, encode_request
 from kafkalab.protocol.messages import APIS
 
@@ -57,7 +58,7 @@ class BrokerConnection:
         self._lock = threading.Lock()
         self.broken = False
         self.versions: dict[int, int] = {}
-        _, body = self._call(18, 0, {})
+        _, body = self._call(ApiKeys.API_VERSIONS, 0, {})
         for entry in body["api_keys"]:
             api = APIS.get(entry["api_key"])
             if api is not None:
@@ -179,7 +180,7 @@ class NetworkClient:
             "topics": None if topics is None else [{"name": t} for t in topics],
             "allow_auto_topic_creation": allow_auto_topic_creation,
         }
-        response = self.any_connection().request(3, body)
+        response = self.any_connection().request(ApiKeys.METADATA, body)
         self.nodes = {
             b["node_id"]: Node(b["node_id"], b["host"], b["port"]) for b in response["brokers"]
         }

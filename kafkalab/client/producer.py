@@ -33,7 +33,8 @@ from typing import Any
 
 from kafkalab.client.network_client import NetworkClient, merge_config
 from kafkalab.client.partitioner import StickyPartitioner, partition_for_key
-from kafkalab.protocol.errors import Errors, KafkaError
+from kafkalab.errors import Errors, KafkaError
+from kafkalab.protocol.api_keys import ApiKeys
 from kafkalab.records import CompressionType, Header, SimpleRecord, build_batch
 
 RETRIABLE = {
@@ -237,7 +238,9 @@ class Sender(threading.Thread):
             "topics": [{"name": t, "partitions": parts} for t, parts in topics.items()],
         }
         try:
-            response = p.client.connection(leader).request(0, body, expect_response=p.acks != 0)
+            response = p.client.connection(leader).request(
+                ApiKeys.PRODUCE, body, expect_response=p.acks != 0
+            )
         except (KafkaError, OSError) as e:
             p.client.drop(leader)
             for batch in batches:

@@ -42,7 +42,7 @@ from kafkalab.controller.metadata_image import (
     PartitionRegistration,
     TopicInfo,
 )
-from kafkalab.protocol.errors import Errors, KafkaError
+from kafkalab.errors import Errors, KafkaError
 from kafkalab.records import SimpleRecord, build_batch, iter_batches
 from kafkalab.storage.log_config import LogConfig
 from kafkalab.storage.unified_log import AppendOrigin, UnifiedLog

@@ -4,10 +4,9 @@ types      primitive types, classic and compact (flexible) forms, tagged fields
 schema     Field / Message: schemas declared as data, one generic codec
 messages   the APIs kafkalab speaks and the versions it advertises (APIS)
 header     framing, request/response headers
-errors     Kafka's error codes (Errors)
+api_keys   ApiKeys: every API key by Kafka's name
 """
 
-from kafkalab.protocol.errors import Errors, KafkaError
 from kafkalab.protocol.header import (
     RequestHeader,
     decode_request_header,
@@ -21,8 +20,6 @@ from kafkalab.protocol.types import ProtocolError, Reader, Writer
 __all__ = [
     "APIS",
     "Api",
-    "Errors",
-    "KafkaError",
     "ProtocolError",
     "Reader",
     "RequestHeader",

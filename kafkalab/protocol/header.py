@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kafkalab.protocol.api_keys import ApiKeys
 from kafkalab.protocol.messages import APIS, Api
 from kafkalab.protocol.types import (
     STRING,
@@ -33,7 +34,6 @@ from kafkalab.protocol.types import (
     write_tagged_fields,
 )
 
-API_VERSIONS_KEY = 18
 _SIZE = struct.Struct(">i")
 _HEADER_START = struct.Struct(">hhi")
 
@@ -53,7 +53,7 @@ def request_header_version(api: Api | None, version: int) -> int:
 
 
 def response_header_version(api: Api, version: int) -> int:
-    if api.key == API_VERSIONS_KEY:
+    if api.key == ApiKeys.API_VERSIONS:
         return 0
     return 1 if api.response.is_flexible(version) else 0
 

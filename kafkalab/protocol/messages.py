@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kafkalab.protocol.api_keys import ApiKeys
 from kafkalab.protocol.schema import Field as F
 from kafkalab.protocol.schema import Message
 from kafkalab.protocol.types import (
@@ -35,7 +36,7 @@ from kafkalab.protocol.types import (
 class Api:
     """One API: its key, name, the versions kafkalab supports, and both schemas."""
 
-    key: int
+    key: ApiKeys
     name: str
     min_version: int
     max_version: int
@@ -49,7 +50,7 @@ class Api:
 # -- ApiVersions (18) ----------------------------------------------------------------------
 
 API_VERSIONS_REQUEST = Message(
-    18,
+    ApiKeys.API_VERSIONS,
     "ApiVersionsRequest",
     [
         F("client_software_name", STRING, "3+"),
@@ -59,7 +60,7 @@ API_VERSIONS_REQUEST = Message(
 )
 
 API_VERSIONS_RESPONSE = Message(
-    18,
+    ApiKeys.API_VERSIONS,
     "ApiVersionsResponse",
     [
         F("error_code", INT16),
@@ -79,7 +80,7 @@ API_VERSIONS_RESPONSE = Message(
 # -- Metadata (3) --------------------------------------------------------------------------
 
 METADATA_REQUEST = Message(
-    3,
+    ApiKeys.METADATA,
     "MetadataRequest",
     [
         F("topics", [F("name", STRING)], nullable="1+"),
@@ -91,7 +92,7 @@ METADATA_REQUEST = Message(
 )
 
 METADATA_RESPONSE = Message(
-    3,
+    ApiKeys.METADATA,
     "MetadataResponse",
     [
         F("throttle_time_ms", INT32, "3+"),
@@ -135,7 +136,7 @@ METADATA_RESPONSE = Message(
 # -- Produce (0) ---------------------------------------------------------------------------
 
 PRODUCE_REQUEST = Message(
-    0,
+    ApiKeys.PRODUCE,
     "ProduceRequest",
     [
         F("transactional_id", STRING, "3+", nullable="0+"),
@@ -159,7 +160,7 @@ PRODUCE_REQUEST = Message(
 )
 
 PRODUCE_RESPONSE = Message(
-    0,
+    ApiKeys.PRODUCE,
     "ProduceResponse",
     [
         F(
@@ -195,7 +196,7 @@ PRODUCE_RESPONSE = Message(
 # -- Fetch (1) -----------------------------------------------------------------------------
 
 FETCH_REQUEST = Message(
-    1,
+    ApiKeys.FETCH,
     "FetchRequest",
     [
         F("replica_id", INT32),
@@ -235,7 +236,7 @@ FETCH_REQUEST = Message(
 )
 
 FETCH_RESPONSE = Message(
-    1,
+    ApiKeys.FETCH,
     "FetchResponse",
     [
         F("throttle_time_ms", INT32, "1+"),
@@ -275,7 +276,7 @@ FETCH_RESPONSE = Message(
 # -- ListOffsets (2) -----------------------------------------------------------------------
 
 LIST_OFFSETS_REQUEST = Message(
-    2,
+    ApiKeys.LIST_OFFSETS,
     "ListOffsetsRequest",
     [
         F("replica_id", INT32),
@@ -300,7 +301,7 @@ LIST_OFFSETS_REQUEST = Message(
 )
 
 LIST_OFFSETS_RESPONSE = Message(
-    2,
+    ApiKeys.LIST_OFFSETS,
     "ListOffsetsResponse",
     [
         F("throttle_time_ms", INT32, "2+"),
@@ -328,7 +329,7 @@ LIST_OFFSETS_RESPONSE = Message(
 # -- CreateTopics (19) ---------------------------------------------------------------------
 
 CREATE_TOPICS_REQUEST = Message(
-    19,
+    ApiKeys.CREATE_TOPICS,
     "CreateTopicsRequest",
     [
         F(
@@ -360,7 +361,7 @@ CREATE_TOPICS_REQUEST = Message(
 )
 
 CREATE_TOPICS_RESPONSE = Message(
-    19,
+    ApiKeys.CREATE_TOPICS,
     "CreateTopicsResponse",
     [
         F("throttle_time_ms", INT32, "2+"),
@@ -379,7 +380,7 @@ CREATE_TOPICS_RESPONSE = Message(
 # -- DeleteTopics (20) ---------------------------------------------------------------------
 
 DELETE_TOPICS_REQUEST = Message(
-    20,
+    ApiKeys.DELETE_TOPICS,
     "DeleteTopicsRequest",
     [
         F("topic_names", ArrayOf(STRING), "0-5"),
@@ -389,7 +390,7 @@ DELETE_TOPICS_REQUEST = Message(
 )
 
 DELETE_TOPICS_RESPONSE = Message(
-    20,
+    ApiKeys.DELETE_TOPICS,
     "DeleteTopicsResponse",
     [
         F("throttle_time_ms", INT32, "1+"),
@@ -407,7 +408,7 @@ DELETE_TOPICS_RESPONSE = Message(
 # -- InitProducerId (22) -------------------------------------------------------------------
 
 INIT_PRODUCER_ID_REQUEST = Message(
-    22,
+    ApiKeys.INIT_PRODUCER_ID,
     "InitProducerIdRequest",
     [
         F("transactional_id", STRING, nullable="0+"),
@@ -417,7 +418,7 @@ INIT_PRODUCER_ID_REQUEST = Message(
 )
 
 INIT_PRODUCER_ID_RESPONSE = Message(
-    22,
+    ApiKeys.INIT_PRODUCER_ID,
     "InitProducerIdResponse",
     [
         F("throttle_time_ms", INT32),
@@ -431,7 +432,7 @@ INIT_PRODUCER_ID_RESPONSE = Message(
 # -- OffsetForLeaderEpoch (23) -------------------------------------------------------------
 
 OFFSET_FOR_LEADER_EPOCH_REQUEST = Message(
-    23,
+    ApiKeys.OFFSET_FOR_LEADER_EPOCH,
     "OffsetForLeaderEpochRequest",
     [
         F("replica_id", INT32, "3+", default=-2),
@@ -454,7 +455,7 @@ OFFSET_FOR_LEADER_EPOCH_REQUEST = Message(
 )
 
 OFFSET_FOR_LEADER_EPOCH_RESPONSE = Message(
-    23,
+    ApiKeys.OFFSET_FOR_LEADER_EPOCH,
     "OffsetForLeaderEpochResponse",
     [
         F("throttle_time_ms", INT32, "2+"),
@@ -478,19 +479,40 @@ OFFSET_FOR_LEADER_EPOCH_RESPONSE = Message(
 )
 
 
-APIS: dict[int, Api] = {
+APIS: dict[ApiKeys, Api] = {
     api.key: api
     for api in (
-        Api(0, "Produce", 0, 7, PRODUCE_REQUEST, PRODUCE_RESPONSE),
-        Api(1, "Fetch", 0, 11, FETCH_REQUEST, FETCH_RESPONSE),
-        Api(2, "ListOffsets", 0, 5, LIST_OFFSETS_REQUEST, LIST_OFFSETS_RESPONSE),
-        Api(3, "Metadata", 0, 9, METADATA_REQUEST, METADATA_RESPONSE),
-        Api(18, "ApiVersions", 0, 3, API_VERSIONS_REQUEST, API_VERSIONS_RESPONSE),
-        Api(19, "CreateTopics", 0, 4, CREATE_TOPICS_REQUEST, CREATE_TOPICS_RESPONSE),
-        Api(20, "DeleteTopics", 0, 3, DELETE_TOPICS_REQUEST, DELETE_TOPICS_RESPONSE),
-        Api(22, "InitProducerId", 0, 1, INIT_PRODUCER_ID_REQUEST, INIT_PRODUCER_ID_RESPONSE),
+        Api(ApiKeys.PRODUCE, "Produce", 0, 7, PRODUCE_REQUEST, PRODUCE_RESPONSE),
+        Api(ApiKeys.FETCH, "Fetch", 0, 11, FETCH_REQUEST, FETCH_RESPONSE),
+        Api(ApiKeys.LIST_OFFSETS, "ListOffsets", 0, 5, LIST_OFFSETS_REQUEST, LIST_OFFSETS_RESPONSE),
+        Api(ApiKeys.METADATA, "Metadata", 0, 9, METADATA_REQUEST, METADATA_RESPONSE),
+        Api(ApiKeys.API_VERSIONS, "ApiVersions", 0, 3, API_VERSIONS_REQUEST, API_VERSIONS_RESPONSE),
         Api(
-            23,
+            ApiKeys.CREATE_TOPICS,
+            "CreateTopics",
+            0,
+            4,
+            CREATE_TOPICS_REQUEST,
+            CREATE_TOPICS_RESPONSE,
+        ),
+        Api(
+            ApiKeys.DELETE_TOPICS,
+            "DeleteTopics",
+            0,
+            3,
+            DELETE_TOPICS_REQUEST,
+            DELETE_TOPICS_RESPONSE,
+        ),
+        Api(
+            ApiKeys.INIT_PRODUCER_ID,
+            "InitProducerId",
+            0,
+            1,
+            INIT_PRODUCER_ID_REQUEST,
+            INIT_PRODUCER_ID_RESPONSE,
+        ),
+        Api(
+            ApiKeys.OFFSET_FOR_LEADER_EPOCH,
             "OffsetForLeaderEpoch",
             0,
             3,
@@ -517,7 +539,7 @@ def api_versions_body(apis: dict[int, Api], error: int = 0) -> dict:
 #    to clients): how brokers register, stay alive and change ISRs (KRaft). ------------------
 
 BROKER_REGISTRATION_REQUEST = Message(
-    62,
+    ApiKeys.BROKER_REGISTRATION,
     "BrokerRegistrationRequest",
     [
         F("broker_id", INT32),
@@ -546,7 +568,7 @@ BROKER_REGISTRATION_REQUEST = Message(
 )
 
 BROKER_REGISTRATION_RESPONSE = Message(
-    62,
+    ApiKeys.BROKER_REGISTRATION,
     "BrokerRegistrationResponse",
     [
         F("throttle_time_ms", INT32),
@@ -557,7 +579,7 @@ BROKER_REGISTRATION_RESPONSE = Message(
 )
 
 BROKER_HEARTBEAT_REQUEST = Message(
-    63,
+    ApiKeys.BROKER_HEARTBEAT,
     "BrokerHeartbeatRequest",
     [
         F("broker_id", INT32),
@@ -570,7 +592,7 @@ BROKER_HEARTBEAT_REQUEST = Message(
 )
 
 BROKER_HEARTBEAT_RESPONSE = Message(
-    63,
+    ApiKeys.BROKER_HEARTBEAT,
     "BrokerHeartbeatResponse",
     [
         F("throttle_time_ms", INT32),
@@ -583,7 +605,7 @@ BROKER_HEARTBEAT_RESPONSE = Message(
 )
 
 ALTER_PARTITION_REQUEST = Message(
-    56,
+    ApiKeys.ALTER_PARTITION,
     "AlterPartitionRequest",
     [
         F("broker_id", INT32),
@@ -609,7 +631,7 @@ ALTER_PARTITION_REQUEST = Message(
 )
 
 ALTER_PARTITION_RESPONSE = Message(
-    56,
+    ApiKeys.ALTER_PARTITION,
     "AlterPartitionResponse",
     [
         F("throttle_time_ms", INT32),
@@ -636,22 +658,36 @@ ALTER_PARTITION_RESPONSE = Message(
     flexible_from=0,
 )
 
-CONTROLLER_APIS: dict[int, Api] = {
+CONTROLLER_APIS: dict[ApiKeys, Api] = {
     api.key: api
     for api in (
-        APIS[1],  # Fetch: brokers read the metadata log with it
-        APIS[18],
-        APIS[19],
-        APIS[20],
-        Api(56, "AlterPartition", 0, 1, ALTER_PARTITION_REQUEST, ALTER_PARTITION_RESPONSE),
+        APIS[ApiKeys.FETCH],  # Fetch: brokers read the metadata log with it
+        APIS[ApiKeys.API_VERSIONS],
+        APIS[ApiKeys.CREATE_TOPICS],
+        APIS[ApiKeys.DELETE_TOPICS],
         Api(
-            62,
+            ApiKeys.ALTER_PARTITION,
+            "AlterPartition",
+            0,
+            1,
+            ALTER_PARTITION_REQUEST,
+            ALTER_PARTITION_RESPONSE,
+        ),
+        Api(
+            ApiKeys.BROKER_REGISTRATION,
             "BrokerRegistration",
             0,
             0,
             BROKER_REGISTRATION_REQUEST,
             BROKER_REGISTRATION_RESPONSE,
         ),
-        Api(63, "BrokerHeartbeat", 0, 0, BROKER_HEARTBEAT_REQUEST, BROKER_HEARTBEAT_RESPONSE),
+        Api(
+            ApiKeys.BROKER_HEARTBEAT,
+            "BrokerHeartbeat",
+            0,
+            0,
+            BROKER_HEARTBEAT_REQUEST,
+            BROKER_HEARTBEAT_RESPONSE,
+        ),
     )
 }

@@ -35,6 +35,7 @@ import struct
 from enum import IntEnum
 from typing import NamedTuple
 
+from kafkalab.errors import Errors, KafkaErrorWithCode
 from kafkalab.records.crc import crc32c
 
 # Field offsets (Kafka: DefaultRecordBatch.*_OFFSET).
@@ -98,12 +99,14 @@ CONTROL_FLAG_MASK = 0x20
 DELETE_HORIZON_FLAG_MASK = 0x40
 
 
-class CorruptRecordError(Exception):
+class CorruptRecordError(KafkaErrorWithCode):
     """A batch failed a structural or CRC check.
 
     Kafka's error: CORRUPT_MESSAGE (2). The bytes must not be appended or
     served; a log truncates its tail at the last valid batch on recovery.
     """
+
+    code = Errors.CORRUPT_MESSAGE
 
 
 class InvalidRecordError(CorruptRecordError):

@@ -3,7 +3,8 @@
 Kafka's class: kafka.cluster.Partition. It owns the partition's log and, on the
 leader, what it knows of every follower. No sockets and no clock of its own:
 callers pass the time in ms and carry the messages, so a notebook, a
-hypothesis state machine or a TLA+ trace can drive it step by step.
+hypothesis state machine, a TLA+ trace and the broker's replica fetcher all
+drive the same code step by step.
 
 On the leader:
 - each follower's fetch tells the leader that follower's log end offset (LEO);
@@ -17,7 +18,7 @@ On the leader:
 - acks=all appends need `min.insync.replicas` members in the ISR.
 
 On a follower, after it becomes one, the truncation rule decides how much of
-its own tail it must drop before fetching (`TRUNCATION_RULES`):
+its own tail it must drop before fetching (`TruncationRule`):
     high-watermark        truncate to the local HW (before KIP-101: loses or
                           diverges data in the labs' scenarios; for history only)
     leader-epoch          ask the leader where our latest epoch ended and
@@ -28,12 +29,46 @@ its own tail it must drop before fetching (`TRUNCATION_RULES`):
 
 from __future__ import annotations
 
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
+from enum import StrEnum
 
-from kafkalab.protocol.errors import Errors, KafkaError
-from kafkalab.storage.unified_log import AppendOrigin, LogAppendInfo, UnifiedLog
+from kafkalab.errors import Errors, KafkaError
+from kafkalab.storage.unified_log import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    AppendOrigin,
+    FetchIsolation,
+    LogAppendInfo,
+    TimestampAndOffset,
+    UnifiedLog,
+)
 
-TRUNCATION_RULES = ("high-watermark", "leader-epoch", "fenced-leader-epoch")
+
+class Role(StrEnum):
+    """What this broker is for the partition (a string, so it prints and serialises
+    as "leader" / "follower" / "none")."""
+
+    LEADER = "leader"
+    FOLLOWER = "follower"
+    NONE = "none"
+
+
+class TruncationRule(StrEnum):
+    """kafkalab.follower.truncation.rule: how a new follower finds where to cut."""
+
+    HIGH_WATERMARK = "high-watermark"
+    LEADER_EPOCH = "leader-epoch"
+    FENCED_LEADER_EPOCH = "fenced-leader-epoch"
+
+
+TRUNCATION_RULES = tuple(TruncationRule)
+
+#: OffsetForLeaderEpoch as a follower asks it: (our latest epoch, our current
+#: leader epoch for fencing or -1) -> (epoch, end offset) in the leader's log.
+EpochQuestion = tuple[int, int]
+EpochAnswer = tuple[int, int]
 
 
 @dataclass
@@ -65,8 +100,8 @@ class Partition:
     local_broker_id: int
     log: UnifiedLog
     replica_lag_time_max_ms: int = 30_000
-    truncation_rule: str = "fenced-leader-epoch"
-    role: str = "none"  # leader | follower | none
+    truncation_rule: TruncationRule = TruncationRule.FENCED_LEADER_EPOCH
+    role: Role = Role.NONE
     leader_id: int = -1
     leader_epoch: int = -1
     partition_epoch: int = -1
@@ -81,6 +116,7 @@ class Partition:
                 f"unknown follower truncation rule {self.truncation_rule!r}; "
                 f"use one of {', '.join(TRUNCATION_RULES)}"
             )
+        self.truncation_rule = TruncationRule(self.truncation_rule)
 
     # -- becoming leader or follower ---------------------------------------------------------
 
@@ -99,7 +135,7 @@ class Partition:
                 Errors.FENCED_LEADER_EPOCH,
                 f"epoch {leader_epoch} is older than our {self.leader_epoch}",
             )
-        self.role, self.leader_id = "leader", self.local_broker_id
+        self.role, self.leader_id = Role.LEADER, self.local_broker_id
         self.leader_epoch, self.partition_epoch = leader_epoch, partition_epoch
         self.replicas, self.isr, self.pending_isr = list(replicas), list(isr), None
         self.log.leader_epoch_cache.assign(leader_epoch, self.log.log_end_offset)
@@ -125,7 +161,7 @@ class Partition:
                 Errors.FENCED_LEADER_EPOCH,
                 f"epoch {leader_epoch} is older than our {self.leader_epoch}",
             )
-        self.role, self.leader_id = "follower", leader_id
+        self.role, self.leader_id = Role.FOLLOWER, leader_id
         self.leader_epoch, self.partition_epoch = leader_epoch, partition_epoch
         self.replicas, self.isr, self.pending_isr = list(replicas), list(isr), None
         self.remote = {}
@@ -148,7 +184,7 @@ class Partition:
     ) -> LogAppendInfo:
         """Append as leader (Kafka: appendRecordsToLeader). acks=all refuses the
         write when the ISR is smaller than min.insync.replicas."""
-        self._require_leader()
+        self.require_leader()
         if required_acks == -1 and len(self.isr) < min_insync_replicas:
             raise KafkaError(
                 Errors.NOT_ENOUGH_REPLICAS,
@@ -165,7 +201,7 @@ class Partition:
         """A follower fetched from `fetch_offset`: everything below it is on the
         follower, so that is its LEO (Kafka: updateFollowerFetchState). Moves
         the HW and may propose adding the follower to the ISR."""
-        self._require_leader()
+        self.require_leader()
         replica = self.remote.get(broker_id)
         if replica is None:
             raise KafkaError(
@@ -206,7 +242,7 @@ class Partition:
     def maybe_shrink_isr(self, now_ms: int) -> IsrChange | None:
         """Propose dropping followers that have not caught up to the leader's LEO
         within replica.lag.time.max.ms (Kafka: maybeShrinkIsr)."""
-        self._require_leader()
+        self.require_leader()
         if self.pending_isr is not None:
             return None
         lagging = [
@@ -233,10 +269,24 @@ class Partition:
     def reject_isr_change(self) -> None:
         self.pending_isr = None
 
+    def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, Errors]:
+        """Has an acks=all append that ends at `required_offset` been replicated?
+        (Kafka: checkEnoughReplicasReachOffset.) (done, error): not done while the HW
+        is below it; done with NOT_ENOUGH_REPLICAS_AFTER_APPEND when the HW got
+        there but the ISR shrank below min.insync.replicas meanwhile; done with
+        NOT_LEADER_OR_FOLLOWER when this broker no longer leads."""
+        if self.role != Role.LEADER:
+            return True, Errors.NOT_LEADER_OR_FOLLOWER
+        if self.log.high_watermark < required_offset:
+            return False, Errors.NONE
+        if len(self.isr) < self.log.config.min_insync_replicas:
+            return True, Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        return True, Errors.NONE
+
     def maybe_increment_high_watermark(self) -> bool:
         """HW = min LEO over the maximal ISR (the leader's own included); it only
         moves forward (Kafka: maybeIncrementLeaderHW)."""
-        if self.role != "leader":
+        if self.role != Role.LEADER:
             return False
         leos = [self.log.log_end_offset]
         for b in self.maximal_isr:
@@ -248,8 +298,8 @@ class Partition:
             return True
         return False
 
-    def _require_leader(self) -> None:
-        if self.role != "leader":
+    def require_leader(self) -> None:
+        if self.role != Role.LEADER:
             raise KafkaError(
                 Errors.NOT_LEADER_OR_FOLLOWER,
                 f"broker {self.local_broker_id} does not lead "
@@ -275,20 +325,68 @@ class Partition:
                 f"{self.topic}-{self.partition}: epoch {current_leader_epoch} is older than "
                 f"ours ({self.leader_epoch})",
             )
-        self._require_leader()
+        self.require_leader()
         return self.log.leader_epoch_cache.end_offset_for(requested_epoch, self.log.log_end_offset)
+
+    def _check_current_leader_epoch(self, current_leader_epoch: int) -> None:
+        """A request that names the leader epoch it expects (KIP-320) is refused
+        when that is not ours: FENCED_LEADER_EPOCH if older, UNKNOWN_LEADER_EPOCH if
+        newer (Kafka: Partition.getLocalLog)."""
+        if current_leader_epoch < 0 or current_leader_epoch == self.leader_epoch:
+            return
+        error = (
+            Errors.FENCED_LEADER_EPOCH
+            if current_leader_epoch < self.leader_epoch
+            else Errors.UNKNOWN_LEADER_EPOCH
+        )
+        raise KafkaError(
+            error,
+            f"{self.topic}-{self.partition}: the request expects leader epoch "
+            f"{current_leader_epoch}, this replica is in {self.leader_epoch}",
+        )
+
+    def fetch_offset_for_timestamp(
+        self,
+        timestamp: int,
+        isolation: FetchIsolation,
+        current_leader_epoch: int = -1,
+        fetch_only_from_leader: bool = True,
+    ) -> TimestampAndOffset | None:
+        """ListOffsets on this replica (Kafka: Partition.fetchOffsetForTimestamp).
+
+        Consumers and followers ask the leader only (NOT_LEADER_OR_FOLLOWER
+        elsewhere); only a debugging request (replica id -2) may read a
+        follower's own view. "Latest" is the last offset the asker may fetch:
+        the HW for a consumer (the LSO under read_committed), the LEO for a
+        replica, stamped with the current leader epoch. Earliest and timestamp
+        lookups carry the epoch of the offset they find."""
+        self._check_current_leader_epoch(current_leader_epoch)
+        if fetch_only_from_leader:
+            self.require_leader()
+        if timestamp == LATEST_TIMESTAMP:
+            return TimestampAndOffset(
+                -1, self.log.last_fetchable_offset(isolation), self.leader_epoch
+            )
+        if timestamp not in (EARLIEST_TIMESTAMP, MAX_TIMESTAMP) and timestamp < 0:
+            raise KafkaError(Errors.INVALID_REQUEST, f"no such ListOffsets timestamp {timestamp}")
+        found = self.log.fetch_offset_by_timestamp(timestamp)
+        if found is None:
+            return None
+        epoch = self.log.leader_epoch_cache.epoch_for_offset(found.offset)
+        return TimestampAndOffset(found.timestamp, found.offset, epoch)
 
     # -- the follower -------------------------------------------------------------------------
 
     def epoch_query(self) -> tuple[int, int] | None:
         """What to ask the leader before fetching: (our latest epoch, our current
         leader epoch for fencing, or -1), or None when the rule does not ask."""
-        if self.truncation_rule == "high-watermark":
+        if self.truncation_rule == TruncationRule.HIGH_WATERMARK:
             return None
         latest = self.log.leader_epoch_cache.latest_epoch
         if latest < 0:
             return None
-        current = self.leader_epoch if self.truncation_rule == "fenced-leader-epoch" else -1
+        fenced = self.truncation_rule == TruncationRule.FENCED_LEADER_EPOCH
+        current = self.leader_epoch if fenced else -1
         return latest, current
 
     def truncation_step(self, leader_answer: tuple[int, int] | None = None) -> tuple[int, bool]:
@@ -305,7 +403,7 @@ class Partition:
             us, and ask again with our new latest epoch (KIP-279)."""
         leo = self.log.log_end_offset
         fallback = (min(self.log.high_watermark, leo), True)
-        if self.truncation_rule == "high-watermark" or self.epoch_query() is None:
+        if self.truncation_rule == TruncationRule.HIGH_WATERMARK or self.epoch_query() is None:
             return fallback
         if leader_answer is None:
             raise ValueError(
@@ -321,23 +419,53 @@ class Partition:
             return min(our_end, leo), False
         return min(our_end, end_offset, leo), True
 
-    def truncate_by_rule(self, ask) -> list[dict]:
-        """Run the truncation rounds, asking the leader with `ask(latest_epoch,
-        current_epoch) -> (epoch, end_offset)` (OffsetForLeaderEpoch), and cut.
-        Returns what each round asked, heard and did (the labs print it)."""
-        rounds = []
+    def truncation(self) -> Generator[EpochQuestion, EpochAnswer | None, list[dict] | None]:
+        """Every round of finding where to cut, and the cuts, as a generator (Kafka:
+        the fetcher's Truncating state). It yields each OffsetForLeaderEpoch
+        question; the caller sends back the leader's answer. It returns what
+        each round asked, heard and did, or None when an answer did not come
+        (None sent back): the truncation is not complete and must run again
+        before fetching. The labs (`truncate_by_rule`, answers from a Partition
+        object) and the broker's replica fetcher (answers over the network)
+        run these same steps."""
+        rounds: list[dict] = []
         for _ in range(1 + len(self.log.leader_epoch_cache.entries)):
             question = self.epoch_query()
-            answer = ask(*question) if question is not None else None
+            answer = None
+            if question is not None:
+                answer = yield question
+                if answer is None:
+                    return None
             point, complete = self.truncation_step(answer)
             self.truncate_to(point)
             rounds.append({"asked": question, "answered": answer, "truncated to": point})
             if complete:
                 return rounds
-        raise RuntimeError(f"{self.topic}-{self.partition}: truncation did not converge")
+        return None
+
+    def truncate_by_rule(self, ask: Callable[[int, int], EpochAnswer]) -> list[dict]:
+        """Run the truncation rounds, asking the leader with `ask(latest_epoch,
+        current_epoch) -> (epoch, end_offset)` (OffsetForLeaderEpoch), and cut.
+        Returns what each round asked, heard and did (the labs print it)."""
+        steps = self.truncation()
+        try:
+            question = next(steps)
+            while True:
+                question = steps.send(ask(*question))
+        except StopIteration as done:
+            if done.value is None:
+                raise RuntimeError(
+                    f"{self.topic}-{self.partition}: truncation did not converge"
+                ) from None
+            return done.value
 
     def truncate_to(self, offset: int) -> bool:
         return self.log.truncate_to(offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """The leader no longer has our fetch offset (OFFSET_OUT_OF_RANGE after its
+        retention): drop everything and start again at `offset`."""
+        self.log.truncate_fully_and_start_at(offset)
 
     def append_records_to_follower(self, records: bytes | bytearray, leader_hw: int) -> None:
         """Append what the leader sent and learn its HW (never past our LEO)."""

@@ -1,115 +1,51 @@
 """ReplicaManager: the partitions a broker hosts, and appending to and reading from them.
 
 Kafka's class: kafka.server.ReplicaManager. It holds a Partition (leader or
-follower state machine) for every partition the broker has. This is still the
-single-broker form: the broker leads every partition with an ISR of one, so
-after an append the high watermark moves to the log end offset at once. The
-replicated form (followers, replica fetchers, acks=all waiting) builds on it.
+follower state machine) for every partition the broker has, and is told who
+leads what by the broker's metadata (a controller's metadata log, or a
+standalone broker leading everything itself): `make_leader`, `make_follower`,
+`remove_partition`. It does not know which of the two it runs under.
 
-After every append the delayed fetches watching that partition are checked,
-so a long-polling consumer is answered by the append itself, not by a timer.
+- Appends (`append_records`) go to the leader's Partition; an acks=all produce
+  then waits in the delayed-produce purgatory (DelayedProduce).
+- Reads (`read`) go as far as the asker's FetchIsolation allows: followers to
+  the log end offset, consumers below the high watermark, read_committed
+  consumers below the last stable offset.
+- After every append, HW move and ISR change, the delayed operations watching
+  that partition are checked, so a long-polling consumer or an acks=all
+  producer is answered by the event itself, not by a timer.
+- ISR changes the leaders want (a follower caught up, or fell behind for
+  `replica.lag.time.max.ms`: the isr-expiration task) go to the
+  AlterPartitionManager given as `alter_partition`.
+- Leadership listeners (`add_leadership_listener`) hear every election and
+  resignation: the group and transaction coordinators load and unload their
+  state topics' partitions there, as Kafka's do (onElection / onResignation).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from kafkalab.protocol.errors import Errors, KafkaError
-from kafkalab.records.record_batch import CorruptRecordError
-from kafkalab.replication.delayed_operation import DelayedOperation, DelayedOperationPurgatory
-from kafkalab.replication.partition import Partition
-from kafkalab.storage.errors import StorageError
-from kafkalab.storage.log_config import InvalidConfigError
+from kafkalab.errors import Errors, KafkaError
+from kafkalab.replication.delayed_fetch import ReadResult
+from kafkalab.replication.delayed_operation import DelayedOperationPurgatory
+from kafkalab.replication.delayed_produce import AppendResult
+from kafkalab.replication.partition import IsrChange, Partition, Role, TruncationRule
 from kafkalab.storage.log_manager import LogManager
-from kafkalab.storage.log_segment import FetchDataInfo
-from kafkalab.storage.unified_log import UnifiedLog
+from kafkalab.storage.unified_log import AppendOrigin, FetchIsolation
 
 TopicPartition = tuple[str, int]
 
-#: A single broker leads every partition in epoch 0 (Metadata says so, appends stamp it).
-LEADER_EPOCH = 0
 
+class LeadershipListener(Protocol):
+    """Told when this broker starts or stops leading a partition (Kafka: the
+    coordinators' onElection / onResignation, called from the metadata publisher)."""
 
-def error_of(exc: Exception) -> Errors:
-    """The Kafka error code for an exception from the storage layer."""
-    code = getattr(exc, "error_code", None)
-    if isinstance(exc, CorruptRecordError):
-        return Errors.CORRUPT_MESSAGE
-    if isinstance(exc, InvalidConfigError):
-        return Errors.INVALID_CONFIG
-    if code is not None and code in Errors._value2member_map_:
-        return Errors(code)
-    return Errors.UNKNOWN_SERVER_ERROR
+    def on_election(self, tp: TopicPartition, leader_epoch: int) -> None: ...
 
-
-@dataclass
-class AppendResult:
-    error: Errors
-    base_offset: int = -1
-    log_append_time: int = -1
-    log_start_offset: int = -1
-    message: str | None = None
-    required_offset: int = -1  # acks=all is satisfied once the HW reaches this
-
-
-class DelayedProduce(DelayedOperation):
-    """An acks=all produce waiting until every ISR member has its records
-    (Kafka: DelayedProduce). Completed by HW moves and ISR changes, or by
-    `request.timeout.ms` (REQUEST_TIMED_OUT). If the HW reaches the records
-    but the ISR shrank below min.insync.replicas meanwhile, the answer is
-    NOT_ENOUGH_REPLICAS_AFTER_APPEND: written, but not as safely as asked."""
-
-    def __init__(
-        self,
-        timeout_ms: int,
-        replica_manager: ReplicaManager,
-        pending: dict[TopicPartition, AppendResult],
-        on_done: Callable[[dict[TopicPartition, AppendResult]], None],
-    ) -> None:
-        super().__init__(timeout_ms)
-        self.replica_manager = replica_manager
-        self.pending = pending
-        self.on_done = on_done
-        self.settled: set[TopicPartition] = set()
-
-    def try_complete(self) -> bool:
-        for tp, result in self.pending.items():
-            if tp in self.settled:
-                continue
-            part = self.replica_manager.partitions.get(tp)
-            if part is None or part.role != "leader":
-                result.error = Errors.NOT_LEADER_OR_FOLLOWER
-                self.settled.add(tp)
-            elif part.log.high_watermark >= result.required_offset:
-                if len(part.isr) < part.log.config.min_insync_replicas:
-                    result.error = Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-                self.settled.add(tp)
-        if len(self.settled) < len(self.pending):
-            return False
-        return self.force_complete()
-
-    def on_expiration(self) -> None:
-        for tp, result in self.pending.items():
-            if tp not in self.settled:
-                result.error = Errors.REQUEST_TIMED_OUT
-
-    def on_complete(self) -> None:
-        self.on_done(self.pending)
-
-
-@dataclass
-class ReadResult:
-    error: Errors
-    high_watermark: int = -1
-    log_start_offset: int = -1
-    info: FetchDataInfo | None = None
-
-    @property
-    def size(self) -> int:
-        return 0 if self.info is None else self.info.size_in_bytes
+    def on_resignation(self, tp: TopicPartition, leader_epoch: int) -> None: ...
 
 
 class ReplicaManager:
@@ -119,90 +55,33 @@ class ReplicaManager:
         schedule: Callable[[float, Callable[[], None]], Any],
         broker_id: int = 1,
         clock: Callable[[], int] = lambda: int(time.time() * 1000),
-        cluster_mode: bool = False,
-        truncation_rule: str = "fenced-leader-epoch",
+        truncation_rule: TruncationRule | str = TruncationRule.FENCED_LEADER_EPOCH,
         replica_lag_time_max_ms: int = 30_000,
+        partition_exists: Callable[[TopicPartition], bool] = lambda tp: False,
+        alter_partition: Callable[[IsrChange], None] | None = None,
     ) -> None:
+        """`partition_exists(tp)`: does the cluster's metadata know this partition?
+        (a partition this broker does not host answers NOT_LEADER_OR_FOLLOWER if
+        it exists elsewhere, UNKNOWN_TOPIC_OR_PARTITION if not). `alter_partition`
+        takes the leaders' ISR proposals to the controller."""
         self.log_manager = log_manager
         self.broker_id = broker_id
         self.clock = clock
+        self._schedule = schedule
         self.delayed_fetch = DelayedOperationPurgatory("Fetch", schedule)
         self.delayed_produce = DelayedOperationPurgatory("Produce", schedule)
         self.partitions: dict[TopicPartition, Partition] = {}
-        self.cluster_mode = cluster_mode  # roles come from the controller's metadata
-        self.truncation_rule = truncation_rule  # kafkalab.follower.truncation.rule
+        self.truncation_rule = TruncationRule(truncation_rule)  # kafkalab.follower.truncation.rule
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
-        if not cluster_mode:
-            for tp, partition_log in log_manager.all_logs().items():
-                self._lead(tp, partition_log)
+        self.partition_exists = partition_exists
+        self.alter_partition = alter_partition
+        self._listeners: list[LeadershipListener] = []
+        self._isr_expiration: Any = None
 
-    def _lead(self, tp: TopicPartition, partition_log: UnifiedLog) -> Partition:
-        """This broker leads with an ISR of one: itself (Kafka: Partition.makeLeader).
-        The high watermark becomes the log end offset at once."""
-        partition = Partition(tp[0], tp[1], self.broker_id, partition_log)
-        partition.make_leader(LEADER_EPOCH, [self.broker_id], [self.broker_id], 0, self.clock())
-        self.partitions[tp] = partition
-        return partition
+    # -- leadership (what the metadata says) --------------------------------------------------
 
-    # -- topics ------------------------------------------------------------------------------
-
-    def topics(self) -> dict[str, int]:
-        """topic -> number of partitions, from the logs this broker holds."""
-        counts: dict[str, int] = {}
-        for topic, partition in self.log_manager.all_logs():
-            counts[topic] = max(counts.get(topic, 0), partition + 1)
-        return counts
-
-    def create_topic(
-        self, topic: str, partitions: int, configs: dict[str, str] | None = None
-    ) -> None:
-        """Create the logs of a new topic. Raises ValueError (bad name) or
-        InvalidConfigError (bad config)."""
-        config = self.log_manager.default_config
-        if configs:
-            config.with_overrides(configs)  # validate before creating anything
-        for p in range(partitions):
-            self._lead((topic, p), self.log_manager.get_or_create_log(topic, p, configs or None))
-
-    def delete_topic(self, topic: str) -> bool:
-        found = False
-        for t, p in list(self.log_manager.all_logs()):
-            if t == topic:
-                self.partitions.pop((t, p), None)
-                found = self.log_manager.delete_log(t, p) or found
-        return found
-
-    def get_log(self, topic: str, partition: int) -> UnifiedLog | None:
-        return self.log_manager.get_log(topic, partition)
-
-    # -- appends and reads -------------------------------------------------------------------
-
-    def append_records(
-        self, topic: str, partition: int, records: Any, required_acks: int = 1
-    ) -> AppendResult:
-        part = self.partitions.get((topic, partition))
-        if part is None:
-            return AppendResult(self._missing())
-        if records is None or len(records) == 0:
-            return AppendResult(Errors.CORRUPT_MESSAGE, message="a produce request with no records")
-        try:
-            info = part.append_records_to_leader(
-                bytearray(records), required_acks, part.log.config.min_insync_replicas
-            )
-        except KafkaError as e:
-            return AppendResult(e.code, message=str(e))
-        except (StorageError, CorruptRecordError) as e:
-            return AppendResult(error_of(e), message=str(e))
-        self.delayed_fetch.check_and_complete((topic, partition))
-        return AppendResult(
-            Errors.NONE,
-            info.first_offset,
-            info.log_append_time,
-            part.log.log_start_offset,
-            required_offset=info.last_offset + 1,
-        )
-
-    # -- leadership and followers (the replicated path) ---------------------------------------
+    def add_leadership_listener(self, listener: LeadershipListener) -> None:
+        self._listeners.append(listener)
 
     def _partition(self, tp: TopicPartition, configs: dict[str, str] | None) -> Partition:
         part = self.partitions.get(tp)
@@ -228,10 +107,13 @@ class ReplicaManager:
         partition_epoch: int,
         configs: dict[str, str] | None = None,
     ) -> Partition:
-        """Lead `tp` with the given ISR (what the controller decided)."""
+        """Lead `tp` with the given ISR (Kafka: makeLeaders). The log is created if
+        this broker does not have it yet."""
         part = self._partition(tp, configs)
         part.make_leader(leader_epoch, isr, replicas, partition_epoch, self.clock())
         self._hw_moved(tp)
+        for listener in self._listeners:
+            listener.on_election(tp, leader_epoch)
         return part
 
     def make_follower(
@@ -244,48 +126,84 @@ class ReplicaManager:
         partition_epoch: int,
         configs: dict[str, str] | None = None,
     ) -> Partition:
-        """Follow `leader` for `tp`; the caller truncates, then fetches."""
+        """Follow `leader` for `tp` (Kafka: makeFollowers); the replica fetcher then
+        truncates (Partition.truncation) and fetches."""
         part = self._partition(tp, configs)
+        was_leader = part.role == Role.LEADER
         part.make_follower(leader, leader_epoch, isr, replicas, partition_epoch)
         self._hw_moved(tp)  # parked requests answer NOT_LEADER_OR_FOLLOWER now
+        if was_leader:
+            for listener in self._listeners:
+                listener.on_resignation(tp, leader_epoch)
         return part
 
     def remove_partition(self, tp: TopicPartition) -> None:
-        self.partitions.pop(tp, None)
+        """The topic was deleted: drop the partition and its log."""
+        part = self.partitions.pop(tp, None)
         self.log_manager.delete_log(*tp)
-
-    def update_follower_fetch_state(
-        self, tp: TopicPartition, broker_id: int, fetch_offset: int
-    ) -> Any:
-        """A follower fetched: the HW may move, which may answer waiting produces and
-        fetches. Returns the ISR change the leader wants (or None)."""
-        part = self.partitions[tp]
-        hw = part.log.high_watermark
-        change = part.update_follower_fetch_state(broker_id, fetch_offset, self.clock())
-        if part.log.high_watermark != hw:
-            self._hw_moved(tp)
-        return change
-
-    def maybe_shrink_isr(self) -> list[Any]:
-        """Kafka's isr-expiration task: on every partition this broker leads, propose
-        dropping followers that have not caught up for replica.lag.time.max.ms."""
-        now = self.clock()
-        changes = []
-        for part in self.partitions.values():
-            if part.role == "leader":
-                change = part.maybe_shrink_isr(now)
-                if change is not None:
-                    changes.append(change)
-        return changes
-
-    def apply_isr_change(self, tp: TopicPartition, isr: list[int], partition_epoch: int) -> None:
-        part = self.partitions[tp]
-        part.apply_isr_change(isr, partition_epoch)
         self._hw_moved(tp)
+        if part is not None and part.role == Role.LEADER:
+            for listener in self._listeners:
+                listener.on_resignation(tp, part.leader_epoch)
 
-    def _hw_moved(self, tp: TopicPartition) -> None:
-        self.delayed_produce.check_and_complete(tp)
+    def partition(self, tp: TopicPartition) -> Partition | None:
+        return self.partitions.get(tp)
+
+    def hosted_partition(self, tp: TopicPartition) -> Partition:
+        """The partition if this broker hosts it (as leader or follower); else a
+        KafkaError with the code a client should see (Kafka: getPartitionOrException)."""
+        part = self.partitions.get(tp)
+        if part is None:
+            raise KafkaError(
+                self._not_hosted(tp), f"broker {self.broker_id} has no {tp[0]}-{tp[1]}"
+            )
+        return part
+
+    def leader_partition(self, tp: TopicPartition) -> Partition:
+        """The partition if this broker leads it; else NOT_LEADER_OR_FOLLOWER (or
+        UNKNOWN_TOPIC_OR_PARTITION) as a KafkaError."""
+        part = self.hosted_partition(tp)
+        part.require_leader()
+        return part
+
+    def _not_hosted(self, tp: TopicPartition) -> Errors:
+        """A partition this broker does not host: another broker may (Kafka:
+        getPartitionOrError)."""
+        if self.partition_exists(tp):
+            return Errors.NOT_LEADER_OR_FOLLOWER
+        return Errors.UNKNOWN_TOPIC_OR_PARTITION
+
+    # -- appends and reads -------------------------------------------------------------------
+
+    def append_records(
+        self,
+        topic: str,
+        partition: int,
+        records: Any,
+        required_acks: int = 1,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+    ) -> AppendResult:
+        """Append to a partition this broker leads (Kafka: appendRecords). `origin`:
+        CLIENT for Produce; COORDINATOR for what the group and transaction
+        coordinators write (their records, and transaction markers)."""
+        tp = (topic, partition)
+        if records is None or len(records) == 0:
+            return AppendResult(Errors.CORRUPT_MESSAGE, message="a produce request with no records")
+        try:
+            part = self.leader_partition(tp)
+            info = part.append_records_to_leader(
+                bytearray(records), required_acks, part.log.config.min_insync_replicas, origin
+            )
+        except KafkaError as e:
+            return AppendResult(e.code, message=e.message)
         self.delayed_fetch.check_and_complete(tp)
+        return AppendResult(
+            Errors.NONE,
+            info.first_offset,
+            info.log_append_time,
+            part.log.log_start_offset,
+            required_offset=info.last_offset + 1,
+        )
 
     def read(
         self,
@@ -294,37 +212,84 @@ class ReplicaManager:
         offset: int,
         max_bytes: int,
         min_one_message: bool,
-        for_replica: bool = False,
+        isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK,
     ) -> ReadResult:
-        """Consumers read below the HW; followers (for_replica) up to the LEO."""
-        part = self.partitions.get((topic, partition))
-        if part is None:
-            return ReadResult(self._missing())
+        """Read from a partition this broker leads, up to what `isolation` allows
+        (Kafka: readFromLog)."""
+        try:
+            part = self.leader_partition((topic, partition))
+        except KafkaError as e:
+            part = self.partitions.get((topic, partition))
+            if part is None:
+                return ReadResult(e.code)
+            return ReadResult(e.code, part.log.high_watermark, part.log.log_start_offset)
         log = part.log
-        if part.role != "leader":
-            return ReadResult(
-                Errors.NOT_LEADER_OR_FOLLOWER, log.high_watermark, log.log_start_offset
-            )
+        last_stable = log.last_fetchable_offset(FetchIsolation.TXN_COMMITTED)
         try:
             info = log.read(
                 offset,
                 max_bytes,
-                max_offset=None if for_replica else log.high_watermark,
+                max_offset=log.last_fetchable_offset(isolation),
                 min_one_message=min_one_message,
             )
-        except StorageError as e:
-            return ReadResult(error_of(e), log.high_watermark, log.log_start_offset)
-        return ReadResult(Errors.NONE, log.high_watermark, log.log_start_offset, info)
+        except KafkaError as e:
+            return ReadResult(e.code, log.high_watermark, log.log_start_offset, last_stable)
+        return ReadResult(Errors.NONE, log.high_watermark, log.log_start_offset, last_stable, info)
 
-    def _missing(self) -> Errors:
-        """A partition this broker does not host: in a cluster another broker may."""
-        return (
-            Errors.NOT_LEADER_OR_FOLLOWER
-            if self.cluster_mode
-            else Errors.UNKNOWN_TOPIC_OR_PARTITION
-        )
+    # -- the leader's view of its followers ---------------------------------------------------
+
+    def update_follower_fetch_state(
+        self, tp: TopicPartition, broker_id: int, fetch_offset: int
+    ) -> IsrChange | None:
+        """A follower fetched: the HW may move, which may answer waiting produces and
+        fetches; an ISR expansion the leader wants goes to the controller."""
+        part = self.partitions[tp]
+        hw = part.log.high_watermark
+        change = part.update_follower_fetch_state(broker_id, fetch_offset, self.clock())
+        if part.log.high_watermark != hw:
+            self._hw_moved(tp)
+        if change is not None and self.alter_partition is not None:
+            self.alter_partition(change)
+        return change
+
+    def maybe_shrink_isr(self) -> list[IsrChange]:
+        """Kafka's isr-expiration task: on every partition this broker leads, propose
+        dropping followers that have not caught up for replica.lag.time.max.ms."""
+        now = self.clock()
+        changes = []
+        for part in self.partitions.values():
+            if part.role == Role.LEADER:
+                change = part.maybe_shrink_isr(now)
+                if change is not None:
+                    changes.append(change)
+                    if self.alter_partition is not None:
+                        self.alter_partition(change)
+        return changes
+
+    def start_isr_expiration(self) -> None:
+        """Run `maybe_shrink_isr` every replica.lag.time.max.ms / 2 on the owner's
+        timer (Kafka: ReplicaManager.startup schedules "isr-expiration")."""
+
+        def tick() -> None:
+            self.maybe_shrink_isr()
+            self._isr_expiration = self._schedule(self.replica_lag_time_max_ms / 2000, tick)
+
+        self._isr_expiration = self._schedule(self.replica_lag_time_max_ms / 2000, tick)
+
+    def apply_isr_change(self, tp: TopicPartition, isr: list[int], partition_epoch: int) -> None:
+        """The controller committed an ISR for `tp` (AlterPartition answered, or the
+        metadata log says so)."""
+        part = self.partitions[tp]
+        part.apply_isr_change(isr, partition_epoch)
+        self._hw_moved(tp)
+
+    def _hw_moved(self, tp: TopicPartition) -> None:
+        self.delayed_produce.check_and_complete(tp)
+        self.delayed_fetch.check_and_complete(tp)
 
     def shutdown(self) -> None:
+        if self._isr_expiration is not None:
+            self._isr_expiration.cancel()
         self.delayed_produce.shutdown()
         self.delayed_fetch.shutdown()
         self.log_manager.shutdown()

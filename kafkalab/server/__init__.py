@@ -1,1 +1,15 @@
-"""kafkalab.server: the broker (config, asyncio socket server, KafkaApis, lifecycle)."""
+"""kafkalab.server: the broker and controller processes.
+
+broker.py                    KafkaBroker (Kafka: BrokerServer), BrokerThread, BrokerProcess
+socket_server.py             Acceptor / Processor / RequestChannel / handler tasks
+kafka_apis.py                KafkaApis: dispatch by ApiKeys to apis/<family>.py
+apis/                        one module per API family, thin adapters
+metadata_cache.py            MetadataCache: KRaftMetadataCache or StandaloneMetadataCache
+broker_lifecycle_manager.py  registration and heartbeats with the controller
+metadata_listener.py         BrokerMetadataListener: apply the metadata log
+replica_fetcher.py           ReplicaFetcherManager: followers truncate, then fetch
+alter_partition_manager.py   ISR changes to the controller
+inter_broker_connection.py   a broker's connection to the controller or a leader
+controller_server.py         the controller process (ControllerServer, ControllerApis)
+config.py, producer_ids.py, link_faults.py, replica_state.py
+"""

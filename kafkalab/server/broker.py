@@ -25,14 +25,26 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Coroutine
 from pathlib import Path
+from typing import Any
 
+from kafkalab.protocol.messages import CONTROLLER_APIS
 from kafkalab.replication.replica_manager import ReplicaManager
-from kafkalab.server.broker_lifecycle import BrokerLifecycle
-from kafkalab.server.config import KafkaConfig, parse_listener
+from kafkalab.server.alter_partition_manager import AlterPartitionManager
+from kafkalab.server.broker_lifecycle_manager import BrokerLifecycleManager
+from kafkalab.server.config import KafkaConfig, parse_listener, read_properties
+from kafkalab.server.inter_broker_connection import InterBrokerConnection
 from kafkalab.server.kafka_apis import KafkaApis
 from kafkalab.server.link_faults import LinkFaults
+from kafkalab.server.metadata_cache import (
+    KRaftMetadataCache,
+    MetadataCache,
+    StandaloneMetadataCache,
+)
+from kafkalab.server.metadata_listener import BrokerMetadataListener
 from kafkalab.server.producer_ids import ProducerIdManager
+from kafkalab.server.replica_fetcher import ReplicaFetcherManager
 from kafkalab.server.replica_state import REPORT_INTERVAL_S, ReplicaStateReporter
 from kafkalab.server.socket_server import SocketServer
 from kafkalab.storage.errors import LogDirInUseError
@@ -61,7 +73,14 @@ async def stop_when_parent_dies(stop) -> None:
 
 
 class KafkaBroker:
-    """One broker on the running asyncio loop: `await start()`, `await stop()`."""
+    """One broker on the running asyncio loop: `await start()`, `await stop()`.
+
+    Kafka's class: kafka.server.BrokerServer. What it starts, bottom up: the
+    LogManager, the ReplicaManager, the metadata (a controller's metadata log
+    through BrokerMetadataListener, BrokerLifecycleManager, ReplicaFetcherManager
+    and AlterPartitionManager; or, with no controller configured, a standalone
+    MetadataCache that leads every partition itself), KafkaApis and the
+    SocketServer."""
 
     def __init__(self, config: KafkaConfig) -> None:
         self.config = config
@@ -70,6 +89,8 @@ class KafkaBroker:
         self._ticker: asyncio.Task | None = None
         self._reporter: asyncio.Task | None = None
         self.link_faults = LinkFaults(Path(config.log_dirs[0]))
+        self.lifecycle: BrokerLifecycleManager | None = None
+        self.fetchers: ReplicaFetcherManager | None = None
         self._stopped = asyncio.Event()
 
     async def start(self) -> None:
@@ -82,21 +103,25 @@ class KafkaBroker:
             flush_check_interval_ms=config.log_flush_scheduler_interval_ms,
             checkpoint_interval_ms=config.log_flush_offset_checkpoint_interval_ms,
         )
-        controller = config.extra.get("controller.quorum.bootstrap.servers")
         self.replica_manager = ReplicaManager(
             self.log_manager,
             loop.call_later,
             config.node_id,
-            cluster_mode=bool(controller),
             truncation_rule=config.extra.get(
                 "kafkalab.follower.truncation.rule", "fenced-leader-epoch"
             ),
             replica_lag_time_max_ms=int(config.extra.get("replica.lag.time.max.ms", 30_000)),
         )
+        controller = config.extra.get("controller.quorum.bootstrap.servers")
+        metadata = self._kraft_metadata(controller) if controller else self._standalone_metadata()
+        self.replica_manager.partition_exists = metadata.contains_partition
+        self.metadata_cache = metadata
         self.apis = KafkaApis(
-            self,
+            config,
             self.replica_manager,
+            metadata,
             ProducerIdManager(config.log_dirs[0], config.node_id if controller else None),
+            self.link_faults,
         )
         _, host, port = parse_listener(config.listeners.split(",")[0])
         self.socket_server = SocketServer(
@@ -116,12 +141,46 @@ class KafkaBroker:
             self.advertised_address = (host, bound)
         self._ticker = asyncio.create_task(self._tick())
         self._reporter = asyncio.create_task(self._report())
-        self.lifecycle = None
-        if controller:
-            self.lifecycle = BrokerLifecycle(
-                self, controller, int(config.extra.get("broker.heartbeat.interval.ms", 2000))
-            )
-            await self.lifecycle.start()
+        self.replica_manager.start_isr_expiration()
+        if self.lifecycle is not None:
+            self.lifecycle.start()
+
+    def _standalone_metadata(self) -> MetadataCache:
+        return StandaloneMetadataCache(
+            self.config, self.replica_manager, lambda: self.advertised_address
+        )
+
+    def _kraft_metadata(self, controller_address: str) -> MetadataCache:
+        """The broker in a cluster: it registers and heartbeats (lifecycle), applies
+        the metadata log (listener), follows leaders (fetchers) and sends the ISR
+        changes its partitions want (AlterPartition)."""
+        config = self.config
+        host, port = controller_address.rsplit(":", 1)
+        channel = InterBrokerConnection(host, int(port), CONTROLLER_APIS)
+        self.fetchers = ReplicaFetcherManager(
+            config.node_id,
+            self.replica_manager,
+            self.link_faults,
+            lambda broker_id: listener.broker_address(broker_id),
+            int(config.extra.get("replica.fetch.wait.max.ms", 500)),
+        )
+        listener = BrokerMetadataListener(
+            config.node_id, channel, self.replica_manager, self.fetchers
+        )
+        self.lifecycle = BrokerLifecycleManager(
+            config.node_id,
+            config.cluster_id,
+            channel,
+            lambda: self.advertised_address,
+            int(config.extra.get("broker.heartbeat.interval.ms", 2000)),
+            listener.catch_up,
+        )
+        lifecycle = self.lifecycle
+        self.replica_manager.alter_partition = AlterPartitionManager(
+            config.node_id, channel, lambda: lifecycle.broker_epoch, self.replica_manager
+        ).submit
+        self._controller_channel = channel
+        return KRaftMetadataCache(listener, channel)
 
     async def _tick(self) -> None:
         """The LogManager's background duties (retention, flush.ms, checkpoints)."""
@@ -153,8 +212,11 @@ class KafkaBroker:
         for task in (self._ticker, self._reporter):
             if task is not None:
                 task.cancel()
-        if getattr(self, "lifecycle", None) is not None:
+        if self.fetchers is not None:
+            await self.fetchers.stop()
+        if self.lifecycle is not None:
             await self.lifecycle.stop()
+            self._controller_channel.close()
         if self.socket_server is not None:
             # Parked fetches answer with what they have; in-flight requests finish.
             await self.socket_server.stop(before_close=self.replica_manager.delayed_fetch.shutdown)
@@ -312,17 +374,57 @@ class BrokerProcess:
         self.stop()
 
 
-async def _run(config: KafkaConfig) -> None:
-    broker = KafkaBroker(config)
-    await broker.start()
+async def serve(server, started: Callable[[], str], stopped: str) -> None:
+    """Start a broker or controller process's server, print `started()` (what
+    BrokerProcess waits for), and serve until SIGTERM / Ctrl-C or the death of the
+    process that started us stops it gracefully."""
+    await server.start()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, lambda: asyncio.ensure_future(broker.stop()))
-    print(f"kafkalab broker {config.node_id} listening on {broker.bootstrap_servers}", flush=True)
-    watchdog = asyncio.create_task(stop_when_parent_dies(broker.stop))
-    await broker.serve_forever()
+        loop.add_signal_handler(sig, lambda: asyncio.ensure_future(server.stop()))
+    print(started(), flush=True)
+    watchdog = asyncio.create_task(stop_when_parent_dies(server.stop))
+    await server.serve_forever()
     watchdog.cancel()
-    print(f"kafkalab broker {config.node_id} stopped", flush=True)
+    print(stopped, flush=True)
+
+
+async def _run(props: dict[str, str]) -> None:
+    config = KafkaConfig.from_properties(props)
+    broker = KafkaBroker(config)
+    await serve(
+        broker,
+        lambda: f"kafkalab broker {config.node_id} listening on {broker.bootstrap_servers}",
+        f"kafkalab broker {config.node_id} stopped",
+    )
+
+
+def run_from_command_line(
+    args: argparse.Namespace, run: Callable[[dict[str, str]], Coroutine[Any, Any, None]]
+) -> int:
+    """`kafkalab broker|controller CONFIG [--override KEY=VALUE ...]`: read the
+    properties, log to stdout, run until stopped. Exit 2 for bad arguments, 1
+    when the data directory is another process's."""
+    overrides = {}
+    for item in args.override:
+        if "=" not in item:
+            print(f"--override {item!r}: expected KEY=VALUE", file=sys.stderr)
+            return 2
+        key, value = item.split("=", 1)
+        overrides[key] = value
+    if not args.config.exists():
+        print(f"config file {args.config} does not exist", file=sys.stderr)
+        return 2
+    logging.basicConfig(
+        level=os.environ.get("KAFKALAB_LOG_LEVEL", "INFO"),
+        format="[%(asctime)s] %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        asyncio.run(run({**read_properties(args.config), **overrides}))
+    except LogDirInUseError as e:
+        print(e, file=sys.stderr)
+        return 1
+    return 0
 
 
 def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
@@ -343,24 +445,4 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _main(args: argparse.Namespace) -> int:
-    overrides = {}
-    for item in args.override:
-        if "=" not in item:
-            print(f"--override {item!r}: expected KEY=VALUE", file=sys.stderr)
-            return 2
-        key, value = item.split("=", 1)
-        overrides[key] = value
-    if not args.config.exists():
-        print(f"config file {args.config} does not exist", file=sys.stderr)
-        return 2
-    logging.basicConfig(
-        level=os.environ.get("KAFKALAB_LOG_LEVEL", "INFO"),
-        format="[%(asctime)s] %(levelname)s %(name)s: %(message)s",
-    )
-    config = KafkaConfig.from_file(args.config, overrides)
-    try:
-        asyncio.run(_run(config))
-    except LogDirInUseError as e:
-        print(e, file=sys.stderr)
-        return 1
-    return 0
+    return run_from_command_line(args, _run)

@@ -25,22 +25,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
-import signal
-import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from kafkalab.controller.quorum_controller import METADATA_TOPIC, QuorumController
-from kafkalab.protocol.errors import Errors, KafkaError
+from kafkalab.errors import Errors, KafkaError
+from kafkalab.protocol.api_keys import ApiKeys
 from kafkalab.protocol.header import RequestHeader
 from kafkalab.protocol.messages import CONTROLLER_APIS, api_versions_body
-from kafkalab.server.broker import stop_when_parent_dies
-from kafkalab.server.config import parse_listener, read_properties
+from kafkalab.server.broker import run_from_command_line, serve
+from kafkalab.server.config import parse_listener
 from kafkalab.server.socket_server import SocketServer
-from kafkalab.storage.errors import LogDirInUseError, StorageError
+from kafkalab.storage.errors import StorageError
 from kafkalab.storage.file_lock import FileLock
 
 log = logging.getLogger(__name__)
@@ -59,13 +57,13 @@ class ControllerApis:
 
     def handle(self, header: RequestHeader, body: dict) -> dict:
         handler = {
-            1: self.fetch,
-            18: self.api_versions,
-            19: self.create_topics,
-            20: self.delete_topics,
-            56: self.alter_partition,
-            62: self.register_broker,
-            63: self.heartbeat,
+            ApiKeys.FETCH: self.fetch,
+            ApiKeys.API_VERSIONS: self.api_versions,
+            ApiKeys.CREATE_TOPICS: self.create_topics,
+            ApiKeys.DELETE_TOPICS: self.delete_topics,
+            ApiKeys.ALTER_PARTITION: self.alter_partition,
+            ApiKeys.BROKER_REGISTRATION: self.register_broker,
+            ApiKeys.BROKER_HEARTBEAT: self.heartbeat,
         }[header.api_key]
         return handler(body)
 
@@ -197,8 +195,8 @@ class ControllerApis:
                     try:
                         info = metadata_log.read(p["fetch_offset"], p["partition_max_bytes"])
                         out["records"] = info.records if info.records is not None else b""
-                    except StorageError as e:
-                        out["error_code"] = int(getattr(e, "error_code", -1))
+                    except KafkaError as e:
+                        out["error_code"] = int(e.code)
                 partitions.append(out)
             topics.append({"topic": t["topic"], "partitions": partitions})
         return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": topics}
@@ -272,6 +270,9 @@ class ControllerServer:
         self._lock.unlock()
         self._stopped.set()
 
+    async def serve_forever(self) -> None:
+        await self._stopped.wait()
+
 
 class ControllerThread:
     """A controller on its own event loop in a background thread (tests, labs)."""
@@ -305,15 +306,11 @@ class ControllerThread:
 
 async def _run(props: dict[str, str]) -> None:
     server = ControllerServer(props)
-    await server.start()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, lambda: asyncio.ensure_future(server.stop()))
-    print(f"kafkalab controller listening on {server.address}", flush=True)
-    watchdog = asyncio.create_task(stop_when_parent_dies(server.stop))
-    await server._stopped.wait()
-    watchdog.cancel()
-    print("kafkalab controller stopped", flush=True)
+    await serve(
+        server,
+        lambda: f"kafkalab controller listening on {server.address}",
+        "kafkalab controller stopped",
+    )
 
 
 def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
@@ -329,20 +326,4 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _main(args: argparse.Namespace) -> int:
-    if not args.config.exists():
-        print(f"config file {args.config} does not exist", file=sys.stderr)
-        return 2
-    props = read_properties(args.config)
-    for item in args.override:
-        key, _, value = item.partition("=")
-        props[key] = value
-    logging.basicConfig(
-        level=os.environ.get("KAFKALAB_LOG_LEVEL", "INFO"),
-        format="[%(asctime)s] %(levelname)s %(name)s: %(message)s",
-    )
-    try:
-        asyncio.run(_run(props))
-    except LogDirInUseError as e:
-        print(e, file=sys.stderr)
-        return 1
-    return 0
+    return run_from_command_line(args, _run)

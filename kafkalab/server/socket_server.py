@@ -32,9 +32,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafkalab.protocol.errors import Errors
+from kafkalab.errors import Errors
+from kafkalab.protocol.api_keys import ApiKeys
 from kafkalab.protocol.header import (
-    API_VERSIONS_KEY,
     RequestHeader,
     decode_request_header,
     encode_response,
@@ -179,7 +179,7 @@ class SocketServer:
             log.warning("closing connection from %s: unknown API key %d", peer, header.api_key)
             return False
         if not api.supports(header.api_version):
-            if header.api_key == API_VERSIONS_KEY:
+            if header.api_key == ApiKeys.API_VERSIONS:
                 # Kafka answers a too-new ApiVersions with a v0 body carrying
                 # UNSUPPORTED_VERSION and the versions it does support.
                 body = api_versions_body(self.schemas, Errors.UNSUPPORTED_VERSION)

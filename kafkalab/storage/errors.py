@@ -1,12 +1,13 @@
 """Typed storage errors, each with Kafka's error code and a message that says what to do.
 
 Kafka's classes: org.apache.kafka.common.errors.* (the ones the log raises) and
-org.apache.kafka.storage.internals.log.*Exception. The `error_code` is the number
-the broker puts on the wire when the error reaches a client.
+org.apache.kafka.storage.internals.log.*Exception. Each is a KafkaError whose
+`code` is what the broker puts on the wire when the error reaches a client.
 """
 
 from __future__ import annotations
 
+from kafkalab.errors import Errors, KafkaErrorWithCode
 from kafkalab.records.record_batch import CorruptRecordError
 
 __all__ = [
@@ -23,15 +24,12 @@ __all__ = [
     "UnexpectedAppendOffsetError",
 ]
 
-# CorruptRecordError lives with the record format (kafkalab.records.record_batch);
-# its wire code is CORRUPT_MESSAGE.
-CorruptRecordError.error_code = 2  # type: ignore[attr-defined]
+# CorruptRecordError lives with the record format (kafkalab.records.record_batch).
 
 
-class StorageError(Exception):
-    """Base of every error kafkalab.storage raises on purpose."""
-
-    error_code: int = -1  # UNKNOWN_SERVER_ERROR
+class StorageError(KafkaErrorWithCode):
+    """Base of every error kafkalab.storage raises on purpose (UNKNOWN_SERVER_ERROR
+    on the wire unless a subclass says otherwise)."""
 
 
 class OffsetOutOfRangeError(StorageError):
@@ -40,7 +38,7 @@ class OffsetOutOfRangeError(StorageError):
     Kafka: OFFSET_OUT_OF_RANGE (1). A consumer resets by auto.offset.reset.
     """
 
-    error_code = 1
+    code = Errors.OFFSET_OUT_OF_RANGE
 
     def __init__(self, offset: int, log_start_offset: int, log_end_offset: int, where: str = ""):
         self.offset = offset
@@ -59,7 +57,7 @@ class RecordBatchTooLargeError(StorageError):
     Kafka: MESSAGE_TOO_LARGE (10) / RECORD_LIST_TOO_LARGE (18).
     """
 
-    error_code = 10
+    code = Errors.MESSAGE_TOO_LARGE
 
 
 class UnexpectedAppendOffsetError(StorageError):
@@ -69,8 +67,6 @@ class UnexpectedAppendOffsetError(StorageError):
     retries. Batches appended with given offsets must start at or after the
     log end offset and have increasing offsets.
     """
-
-    error_code = -1
 
     def __init__(self, message: str, first_offset: int, last_offset: int):
         self.first_offset = first_offset
@@ -104,7 +100,7 @@ class KafkaStorageError(StorageError):
     The directory is taken offline; check the disk and restart the broker.
     """
 
-    error_code = 56
+    code = Errors.KAFKA_STORAGE_ERROR
 
 
 class LogDirInUseError(StorageError):

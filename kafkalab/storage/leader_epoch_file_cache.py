@@ -71,6 +71,13 @@ class LeaderEpochFileCache:
             return requested_epoch, self.entries[0].start_offset
         return self.entries[higher - 1].epoch, self.entries[higher].start_offset
 
+    def epoch_for_offset(self, offset: int) -> int:
+        """The epoch that wrote `offset`: the latest entry starting at or before it
+        (Kafka: epochForOffset); UNDEFINED_EPOCH before the first entry."""
+        starts = [e.start_offset for e in self.entries]
+        at = bisect.bisect_right(starts, offset)
+        return self.entries[at - 1].epoch if at else UNDEFINED_EPOCH
+
     def truncate_from_end(self, end_offset: int) -> None:
         """The log was cut at `end_offset`: forget epochs that start at or after it."""
         kept = [e for e in self.entries if e.start_offset < end_offset]

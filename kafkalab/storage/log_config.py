@@ -16,14 +16,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kafkalab.errors import Errors, KafkaErrorWithCode
+
 LONG_MAX = 2**63 - 1
 INT_MAX = 2**31 - 1
 
 
-class InvalidConfigError(ValueError):
+class InvalidConfigError(KafkaErrorWithCode, ValueError):
     """A config value is of the wrong type or out of range (Kafka: INVALID_CONFIG, 40)."""
 
-    error_code = 40
+    code = Errors.INVALID_CONFIG
 
 
 # Kafka key -> (attribute, minimum allowed value). Defaults are on the dataclass.

@@ -25,6 +25,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kafkalab.errors import Errors
 from kafkalab.records.crc import crc32c
 from kafkalab.records.record_batch import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
 from kafkalab.storage.errors import StorageError
@@ -43,13 +44,13 @@ class OutOfOrderSequenceError(StorageError):
     """Kafka: OUT_OF_ORDER_SEQUENCE_NUMBER (45). A batch was lost or reordered
     between an idempotent producer and the leader."""
 
-    error_code = 45
+    code = Errors.OUT_OF_ORDER_SEQUENCE_NUMBER
 
 
 class InvalidProducerEpochError(StorageError):
     """Kafka: INVALID_PRODUCER_EPOCH (47). The producer was fenced by a newer epoch."""
 
-    error_code = 47
+    code = Errors.INVALID_PRODUCER_EPOCH
 
 
 @dataclass(frozen=True, slots=True)

@@ -89,6 +89,16 @@ class AppendOrigin(Enum):
     REPLICATION = "replication"
 
 
+class FetchIsolation(Enum):
+    """How far a read may go (Kafka: FetchIsolation): a follower reads to the log end
+    offset, a consumer below the high watermark, and a read_committed consumer
+    below the last stable offset."""
+
+    LOG_END = "log end offset"
+    HIGH_WATERMARK = "high watermark"
+    TXN_COMMITTED = "last stable offset"
+
+
 @dataclass(slots=True)  # not frozen: built on every append, and frozen init is slow
 class LogAppendInfo:
     """What an append did (Kafka: LogAppendInfo)."""
@@ -497,6 +507,14 @@ class UnifiedLog:
         )
 
     # -- reads ----------------------------------------------------------------------------
+
+    def last_fetchable_offset(self, isolation: FetchIsolation) -> int:
+        """Where a read with `isolation` must stop (exclusive). The last stable offset
+        is the high watermark until the log tracks open transactions (the
+        transactions work moves it behind the first open one)."""
+        if isolation == FetchIsolation.LOG_END:
+            return self.log_end_offset
+        return self.high_watermark
 
     def read(
         self,

@@ -16,7 +16,7 @@ from kafkalab.client import KafkaProducer
 from kafkalab.cluster import LocalCluster
 from kafkalab.cluster.history import History, check
 from kafkalab.cluster.workload import ProducerWorkload, read_final_log
-from kafkalab.protocol.errors import Errors, KafkaError
+from kafkalab.errors import Errors, KafkaError
 
 
 @pytest.fixture
@@ -185,3 +185,61 @@ def test_librdkafka_validates_its_position_with_the_new_leader_after_a_leader_ch
     ]
     assert validations, "librdkafka did not send OffsetForLeaderEpoch to the new leader"
     assert "validate-0" in validations[0]
+
+
+def test_list_offsets_is_answered_by_the_leader_only_as_in_kafka(cluster):
+    """ListOffsets on a follower: a consumer (replica id -1) gets NOT_LEADER_OR_FOLLOWER
+    there, as from Kafka (it must ask the leader); a debugging request (replica id -2)
+    gets the follower's own view. The leader answers with the current leader epoch
+    for "latest", and a request fenced by an older epoch is refused (KIP-320)."""
+    from kafkalab.client.network_client import BrokerConnection
+    from kafkalab.protocol.api_keys import ApiKeys
+
+    create(cluster, "offsets")
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
+    for n in range(5):
+        producer.produce("offsets", b"%d" % n, partition=0)
+    assert producer.flush(30) == 0
+    wait_until(lambda: list(cluster.describe("offsets").HW) == [5, 5, 5])
+    leader = leader_of(cluster, "offsets")
+    epoch = int(cluster.describe("offsets").set_index("broker").loc[leader, "leader epoch"])
+    follower = next(b for b in (1, 2, 3) if b != leader)
+
+    def ask(broker, replica_id, timestamp, current_epoch=-1):
+        host, port = cluster.brokers[broker].bootstrap_servers.rsplit(":", 1)
+        conn = BrokerConnection(host, int(port))
+        try:
+            body = conn.request(
+                ApiKeys.LIST_OFFSETS,
+                {
+                    "replica_id": replica_id,
+                    "isolation_level": 0,
+                    "topics": [
+                        {
+                            "name": "offsets",
+                            "partitions": [
+                                {
+                                    "partition_index": 0,
+                                    "current_leader_epoch": current_epoch,
+                                    "timestamp": timestamp,
+                                }
+                            ],
+                        }
+                    ],
+                },
+            )
+        finally:
+            conn.close()
+        return body["topics"][0]["partitions"][0]
+
+    latest = ask(leader, -1, -1)
+    assert (latest["error_code"], latest["offset"], latest["leader_epoch"]) == (0, 5, epoch)
+    earliest = ask(leader, -1, -2)
+    assert (earliest["error_code"], earliest["offset"]) == (0, 0)
+    assert ask(follower, -1, -1)["error_code"] == Errors.NOT_LEADER_OR_FOLLOWER
+    assert ask(follower, -1, -2)["error_code"] == Errors.NOT_LEADER_OR_FOLLOWER
+    debug = ask(follower, -2, -1)
+    assert (debug["error_code"], debug["offset"]) == (0, 5)
+    if epoch > 0:
+        assert ask(leader, -1, -1, epoch - 1)["error_code"] == Errors.FENCED_LEADER_EPOCH
+    assert ask(leader, -1, -1, epoch + 1)["error_code"] == Errors.UNKNOWN_LEADER_EPOCH

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
+from kafkalab.errors import Errors
 from kafkalab.protocol import APIS, RequestHeader, decode_response, encode_request
-from kafkalab.protocol.errors import Errors
 from kafkalab.records import SimpleRecord, build_batch
 from kafkalab.server.broker import BrokerThread
 

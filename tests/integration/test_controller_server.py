@@ -12,8 +12,8 @@ import uuid
 import pytest
 
 from kafkalab.controller.quorum_controller import METADATA_TOPIC
+from kafkalab.errors import Errors
 from kafkalab.protocol import RequestHeader, decode_response, encode_request
-from kafkalab.protocol.errors import Errors
 from kafkalab.protocol.messages import CONTROLLER_APIS
 from kafkalab.records import iter_batches
 from kafkalab.server.controller_server import ControllerThread

@@ -16,7 +16,7 @@ from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
 from kafkalab.client import Admin, KafkaConsumer, KafkaProducer
 from kafkalab.client.partitioner import murmur2, partition_for_key
-from kafkalab.protocol.errors import Errors, KafkaError
+from kafkalab.errors import Errors, KafkaError
 from kafkalab.server.broker import BrokerThread
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
-from kafkalab.protocol.errors import Errors
+from kafkalab.errors import Errors
 from kafkalab.protocol.header import RequestHeader
 from kafkalab.records import build_batch
 from kafkalab.replication.replica_manager import ReplicaManager
@@ -36,8 +36,8 @@ def setup(tmp_path, min_isr=1):
     logs = LogManager(tmp_path, LogConfig(min_insync_replicas=min_isr))
     rm = ReplicaManager(logs, loop.call_later, broker_id=1)
     rm.make_leader(TP, leader_epoch=3, isr=[1, 2], replicas=[1, 2], partition_epoch=0)
-    broker = SimpleNamespace(config=SimpleNamespace(node_id=1))
-    apis = KafkaApis(broker, rm, ProducerIdManager(tmp_path))
+    config = SimpleNamespace(node_id=1)
+    apis = KafkaApis(config, rm, metadata_cache=None, producer_ids=ProducerIdManager(tmp_path))
     return rm, apis
 
 

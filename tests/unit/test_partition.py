@@ -9,7 +9,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from kafkalab.protocol.errors import Errors, KafkaError
+from kafkalab.errors import Errors, KafkaError
 from kafkalab.records import SimpleRecord, build_batch, iter_batches
 from kafkalab.replication.partition import Partition
 from kafkalab.storage import UnifiedLog

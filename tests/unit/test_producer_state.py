@@ -43,11 +43,11 @@ def test_gaps_and_old_epochs_are_refused(tmp_path):
     log.append_as_leader(idem(0))
     with pytest.raises(OutOfOrderSequenceError, match="next expected is 2") as err:
         log.append_as_leader(idem(5))
-    assert err.value.error_code == 45
+    assert err.value.code == 45
     log.append_as_leader(idem(0, epoch=1))  # a new instance: epoch 1 starts at 0
     with pytest.raises(InvalidProducerEpochError) as fenced:
         log.append_as_leader(idem(2, epoch=0))  # the zombie
-    assert fenced.value.error_code == 47
+    assert fenced.value.code == 47
     with pytest.raises(OutOfOrderSequenceError, match="must start at 0"):
         log.append_as_leader(idem(3, epoch=2))
     # Other producers and non-idempotent batches are not affected.

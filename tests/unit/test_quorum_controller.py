@@ -12,7 +12,7 @@ from kafkalab.controller.quorum_controller import (
     QuorumController,
     assign_replicas_rack_unaware,
 )
-from kafkalab.protocol.errors import Errors, KafkaError
+from kafkalab.errors import Errors, KafkaError
 
 
 def three_brokers(tmp_path, **kw) -> tuple[QuorumController, dict[int, int]]:

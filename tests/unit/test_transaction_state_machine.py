@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kafkalab.coordinator.transaction import TransactionStateMachine
-from kafkalab.protocol.errors import Errors, KafkaError
+from kafkalab.errors import Errors, KafkaError
 
 
 def committed(machine, epoch, partitions=("t-0", "t-1")):

@@ -153,7 +153,7 @@ def test_read_limits_min_one_message_and_max_offset(tmp_path, clock):
     assert log.read(5, 100).size_in_bytes == 0  # at the LEO: nothing yet, no error
     with pytest.raises(OffsetOutOfRangeError, match=r"\[0, 5\)") as err:
         log.read(6, 100)
-    assert err.value.error_code == 1
+    assert err.value.code == 1
     log.close()
 
 

@@ -1,0 +1,109 @@
+"""Fetch (1): consumers read below the high watermark; followers replicate.
+
+Kafka: KafkaApis.handleFetchRequest -> ReplicaManager.fetchMessages. A follower's
+fetch (replica_id >= 0) first tells its leader the follower's log end offset
+(its fetch offset), which may move the HW and grow the ISR; then the fetch
+reads. With less than `min_bytes` to return, it waits in the delayed-fetch
+purgatory up to `max_wait_ms`, and the append (or HW move) that brings data
+answers it. Every requested partition is in the answer (kafka-python drops a
+response that leaves one out); sessions (KIP-227) are not kept: session 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from kafkalab.protocol.header import RequestHeader
+from kafkalab.replication.delayed_fetch import DelayedFetch, FetchPartition
+from kafkalab.replication.partition import Role
+from kafkalab.server.socket_server import CLOSE_CONNECTION
+from kafkalab.storage.unified_log import FetchIsolation
+
+if TYPE_CHECKING:
+    from kafkalab.server.kafka_apis import KafkaApis
+
+READ_COMMITTED = 1
+
+
+def fetch_isolation(body: dict) -> FetchIsolation:
+    """Followers read to the LEO; consumers to the HW, or the LSO under read_committed
+    (Kafka: FetchParams.isolation)."""
+    if body["replica_id"] >= 0:
+        return FetchIsolation.LOG_END
+    if body["isolation_level"] == READ_COMMITTED:
+        return FetchIsolation.TXN_COMMITTED
+    return FetchIsolation.HIGH_WATERMARK
+
+
+def handle_fetch(apis: KafkaApis, header: RequestHeader, body: dict) -> Any:
+    replica_id = body["replica_id"]
+    if not apis.hears(replica_id):
+        return CLOSE_CONNECTION
+    rm = apis.replica_manager
+    partitions = [
+        FetchPartition(t["topic"], p["partition"], p["fetch_offset"], p["partition_max_bytes"])
+        for t in body["topics"]
+        for p in t["partitions"]
+    ]
+    if replica_id >= 0:
+        for p in partitions:
+            part = rm.partition((p.topic, p.partition))
+            if part is not None and part.role == Role.LEADER and replica_id in part.remote:
+                rm.update_follower_fetch_state((p.topic, p.partition), replica_id, p.fetch_offset)
+    isolation = fetch_isolation(body)
+    future = None
+
+    def answer() -> None:
+        if future is not None and not future.done():
+            future.set_result(fetch_response(apis, body, partitions, isolation))
+
+    op = DelayedFetch(
+        body["max_wait_ms"], body["min_bytes"], isolation, partitions, rm.read, answer
+    )
+    if body["max_wait_ms"] <= 0 or op.try_complete():
+        return fetch_response(apis, body, partitions, isolation)
+    future = asyncio.get_running_loop().create_future()
+    keys = [(p.topic, p.partition) for p in partitions]
+    rm.delayed_fetch.try_complete_else_watch(op, keys)
+    return future
+
+
+def fetch_response(
+    apis: KafkaApis, body: dict, partitions: list[FetchPartition], isolation: FetchIsolation
+) -> dict:
+    """Read every requested partition now (Kafka: ReplicaManager.readFromLog): at most
+    max_bytes in all, but the first partition with data returns at least one
+    whole batch."""
+    remaining = body["max_bytes"]
+    read_committed = isolation == FetchIsolation.TXN_COMMITTED
+    min_one = True
+    topics: dict[str, list[dict]] = {}
+    for p in partitions:
+        limit = max(0, min(p.max_bytes, remaining))
+        result = apis.replica_manager.read(
+            p.topic, p.partition, p.fetch_offset, limit, min_one, isolation
+        )
+        records = None
+        if result.info is not None and result.size:
+            records = result.info.records
+            remaining -= result.size
+            min_one = False
+        topics.setdefault(p.topic, []).append(
+            {
+                "partition_index": p.partition,
+                "error_code": int(result.error),
+                "high_watermark": result.high_watermark,
+                "last_stable_offset": result.last_stable_offset,
+                "log_start_offset": result.log_start_offset,
+                "aborted_transactions": [] if read_committed else None,
+                "preferred_read_replica": -1,
+                "records": records if records is not None else b"",
+            }
+        )
+    return {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "session_id": 0,
+        "responses": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+    }

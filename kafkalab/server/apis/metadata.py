@@ -1,0 +1,95 @@
+"""Metadata (3): brokers, topics, partition leaders, ISRs and leader epochs.
+
+Kafka: KafkaApis.handleTopicMetadataRequest. Requested topics: v0 with an empty
+list means all, v1+ null means all and empty means none. A topic that does not
+exist is created first when `auto.create.topics.enable` is on and the request
+allows it (v4+: allow_auto_topic_creation), with `num.partitions` and
+`default.replication.factor`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kafkalab.errors import Errors
+from kafkalab.protocol.header import RequestHeader
+from kafkalab.server.apis.topics import create_topics_request
+
+if TYPE_CHECKING:
+    from kafkalab.server.kafka_apis import KafkaApis
+
+
+def handle_metadata(apis: KafkaApis, header: RequestHeader, body: dict) -> Any:
+    cache = apis.metadata_cache
+    requested = body["topics"]
+    if requested is None or (header.api_version == 0 and not requested):
+        names = sorted(cache.topics())
+    else:
+        names = [t["name"] for t in requested]
+    allow_create = apis.config.auto_create_topics_enable and (
+        header.api_version < 4 or body["allow_auto_topic_creation"]
+    )
+    missing = [n for n in names if n not in cache.topics()]
+    if not (missing and allow_create):
+        return metadata_response(apis, names)
+
+    async def create_then_answer() -> dict:
+        created = await cache.create_topics(
+            create_topics_request(
+                missing, apis.config.num_partitions, apis.config.default_replication_factor
+            )
+        )
+        errors = {t["name"]: t["error_code"] for t in created["topics"]}
+        return metadata_response(apis, names, errors)
+
+    return create_then_answer()
+
+
+def metadata_response(
+    apis: KafkaApis, names: list[str], creation_errors: dict[str, int] | None = None
+) -> dict:
+    cache = apis.metadata_cache
+    known = cache.topics()
+    alive = cache.alive_brokers()
+    alive_ids = {b.broker_id for b in alive}
+    topics = []
+    for name in names:
+        info = known.get(name)
+        if info is None:
+            error = (creation_errors or {}).get(name, Errors.UNKNOWN_TOPIC_OR_PARTITION)
+            if error in (Errors.NONE, Errors.TOPIC_ALREADY_EXISTS):
+                error = Errors.UNKNOWN_TOPIC_OR_PARTITION
+            topics.append(topic_error(name, Errors(error)))
+            continue
+        topics.append(
+            {
+                "error_code": 0,
+                "name": name,
+                "is_internal": False,
+                "partitions": [
+                    {
+                        "error_code": 0 if p.leader >= 0 else int(Errors.LEADER_NOT_AVAILABLE),
+                        "partition_index": i,
+                        "leader_id": p.leader,
+                        "leader_epoch": p.leader_epoch,
+                        "replica_nodes": p.replicas,
+                        "isr_nodes": p.isr,
+                        "offline_replicas": [r for r in p.replicas if r not in alive_ids],
+                    }
+                    for i, p in sorted(info.partitions.items())
+                ],
+            }
+        )
+    return {
+        "throttle_time_ms": 0,
+        "brokers": [
+            {"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": None} for b in alive
+        ],
+        "cluster_id": apis.config.cluster_id,
+        "controller_id": cache.controller_id(),
+        "topics": topics,
+    }
+
+
+def topic_error(name: str, error: Errors) -> dict:
+    return {"error_code": int(error), "name": name, "is_internal": False, "partitions": []}

@@ -1,0 +1,72 @@
+"""Produce (0): append each partition's batches on its leader.
+
+Kafka: KafkaApis.handleProduceRequest -> ReplicaManager.appendRecords. acks=1
+answers once the leader has written; acks=all waits in the delayed-produce
+purgatory until the ISR has the records (DelayedProduce); acks=0 gets no
+response at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from kafkalab.errors import Errors
+from kafkalab.protocol.header import RequestHeader
+from kafkalab.replication.delayed_produce import AppendResult, DelayedProduce
+
+if TYPE_CHECKING:
+    from kafkalab.server.kafka_apis import KafkaApis
+
+log = logging.getLogger(__name__)
+TopicPartition = tuple[str, int]
+
+
+def handle_produce(apis: KafkaApis, header: RequestHeader, body: dict) -> Any:
+    rm = apis.replica_manager
+    acks = body["acks"]
+    results: dict[TopicPartition, AppendResult] = {}
+    for topic in body["topics"]:
+        for part in topic["partitions"]:
+            tp = (topic["name"], part["partition_index"])
+            if acks not in (0, 1, -1):
+                results[tp] = AppendResult(Errors.INVALID_REQUIRED_ACKS)
+                continue
+            results[tp] = rm.append_records(tp[0], tp[1], part["records"], acks)
+            if results[tp].message and results[tp].error != Errors.NONE:
+                log.info("produce to %s-%d refused: %s", *tp, results[tp].message)
+    if acks == 0:
+        return None  # the client does not read a response
+    waiting = {tp: r for tp, r in results.items() if r.error == Errors.NONE}
+    if acks == -1 and waiting:
+        future = asyncio.get_running_loop().create_future()
+        op = DelayedProduce(
+            body["timeout_ms"],
+            rm.partition,
+            waiting,
+            lambda _: future.done() or future.set_result(produce_response(results)),
+        )
+        if not rm.delayed_produce.try_complete_else_watch(op, list(waiting)):
+            return future
+    return produce_response(results)
+
+
+def produce_response(results: dict[TopicPartition, AppendResult]) -> dict:
+    topics: dict[str, list[dict]] = {}
+    for (topic, index), r in results.items():
+        topics.setdefault(topic, []).append(
+            {
+                "partition_index": index,
+                "error_code": int(r.error),
+                "base_offset": r.base_offset,
+                "log_append_time_ms": r.log_append_time,
+                "log_start_offset": r.log_start_offset,
+                "record_errors": [],
+                "error_message": r.message,
+            }
+        )
+    return {
+        "responses": [{"name": t, "partitions": p} for t, p in topics.items()],
+        "throttle_time_ms": 0,
+    }

@@ -1,0 +1,130 @@
+"""BrokerLifecycleManager: a broker's registration with the controller and its heartbeats.
+
+Kafka's class: kafka.server.BrokerLifecycleManager (KIP-631). The broker
+registers (BrokerRegistration) and gets a broker epoch; then it heartbeats
+every `broker.heartbeat.interval.ms` (BrokerHeartbeat). The controller keeps
+it fenced until its first heartbeat, and fences it again when heartbeats stop
+for `broker.session.timeout.ms`. A controller that forgot us answers
+STALE_BROKER_EPOCH: we register again. Stopping sends a last heartbeat that
+asks to be fenced and shut down, so the controller moves our leaderships at
+once instead of after the session timeout.
+
+After every heartbeat the broker catches up with the metadata log
+(`on_heartbeat`, the BrokerMetadataListener): new records are applied within
+one heartbeat interval.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+
+from kafkalab.errors import Errors, KafkaError
+from kafkalab.protocol.api_keys import ApiKeys
+from kafkalab.server.inter_broker_connection import InterBrokerConnection
+
+log = logging.getLogger(__name__)
+
+
+class BrokerLifecycleManager:
+    def __init__(
+        self,
+        broker_id: int,
+        cluster_id: str | None,
+        controller: InterBrokerConnection,
+        advertised_address: Callable[[], tuple[str, int]],
+        heartbeat_interval_ms: int,
+        on_heartbeat: Callable[[], Awaitable[int]],
+    ) -> None:
+        """`on_heartbeat()` catches up with the metadata log and returns the offset
+        of the last record applied (what the next heartbeat reports)."""
+        self.broker_id = broker_id
+        self.cluster_id = cluster_id
+        self.controller = controller
+        self.advertised_address = advertised_address
+        self.heartbeat_s = heartbeat_interval_ms / 1000
+        self.on_heartbeat = on_heartbeat
+        self.broker_epoch = -1
+        self.metadata_offset = -1
+        self.unfenced = asyncio.Event()
+        self._task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run())
+
+    async def stop(self) -> None:
+        """Stop heartbeating and ask the controller to fence us now."""
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        try:
+            await asyncio.wait_for(self._heartbeat(want_shut_down=True), 2)
+        except (TimeoutError, KafkaError):
+            pass  # the controller will fence us when our session times out
+
+    async def _run(self) -> None:
+        while True:
+            if self.broker_epoch < 0:
+                await self._register()
+            try:
+                response = await self._heartbeat()
+                if response["error_code"] == Errors.STALE_BROKER_EPOCH:
+                    self.broker_epoch = -1  # the controller forgot us: register again
+                    raise KafkaError(Errors.STALE_BROKER_EPOCH, "registering again")
+                self.metadata_offset = await self.on_heartbeat()
+                if not response["is_fenced"] and not self.unfenced.is_set():
+                    self.unfenced.set()
+                    print(
+                        f"kafkalab broker {self.broker_id} registered and unfenced "
+                        f"(broker epoch {self.broker_epoch})",
+                        flush=True,
+                    )
+            except KafkaError as e:
+                log.warning("controller unreachable (%s); retrying", e)
+            await asyncio.sleep(self.heartbeat_s)
+
+    async def _register(self) -> None:
+        host, port = self.advertised_address()
+        incarnation = uuid.uuid4()
+        while self.broker_epoch < 0:
+            try:
+                response = await self.controller.request(
+                    ApiKeys.BROKER_REGISTRATION,
+                    0,
+                    {
+                        "broker_id": self.broker_id,
+                        "cluster_id": self.cluster_id,
+                        "incarnation_id": incarnation,
+                        "listeners": [
+                            {
+                                "name": "PLAINTEXT",
+                                "host": host,
+                                "port": port,
+                                "security_protocol": 0,
+                            }
+                        ],
+                        "features": [],
+                        "rack": None,
+                    },
+                )
+                if response["error_code"]:
+                    raise KafkaError(response["error_code"], "BrokerRegistration")
+                self.broker_epoch = response["broker_epoch"]
+            except KafkaError as e:
+                log.warning("registration with the controller failed (%s); retrying", e)
+                await asyncio.sleep(self.heartbeat_s)
+
+    async def _heartbeat(self, want_shut_down: bool = False) -> dict:
+        return await self.controller.request(
+            ApiKeys.BROKER_HEARTBEAT,
+            0,
+            {
+                "broker_id": self.broker_id,
+                "broker_epoch": self.broker_epoch,
+                "current_metadata_offset": self.metadata_offset,
+                "want_fence": want_shut_down,
+                "want_shut_down": want_shut_down,
+            },
+        )

@@ -1,0 +1,98 @@
+"""InterBrokerConnection: one connection from this broker to another node, one request at a time.
+
+Kafka's classes: the NetworkClient under NodeToControllerChannelManager (a
+broker's requests to the controller) and ReplicaFetcherBlockingSend (a
+follower's requests to its leader). Enough for these control paths: a request
+is written, its response awaited, and the next one waits its turn. A broken
+connection raises KafkaError(NETWORK_EXCEPTION) and is opened again on the
+next request.
+
+`replica_fetch_request` builds the Fetch body a follower sends, the same for
+a broker reading the controller's metadata log (`__cluster_metadata-0`) and
+for a replica fetcher reading its leader's partitions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import struct
+
+from kafkalab.errors import Errors, KafkaError
+from kafkalab.protocol.api_keys import ApiKeys
+from kafkalab.protocol.header import RequestHeader, decode_response, encode_request
+from kafkalab.protocol.messages import Api
+
+_SIZE = struct.Struct(">i")
+
+#: The Fetch version brokers send each other (the newest non-flexible one).
+REPLICA_FETCH_VERSION = 11
+
+
+class InterBrokerConnection:
+    def __init__(self, host: str, port: int, schemas: dict[ApiKeys, Api]) -> None:
+        self.host, self.port, self.schemas = host, port, schemas
+        self._ids = itertools.count(1)
+        self._lock = asyncio.Lock()
+        self._streams: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+
+    async def request(self, api_key: ApiKeys, version: int, body: dict) -> dict:
+        async with self._lock:
+            try:
+                if self._streams is None:
+                    self._streams = await asyncio.open_connection(self.host, self.port)
+                reader, writer = self._streams
+                cid = next(self._ids)
+                writer.write(
+                    encode_request(
+                        RequestHeader(api_key, version, cid, "kafkalab-broker"), body, self.schemas
+                    )
+                )
+                await writer.drain()
+                (size,) = _SIZE.unpack(await reader.readexactly(4))
+                frame = await reader.readexactly(size)
+            except (OSError, asyncio.IncompleteReadError) as e:
+                self.close()
+                raise KafkaError(Errors.NETWORK_EXCEPTION, f"{self.host}:{self.port}: {e}") from e
+        _, response = decode_response(self.schemas[api_key], version, frame)
+        return response
+
+    def close(self) -> None:
+        if self._streams is not None:
+            self._streams[1].close()
+            self._streams = None
+
+
+def replica_fetch_request(
+    replica_id: int,
+    partitions: list[tuple[str, int, int, int]],
+    max_wait_ms: int,
+    min_bytes: int,
+    partition_max_bytes: int = 1 << 20,
+) -> dict:
+    """A Fetch v11 body from a replica: `partitions` as (topic, partition, fetch
+    offset, current leader epoch or -1). A follower's fetch offset is its log end
+    offset, which is how its leader learns it."""
+    topics: dict[str, list[dict]] = {}
+    for topic, partition, fetch_offset, leader_epoch in partitions:
+        topics.setdefault(topic, []).append(
+            {
+                "partition": partition,
+                "current_leader_epoch": leader_epoch,
+                "fetch_offset": fetch_offset,
+                "log_start_offset": -1,
+                "partition_max_bytes": partition_max_bytes,
+            }
+        )
+    return {
+        "replica_id": replica_id,
+        "max_wait_ms": max_wait_ms,
+        "min_bytes": min_bytes,
+        "max_bytes": 10 << 20,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [{"topic": t, "partitions": p} for t, p in topics.items()],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }

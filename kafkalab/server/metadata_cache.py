@@ -1,0 +1,180 @@
+"""MetadataCache: what a broker knows of the cluster, the one thing handlers ask about it.
+
+Kafka's trait: kafka.server.MetadataCache (with KRaftMetadataCache behind it).
+Handlers ask it who leads what, which brokers are alive, and to create or
+delete topics; they never know whether a controller stands behind it:
+
+    KRaftMetadataCache       a broker in a cluster: the image replayed from the
+                             controller's metadata log; topic changes are forwarded
+                             to the controller (Kafka's ForwardingManager), and
+                             answered once this broker has applied them
+    StandaloneMetadataCache  a broker on its own (no controller.quorum.bootstrap.servers):
+                             it is the whole cluster, leads every partition it holds
+                             in epoch 0 with an ISR of itself, and creates topics
+                             itself
+
+Both describe topics with the controller's own types (TopicInfo,
+PartitionRegistration, BrokerRegistration), so the Metadata handler builds one
+response from either. The group and transaction coordinators will find their
+coordinator here too: the leader of a partition of `__consumer_offsets` or
+`__transaction_state`, created on first use with `create_topics`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from kafkalab.controller.metadata_image import BrokerRegistration, PartitionRegistration, TopicInfo
+from kafkalab.errors import Errors
+from kafkalab.protocol.api_keys import ApiKeys
+from kafkalab.replication.replica_manager import ReplicaManager
+from kafkalab.server.config import KafkaConfig
+from kafkalab.server.inter_broker_connection import InterBrokerConnection
+from kafkalab.server.metadata_listener import BrokerMetadataListener
+from kafkalab.storage.log_config import InvalidConfigError
+from kafkalab.storage.log_manager import check_topic_name
+
+TopicPartition = tuple[str, int]
+
+#: A standalone broker leads every partition in this epoch (Metadata says so,
+#: appends stamp it).
+STANDALONE_LEADER_EPOCH = 0
+
+
+class MetadataCache(Protocol):
+    def topics(self) -> dict[str, TopicInfo]: ...
+
+    def alive_brokers(self) -> list[BrokerRegistration]: ...
+
+    def controller_id(self) -> int:
+        """The broker clients are told is the controller (Metadata's controller_id):
+        a live broker they can reach, as clients require."""
+        ...
+
+    def contains_partition(self, tp: TopicPartition) -> bool: ...
+
+    async def create_topics(self, body: dict) -> dict:
+        """A CreateTopics request body in, its response body out."""
+        ...
+
+    async def delete_topics(self, body: dict) -> dict:
+        """A DeleteTopics request body in, its response body out."""
+        ...
+
+
+class KRaftMetadataCache:
+    def __init__(self, listener: BrokerMetadataListener, controller: InterBrokerConnection) -> None:
+        self.listener = listener
+        self.controller = controller
+
+    def topics(self) -> dict[str, TopicInfo]:
+        return self.listener.image.topics
+
+    def alive_brokers(self) -> list[BrokerRegistration]:
+        return [b for b in self.listener.image.brokers.values() if not b.fenced]
+
+    def controller_id(self) -> int:
+        alive = self.alive_brokers()
+        return alive[0].broker_id if alive else -1
+
+    def contains_partition(self, tp: TopicPartition) -> bool:
+        topic = self.listener.image.topics.get(tp[0])
+        return topic is not None and tp[1] in topic.partitions
+
+    async def create_topics(self, body: dict) -> dict:
+        response = await self.controller.request(ApiKeys.CREATE_TOPICS, 4, body)
+        await self.listener.catch_up()  # answer once the topics are in our image
+        return response
+
+    async def delete_topics(self, body: dict) -> dict:
+        response = await self.controller.request(ApiKeys.DELETE_TOPICS, 3, body)
+        await self.listener.catch_up()
+        return response
+
+
+class StandaloneMetadataCache:
+    def __init__(
+        self,
+        config: KafkaConfig,
+        replica_manager: ReplicaManager,
+        advertised_address: Callable[[], tuple[str, int]],
+    ) -> None:
+        self.config = config
+        self.replica_manager = replica_manager
+        self.advertised_address = advertised_address
+        for tp in replica_manager.log_manager.all_logs():
+            self._lead(tp)
+
+    def _lead(self, tp: TopicPartition, configs: dict[str, str] | None = None) -> None:
+        me = self.config.node_id
+        self.replica_manager.make_leader(tp, STANDALONE_LEADER_EPOCH, [me], [me], 0, configs)
+
+    def topics(self) -> dict[str, TopicInfo]:
+        me = self.config.node_id
+        out: dict[str, TopicInfo] = {}
+        for topic, index in sorted(self.replica_manager.log_manager.all_logs()):
+            info = out.setdefault(topic, TopicInfo(topic))
+            info.partitions[index] = PartitionRegistration(
+                [me], [me], me, STANDALONE_LEADER_EPOCH, 0
+            )
+        return out
+
+    def alive_brokers(self) -> list[BrokerRegistration]:
+        host, port = self.advertised_address()
+        return [BrokerRegistration(self.config.node_id, host, port, "", 0, fenced=False)]
+
+    def controller_id(self) -> int:
+        return self.config.node_id
+
+    def contains_partition(self, tp: TopicPartition) -> bool:
+        return self.replica_manager.log_manager.get_log(*tp) is not None
+
+    async def create_topics(self, body: dict) -> dict:
+        existing = self.topics()
+        out = []
+        for topic in body["topics"]:
+            name = topic["name"]
+            error, message = Errors.NONE, None
+            partitions = topic["num_partitions"]
+            if topic["assignments"]:
+                partitions = len(topic["assignments"])
+            if partitions == -1:
+                partitions = self.config.num_partitions
+            factor = topic["replication_factor"]
+            configs = {c["name"]: c["value"] for c in topic["configs"] if c["value"] is not None}
+            try:
+                check_topic_name(name)
+            except ValueError as e:
+                error, message = Errors.INVALID_TOPIC_EXCEPTION, str(e)
+            if error == Errors.NONE and name in existing:
+                error, message = Errors.TOPIC_ALREADY_EXISTS, f"topic '{name}' already exists"
+            elif error == Errors.NONE and partitions <= 0:
+                error, message = Errors.INVALID_PARTITIONS, "number of partitions must be > 0"
+            elif error == Errors.NONE and factor not in (-1, 1):
+                error, message = (
+                    Errors.INVALID_REPLICATION_FACTOR,
+                    f"replication factor {factor} is larger than the 1 broker available",
+                )
+            if error == Errors.NONE:
+                try:
+                    # validate every config before creating anything
+                    self.replica_manager.log_manager.default_config.with_overrides(configs)
+                    if not body["validate_only"]:
+                        for p in range(partitions):
+                            self._lead((name, p), configs or None)
+                except InvalidConfigError as e:
+                    error, message = Errors.INVALID_CONFIG, e.message
+            out.append({"name": name, "error_code": int(error), "error_message": message})
+        return {"throttle_time_ms": 0, "topics": out}
+
+    async def delete_topics(self, body: dict) -> dict:
+        existing = self.topics()
+        out = []
+        for name in body["topic_names"]:
+            info = existing.get(name)
+            for index in info.partitions if info else ():
+                self.replica_manager.remove_partition((name, index))
+            error = Errors.NONE if info else Errors.UNKNOWN_TOPIC_OR_PARTITION
+            out.append({"name": name, "error_code": int(error)})
+        return {"throttle_time_ms": 0, "responses": out}

@@ -1,0 +1,141 @@
+"""BrokerMetadataListener: the broker reads the controller's metadata log and acts on it.
+
+Kafka's classes: BrokerMetadataListener (read and replay `__cluster_metadata`
+into a MetadataImage) and BrokerMetadataPublisher (apply the image:
+ReplicaManager.applyDelta). On every new batch of records:
+
+    for each partition with a replica here:
+        leader is us, and we were not leading in this epoch  -> become leader
+        leader is another broker (new epoch or new leader)    -> become follower:
+                                                                 the replica fetcher
+                                                                 truncates, then fetches
+        no leader (every ISR member is down)                  -> follower of nobody:
+                                                                 offline here
+        same leader and epoch, another ISR                    -> apply the ISR change
+    partitions of deleted topics                               -> removed with their logs
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+
+from kafkalab.controller.metadata_image import MetadataImage
+from kafkalab.controller.quorum_controller import METADATA_TOPIC
+from kafkalab.protocol.api_keys import ApiKeys
+from kafkalab.records import iter_batches
+from kafkalab.replication.partition import Role
+from kafkalab.replication.replica_manager import ReplicaManager
+from kafkalab.server.inter_broker_connection import (
+    REPLICA_FETCH_VERSION,
+    InterBrokerConnection,
+    replica_fetch_request,
+)
+from kafkalab.server.replica_fetcher import ReplicaFetcherManager
+
+log = logging.getLogger(__name__)
+
+
+class BrokerMetadataListener:
+    def __init__(
+        self,
+        broker_id: int,
+        controller: InterBrokerConnection,
+        replica_manager: ReplicaManager,
+        fetchers: ReplicaFetcherManager,
+    ) -> None:
+        self.broker_id = broker_id
+        self.controller = controller
+        self.replica_manager = replica_manager
+        self.fetchers = fetchers
+        self.image = MetadataImage()
+        self.next_offset = 0
+        self._lock = asyncio.Lock()  # one catch-up at a time: records apply once, in order
+
+    async def catch_up(self) -> int:
+        """Fetch and apply every metadata record we do not have yet. Returns the
+        offset of the last record applied (-1 for none)."""
+        async with self._lock:
+            while True:
+                body = replica_fetch_request(
+                    self.broker_id,
+                    [(METADATA_TOPIC, 0, self.next_offset, -1)],
+                    max_wait_ms=0,
+                    min_bytes=0,
+                    partition_max_bytes=10 << 20,
+                )
+                response = await self.controller.request(ApiKeys.FETCH, REPLICA_FETCH_VERSION, body)
+                part = response["responses"][0]["partitions"][0]
+                records = [
+                    (r.offset, json.loads(r.value))
+                    for b in iter_batches(bytes(part["records"] or b""))
+                    for r in b.records
+                    if r.offset >= self.next_offset
+                ]
+                if not records:
+                    return self.next_offset - 1
+                for offset, record in records:
+                    self.image.replay(record)
+                    self.next_offset = offset + 1
+                self._publish()
+
+    def _publish(self) -> None:
+        """Make the ReplicaManager match the image (Kafka: BrokerMetadataPublisher)."""
+        rm, me = self.replica_manager, self.broker_id
+        for topic in list(self.image.topics.values()):
+            for index, reg in topic.partitions.items():
+                if me not in reg.replicas:
+                    continue
+                tp = (topic.name, index)
+                part = rm.partition(tp)
+                if reg.leader == me:
+                    if (
+                        part is None
+                        or part.role != Role.LEADER
+                        or part.leader_epoch != reg.leader_epoch
+                    ):
+                        self.fetchers.remove(tp)
+                        rm.make_leader(
+                            tp,
+                            reg.leader_epoch,
+                            reg.isr,
+                            reg.replicas,
+                            reg.partition_epoch,
+                            topic.configs,
+                        )
+                        continue
+                elif (
+                    part is None
+                    or part.role != Role.FOLLOWER
+                    or part.leader_epoch != reg.leader_epoch
+                    or part.leader_id != reg.leader
+                ):
+                    self.fetchers.remove(tp)
+                    follower = rm.make_follower(
+                        tp,
+                        reg.leader,
+                        reg.leader_epoch,
+                        reg.isr,
+                        reg.replicas,
+                        reg.partition_epoch,
+                        topic.configs,
+                    )
+                    if reg.leader >= 0:
+                        self.fetchers.add(reg.leader, follower)
+                    continue
+                # Same leader and epoch: an ISR change (AlterPartition, or the controller
+                # fencing a broker). The leader computes its HW over the new ISR; a
+                # follower only keeps it current, so what it reports is what the
+                # metadata says.
+                if part.isr != reg.isr or part.partition_epoch != reg.partition_epoch:
+                    rm.apply_isr_change(tp, reg.isr, reg.partition_epoch)
+        for tp in [tp for tp in rm.partitions if tp[0] not in self.image.topics]:
+            self.fetchers.remove(tp)
+            rm.remove_partition(tp)
+
+    def broker_address(self, broker_id: int) -> tuple[str, int]:
+        """Where a broker listens, as it registered last (a restarted broker may
+        listen on another port)."""
+        reg = self.image.brokers[broker_id]
+        return reg.host, reg.port

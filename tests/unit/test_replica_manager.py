@@ -1,0 +1,88 @@
+"""ReplicaManager without a broker: leadership listeners (where the coordinators will
+load and unload their state topics), the error for a partition not hosted here,
+and reads bounded by the asker's isolation."""
+
+from __future__ import annotations
+
+from kafkalab.errors import Errors
+from kafkalab.records import build_batch
+from kafkalab.replication.partition import Role
+from kafkalab.replication.replica_manager import ReplicaManager
+from kafkalab.storage import LogConfig, LogManager
+from kafkalab.storage.unified_log import FetchIsolation
+
+
+class Timers:
+    """A schedule() that never fires: these tests step everything by hand."""
+
+    class Handle:
+        def cancel(self) -> None:
+            pass
+
+    def __call__(self, delay_s, fn):
+        return self.Handle()
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[tuple] = []
+
+    def on_election(self, tp, leader_epoch):
+        self.events.append(("elected", tp, leader_epoch))
+
+    def on_resignation(self, tp, leader_epoch):
+        self.events.append(("resigned", tp, leader_epoch))
+
+
+def manager(tmp_path, known=()):
+    return ReplicaManager(
+        LogManager(tmp_path, LogConfig()),
+        Timers(),
+        broker_id=1,
+        partition_exists=lambda tp: tp in known,
+    )
+
+
+def test_leadership_listeners_hear_elections_and_resignations(tmp_path):
+    rm = manager(tmp_path)
+    heard = Recorder()
+    rm.add_leadership_listener(heard)
+    tp = ("__consumer_offsets", 7)
+    rm.make_leader(tp, 0, [1, 2], [1, 2], 0)
+    rm.make_follower(tp, 2, 1, [1, 2], [1, 2], 1)  # another broker leads now
+    rm.make_follower(tp, 2, 2, [1, 2], [1, 2], 2)  # a follower stays one: nothing to say
+    rm.make_leader(tp, 3, [1, 2], [1, 2], 3)
+    rm.remove_partition(tp)  # the topic was deleted
+    assert heard.events == [
+        ("elected", tp, 0),
+        ("resigned", tp, 1),
+        ("elected", tp, 3),
+        ("resigned", tp, 3),
+    ]
+    rm.shutdown()
+
+
+def test_a_partition_not_hosted_here_is_unknown_or_elsewhere(tmp_path):
+    rm = manager(tmp_path, known={("t", 1)})
+    records = build_batch([b"x"])
+    assert rm.append_records("t", 1, records).error == Errors.NOT_LEADER_OR_FOLLOWER
+    assert rm.append_records("t", 2, records).error == Errors.UNKNOWN_TOPIC_OR_PARTITION
+    rm.make_follower(("t", 0), 2, 0, [1, 2], [1, 2], 0)
+    assert rm.partition(("t", 0)).role == Role.FOLLOWER
+    assert rm.append_records("t", 0, records).error == Errors.NOT_LEADER_OR_FOLLOWER
+    assert rm.read("t", 0, 0, 1024, True).error == Errors.NOT_LEADER_OR_FOLLOWER
+    rm.shutdown()
+
+
+def test_reads_stop_where_the_isolation_says(tmp_path):
+    rm = manager(tmp_path)
+    rm.make_leader(("t", 0), 0, [1, 2], [1, 2], 0)
+    assert rm.append_records("t", 0, build_batch([b"a", b"b"])).error == Errors.NONE
+    # The follower has not fetched: HW 0, LEO 2.
+    consumer = rm.read("t", 0, 0, 1 << 20, True, FetchIsolation.HIGH_WATERMARK)
+    follower = rm.read("t", 0, 0, 1 << 20, True, FetchIsolation.LOG_END)
+    assert (consumer.error, consumer.size, consumer.high_watermark) == (Errors.NONE, 0, 0)
+    assert follower.error == Errors.NONE and follower.size > 0
+    rm.update_follower_fetch_state(("t", 0), 2, 2)
+    assert rm.read("t", 0, 0, 1 << 20, True).size == follower.size
+    rm.shutdown()
