@@ -6,18 +6,29 @@
 #
 # Both create and reuse a virtual environment in .venv. Notebooks read their size
 # from KAFKALAB_SCALE: `full` (the workshop run, default) or `ci` (small and fast).
+#
+# `make lab` listens on LAB_IP (127.0.0.1) and LAB_PORT (unset: Jupyter's own
+# default, 8888 or $JUPYTER_PORT, and the next free port when that one is taken),
+# e.g. `make lab LAB_PORT=9999`, or `make lab LAB_IP=0.0.0.0` in a container whose
+# port you publish with `docker run -p`.
 
 PYTHON ?= python3
 VENV   ?= .venv
+LAB_IP   ?= 127.0.0.1
+LAB_PORT ?=
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.kafkalab-installed
 JS_STAMP := tests/js/node_modules/.installed
 
 .PHONY: lab test setup system-deps lint bench clean
 
+# --allow-root: as root (most containers, Codespaces-style images, CI runners)
+# JupyterLab refuses to start without it. For any other user it changes nothing
+# (the flag only switches off that check), so it is passed always: every user,
+# and tests/integration/test_make_lab.py, runs the very same command.
 lab: setup
-	@echo "kafkalab: starting JupyterLab on labs/ (open the http://127.0.0.1 URL it prints; Ctrl-C stops it)"
-	$(BIN)/jupyter lab --notebook-dir=labs --ip=127.0.0.1 --no-browser
+	@echo "kafkalab: starting JupyterLab on labs/ (open the http://...?token=... URL it prints below; Ctrl-C twice stops it)"
+	$(BIN)/jupyter lab --notebook-dir=labs --ip=$(LAB_IP) $(if $(LAB_PORT),--port=$(LAB_PORT)) --no-browser --allow-root
 
 test: setup $(JS_STAMP)
 	$(BIN)/ruff check kafkalab tests benchmarks

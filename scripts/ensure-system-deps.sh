@@ -29,6 +29,10 @@ fi
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "kafkalab: installing system packages: ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
+    # Slim container images (debian:*-slim and the like) delete /usr/share/man, and
+    # the OpenJDK packages' update-alternatives can then fail to link their man pages
+    # there, which fails the whole install; an empty directory is all they need.
+    mkdir -p /usr/share/man/man1
     apt-get update -qq
     # Debian 13 and newer Ubuntu ship Java 21 rather than 17; either runs PySpark.
     if ! apt-get install -y -qq "${missing[@]}" >/dev/null; then

@@ -11,6 +11,9 @@ import subprocess
 import tomllib
 from pathlib import Path
 
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
 ROOT = Path(__file__).resolve().parents[2]
 BINDER = ROOT / "binder"
 
@@ -33,6 +36,16 @@ def test_binder_requirements_match_runtime_and_lab_dependencies() -> None:
     assert sorted(map(_name, binder)) == sorted(map(_name, wanted))
     # Same version floors too, not just the same names.
     assert sorted(binder) == sorted(wanted)
+
+
+def test_binder_runtime_is_a_python_kafkalab_supports() -> None:
+    # With a binder/ folder, repo2docker ignores pyproject's requires-python and
+    # builds its default Python (3.10 in repo2docker 2025) unless binder/runtime.txt
+    # names one; on 3.10 postBuild's `pip install -e .` refuses kafkalab.
+    runtime = _requirement_lines(BINDER / "runtime.txt")
+    assert len(runtime) == 1 and re.fullmatch(r"python-3\.\d+", runtime[0]), runtime
+    requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    assert Version(runtime[0].removeprefix("python-")) in SpecifierSet(requires)
 
 
 def test_binder_apt_has_graphviz_and_a_java_runtime() -> None:
