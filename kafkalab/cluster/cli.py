@@ -5,7 +5,8 @@
     kafkalab cluster power-failure 2 --dir /tmp/k3     # SIGKILL + lose what was not fsynced
     kafkalab cluster stop 3 --dir /tmp/k3              # SIGSTOP (a hung broker)
     kafkalab cluster continue 3 --dir /tmp/k3          # SIGCONT
-    kafkalab cluster restart 2 --dir /tmp/k3
+    kafkalab cluster restart 2 --dir /tmp/k3           # gracefully: leaderships move first
+    kafkalab cluster restart --all --dir /tmp/k3       # a rolling restart
     kafkalab cluster cut 1 2 --dir /tmp/k3             # brokers 1 and 2 stop hearing each other
     kafkalab cluster cut 1 2 --one-way --dir /tmp/k3   # only 1 -> 2: broker 2 stops hearing 1
     kafkalab cluster heal --dir /tmp/k3                # every link back
@@ -32,6 +33,7 @@ from kafkalab.cluster.local_cluster import (
     cut_to_recovery_points,
     describe_rows,
     process_state,
+    under_replicated,
 )
 from kafkalab.server.broker import BrokerProcess
 from kafkalab.server.link_faults import read_deaf_to, write_deaf_to
@@ -58,10 +60,19 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
         ("power-failure", "SIGKILL, then lose what was not fsynced"),
         ("stop", "SIGSTOP (pause) a broker"),
         ("continue", "SIGCONT a paused broker"),
-        ("restart", "restart a broker"),
     ):
         verb = verbs.add_parser(name, help=what)
         verb.add_argument("broker", type=int)
+    restart = verbs.add_parser(
+        "restart", help="restart a broker gracefully (a controlled shutdown), or --all in turn"
+    )
+    restart.add_argument("broker", type=int, nargs="?")
+    restart.add_argument(
+        "--all",
+        action="store_true",
+        help="a rolling restart: each broker in turn, the next once no partition is "
+        "under-replicated",
+    )
     for verb in verbs.choices.values():
         verb.add_argument("--dir", type=Path, required=True, help="the cluster's directory")
     parser.set_defaults(func=_main)
@@ -165,17 +176,28 @@ def _main(args: argparse.Namespace) -> int:
             print(f"broker {receiver} no longer hears broker {sender}")
         return 0
     if args.verb == "down":
-        pids = [info["pid"] for info in state["brokers"].values()] + [state["controller"]["pid"]]
-        for pid in pids:
-            _signal(pid, signal.SIGCONT)
-            _signal(pid, signal.SIGTERM)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and any(process_state(p) != "down" for p in pids):
-            time.sleep(0.1)
-        for pid in pids:
-            _signal(pid, signal.SIGKILL)
+        # Brokers first: each hands its leaderships over through the controller.
+        for pids in ([info["pid"] for info in brokers.values()], [state["controller"]["pid"]]):
+            _terminate(pids)
         (directory / STATE_FILE).unlink()
         print("cluster stopped")
+        return 0
+    if args.verb == "restart":
+        if args.all == (args.broker is not None):
+            print("restart: name one broker, or --all", file=sys.stderr)
+            return 2
+        for b in sorted(brokers) if args.all else [args.broker]:
+            if b not in brokers:
+                print(f"no broker {b}; brokers: {sorted(brokers)}", file=sys.stderr)
+                return 1
+            if not _restart(brokers[b]):
+                return 1
+            _save(directory, state)
+            if args.all:
+                if not _wait_fully_replicated(brokers):
+                    print("partitions still under-replicated after 120 s", file=sys.stderr)
+                    return 1
+            print(f"broker {b}: restart done", flush=True)
         return 0
     info = state["brokers"].get(str(args.broker))
     if info is None:
@@ -197,18 +219,41 @@ def _main(args: argparse.Namespace) -> int:
         _signal(info["pid"], signal.SIGSTOP)
     elif args.verb == "continue":
         _signal(info["pid"], signal.SIGCONT)
-    elif args.verb == "restart":
-        _signal(info["pid"], signal.SIGCONT)
-        _signal(info["pid"], signal.SIGTERM)
-        deadline = time.monotonic() + 30
-        while process_state(info["pid"]) != "down" and time.monotonic() < deadline:
-            time.sleep(0.1)
-        _signal(info["pid"], signal.SIGKILL)
-        process = BrokerProcess(info["props"], exit_with_parent=False).start()
-        if not process.wait_for_line("registered and unfenced", 60):
-            print("".join(process.output), file=sys.stderr)
-            return 1
-        info.update(pid=process.process.pid, address=process.bootstrap_servers)
-        _save(directory, state)
     print(f"broker {args.broker}: {args.verb} done")
     return 0
+
+
+def _terminate(pids: list[int], timeout_s: float = 30) -> None:
+    """SIGTERM (a graceful stop), then SIGKILL what is still there after `timeout_s`."""
+    for pid in pids:
+        _signal(pid, signal.SIGCONT)
+        _signal(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and any(process_state(p) != "down" for p in pids):
+        time.sleep(0.1)
+    for pid in pids:
+        _signal(pid, signal.SIGKILL)
+
+
+def _restart(info: dict) -> bool:
+    """Stop a broker gracefully and start it again on its data; updates `info`."""
+    _terminate([info["pid"]])
+    process = BrokerProcess(info["props"], exit_with_parent=False).start()
+    if not process.wait_for_line("registered and unfenced", 60):
+        print("".join(process.output), file=sys.stderr)
+        return False
+    info.update(pid=process.process.pid, address=process.bootstrap_servers)
+    return True
+
+
+def _wait_fully_replicated(brokers: dict[int, dict], timeout_s: float = 120) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        rows = describe_rows(
+            {b: Path(info["props"]["log.dirs"]) for b, info in brokers.items()},
+            {b: process_state(info["pid"]) for b, info in brokers.items()},
+        )
+        if not under_replicated(rows):
+            return True
+        time.sleep(0.2)
+    return False

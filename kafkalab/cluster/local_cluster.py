@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 from kafkalab.server.broker import BrokerProcess
@@ -112,6 +113,22 @@ def describe_rows(broker_dirs: dict[int, Path], states: dict[int, str]) -> list[
         r["lag"] = leader_leo.get((r["topic"], r["partition"]), (0, r["LEO"]))[1] - r["LEO"]
     rows.sort(key=lambda r: (r["topic"], r["partition"], r["broker"]))
     return [{c: r[c] for c in DESCRIBE_COLUMNS} for r in rows]
+
+
+def under_replicated(rows: list[dict]) -> list[tuple[str, int]]:
+    """Partitions whose leader (running, newest epoch) does not have every replica
+    in its ISR, or that have no running leader (Kafka's UnderReplicatedPartitions,
+    and offline ones)."""
+    by_partition: dict[tuple[str, int], list[dict]] = {}
+    for r in rows:
+        by_partition.setdefault((r["topic"], r["partition"]), []).append(r)
+    out = []
+    for tp, replicas in sorted(by_partition.items()):
+        leaders = [r for r in replicas if r["role"] == "leader" and r["status"] == "running"]
+        leader = max(leaders, key=lambda r: r["leader epoch"], default=None)
+        if leader is None or sorted(leader["ISR"]) != sorted(r["broker"] for r in replicas):
+            out.append(tp)
+    return out
 
 
 class LocalCluster:
@@ -233,9 +250,38 @@ class LocalCluster:
         return cut_to_recovery_points(broker.dir)
 
     def restart(self, broker_id: int) -> BrokerProcess:
-        """Stop (SIGTERM) if running, then start again with the same data."""
+        """Stop gracefully (SIGTERM: a controlled shutdown, its leaderships move
+        first) if running, then start again with the same data."""
         self.brokers[broker_id].stop()
         return self.start_broker(broker_id)
+
+    def under_replicated(self) -> list[tuple[str, int]]:
+        """Partitions not fully replicated right now (see `under_replicated`)."""
+        states = {
+            b: process_state(p.process.pid if p.process else None) for b, p in self.brokers.items()
+        }
+        return under_replicated(
+            describe_rows({b: self.broker_dir(b) for b in self.brokers}, states)
+        )
+
+    def rolling_restart(self, timeout_s: float = 120) -> None:
+        """Restart every broker in turn, each once no partition is under-replicated
+        (Kafka's rule for a rolling restart). With acks=all, RF=3 and
+        min.insync.replicas=2 no acknowledged write is lost, and producers see
+        leaders move (NOT_LEADER_OR_FOLLOWER, then a retry), not errors."""
+        for broker_id in sorted(self.brokers):
+            self.wait_fully_replicated(timeout_s)
+            self.restart(broker_id)
+        self.wait_fully_replicated(timeout_s)
+
+    def wait_fully_replicated(self, timeout_s: float = 120) -> None:
+        deadline = time.monotonic() + timeout_s
+        while self.under_replicated():
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"under-replicated after {timeout_s} s: {self.under_replicated()}"
+                )
+            time.sleep(0.1)
 
     def stop(self) -> None:
         for broker in self.brokers.values():

@@ -63,10 +63,10 @@ class DelayedProduce(DelayedOperation):
             return False
         return self.force_complete()
 
-    def on_expiration(self) -> None:
+    def on_complete(self) -> None:
+        # Completed with partitions unsettled: it expired, or the broker is stopping
+        # (the purgatory's shutdown). Never answer those as written safely.
         for tp, result in self.pending.items():
             if tp not in self.settled:
                 result.error = Errors.REQUEST_TIMED_OUT
-
-    def on_complete(self) -> None:
         self.on_done(self.pending)

@@ -34,6 +34,7 @@ from kafkalab.replication.replica_manager import ReplicaManager
 from kafkalab.server.alter_partition_manager import AlterPartitionManager
 from kafkalab.server.broker_lifecycle_manager import BrokerLifecycleManager
 from kafkalab.server.config import KafkaConfig, parse_listener, read_properties
+from kafkalab.server.events import EventLog
 from kafkalab.server.inter_broker_connection import InterBrokerConnection
 from kafkalab.server.kafka_apis import KafkaApis
 from kafkalab.server.link_faults import LinkFaults
@@ -90,6 +91,7 @@ class KafkaBroker:
         self._reporter: asyncio.Task | None = None
         self.link_faults = LinkFaults(Path(config.log_dirs[0]))
         self.lifecycle: BrokerLifecycleManager | None = None
+        self.metadata_listener: BrokerMetadataListener | None = None
         self.fetchers: ReplicaFetcherManager | None = None
         self._stopped = asyncio.Event()
 
@@ -143,6 +145,7 @@ class KafkaBroker:
         self._reporter = asyncio.create_task(self._report())
         self.replica_manager.start_isr_expiration()
         if self.lifecycle is not None:
+            self.metadata_listener.start()
             self.lifecycle.start()
 
     def _standalone_metadata(self) -> MetadataCache:
@@ -157,23 +160,30 @@ class KafkaBroker:
         config = self.config
         host, port = controller_address.rsplit(":", 1)
         channel = InterBrokerConnection(host, int(port), CONTROLLER_APIS)
+        self.events = EventLog(config.log_dirs[0], f"broker-{config.node_id}")
         self.fetchers = ReplicaFetcherManager(
             config.node_id,
             self.replica_manager,
             self.link_faults,
             lambda broker_id: listener.broker_address(broker_id),
+            self.events,
             int(config.extra.get("replica.fetch.wait.max.ms", 500)),
         )
         listener = BrokerMetadataListener(
-            config.node_id, channel, self.replica_manager, self.fetchers
+            config.node_id,
+            InterBrokerConnection(host, int(port), CONTROLLER_APIS),  # its own: long polls
+            self.replica_manager,
+            self.fetchers,
+            self.events,
         )
+        self.metadata_listener = listener
         self.lifecycle = BrokerLifecycleManager(
             config.node_id,
             config.cluster_id,
             channel,
             lambda: self.advertised_address,
             int(config.extra.get("broker.heartbeat.interval.ms", 2000)),
-            listener.catch_up,
+            lambda: listener.last_applied_offset,
         )
         lifecycle = self.lifecycle
         self.replica_manager.alter_partition = AlterPartitionManager(
@@ -181,6 +191,27 @@ class KafkaBroker:
         ).submit
         self._controller_channel = channel
         return KRaftMetadataCache(listener, channel)
+
+    async def _controlled_shutdown(self) -> None:
+        """Before going, hand our leaderships over (Kafka's controlled shutdown): ask
+        the controller, and keep serving until our metadata shows we lead nothing
+        (clients have been told NOT_LEADER_OR_FOLLOWER and moved on)."""
+        me = self.config.node_id
+
+        def handed_over(image) -> bool:
+            leads = any(
+                p.leader == me for t in image.topics.values() for p in t.partitions.values()
+            )
+            return image.brokers[me].fenced and not leads
+
+        async def applied() -> bool:
+            return await self.metadata_listener.wait_until(handed_over, 5)
+
+        timeout_s = int(self.config.extra.get("controlled.shutdown.timeout.ms", 10_000)) / 1000
+        if await self.lifecycle.controlled_shutdown(applied, timeout_s):
+            log.info("controlled shutdown: leaderships moved to other brokers")
+        else:
+            log.warning("controlled shutdown did not complete; stopping anyway")
 
     async def _tick(self) -> None:
         """The LogManager's background duties (retention, flush.ms, checkpoints)."""
@@ -212,11 +243,12 @@ class KafkaBroker:
         for task in (self._ticker, self._reporter):
             if task is not None:
                 task.cancel()
-        if self.fetchers is not None:
-            await self.fetchers.stop()
         if self.lifecycle is not None:
-            await self.lifecycle.stop()
+            await self._controlled_shutdown()
+            await self.metadata_listener.stop()
+            await self.fetchers.stop()
             self._controller_channel.close()
+            self.events.close()
         if self.socket_server is not None:
             # Parked fetches answer with what they have; in-flight requests finish.
             await self.socket_server.stop(before_close=self.replica_manager.delayed_fetch.shutdown)

@@ -9,9 +9,15 @@ STALE_BROKER_EPOCH: we register again. Stopping sends a last heartbeat that
 asks to be fenced and shut down, so the controller moves our leaderships at
 once instead of after the session timeout.
 
-After every heartbeat the broker catches up with the metadata log
-(`on_heartbeat`, the BrokerMetadataListener): new records are applied within
-one heartbeat interval.
+A graceful stop is a controlled shutdown (Kafka: the broker's
+`controlled.shutdown` through its heartbeats, KIP-631): the broker asks to shut
+down while it still serves, the controller fences it and elects other leaders
+for its partitions, and the broker goes only once its metadata listener has
+applied that (its partitions answer NOT_LEADER_OR_FOLLOWER by then, and clients
+move to the new leaders) or after `controlled.shutdown.timeout.ms`.
+
+Each heartbeat reports the offset of the last metadata record the broker
+applied (`metadata_offset`, from the BrokerMetadataListener).
 """
 
 from __future__ import annotations
@@ -36,33 +42,38 @@ class BrokerLifecycleManager:
         controller: InterBrokerConnection,
         advertised_address: Callable[[], tuple[str, int]],
         heartbeat_interval_ms: int,
-        on_heartbeat: Callable[[], Awaitable[int]],
+        metadata_offset: Callable[[], int],
     ) -> None:
-        """`on_heartbeat()` catches up with the metadata log and returns the offset
-        of the last record applied (what the next heartbeat reports)."""
         self.broker_id = broker_id
         self.cluster_id = cluster_id
         self.controller = controller
         self.advertised_address = advertised_address
         self.heartbeat_s = heartbeat_interval_ms / 1000
-        self.on_heartbeat = on_heartbeat
+        self.metadata_offset = metadata_offset
         self.broker_epoch = -1
-        self.metadata_offset = -1
         self.unfenced = asyncio.Event()
         self._task: asyncio.Task | None = None
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run())
 
-    async def stop(self) -> None:
-        """Stop heartbeating and ask the controller to fence us now."""
+    async def controlled_shutdown(
+        self, applied: Callable[[], Awaitable[bool]], timeout_s: float
+    ) -> bool:
+        """Ask the controller to move our leaderships away and stop heartbeating once
+        it agreed and `applied()` says our metadata shows it. False when that did
+        not happen within `timeout_s` (the session timeout fences us then)."""
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+        if self.broker_epoch < 0:
+            return False
         try:
-            await asyncio.wait_for(self._heartbeat(want_shut_down=True), 2)
-        except (TimeoutError, KafkaError):
-            pass  # the controller will fence us when our session times out
+            response = await asyncio.wait_for(self._heartbeat(want_shut_down=True), timeout_s)
+        except (TimeoutError, KafkaError) as e:
+            log.warning("controlled shutdown: the controller did not answer (%s)", e)
+            return False
+        return bool(response["should_shut_down"]) and await applied()
 
     async def _run(self) -> None:
         while True:
@@ -73,7 +84,6 @@ class BrokerLifecycleManager:
                 if response["error_code"] == Errors.STALE_BROKER_EPOCH:
                     self.broker_epoch = -1  # the controller forgot us: register again
                     raise KafkaError(Errors.STALE_BROKER_EPOCH, "registering again")
-                self.metadata_offset = await self.on_heartbeat()
                 if not response["is_fenced"] and not self.unfenced.is_set():
                     self.unfenced.set()
                     print(
@@ -123,7 +133,7 @@ class BrokerLifecycleManager:
             {
                 "broker_id": self.broker_id,
                 "broker_epoch": self.broker_epoch,
-                "current_metadata_offset": self.metadata_offset,
+                "current_metadata_offset": self.metadata_offset(),
                 "want_fence": want_shut_down,
                 "want_shut_down": want_shut_down,
             },

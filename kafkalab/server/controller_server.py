@@ -37,6 +37,7 @@ from kafkalab.protocol.header import RequestHeader
 from kafkalab.protocol.messages import CONTROLLER_APIS, api_versions_body
 from kafkalab.server.broker import run_from_command_line, serve
 from kafkalab.server.config import parse_listener
+from kafkalab.server.events import EventLog
 from kafkalab.server.socket_server import SocketServer
 from kafkalab.storage.errors import StorageError
 from kafkalab.storage.file_lock import FileLock
@@ -52,10 +53,11 @@ def _now_ms() -> int:
 class ControllerApis:
     """One handler per controller API; KafkaError codes go back on the wire."""
 
-    def __init__(self, controller: QuorumController) -> None:
+    def __init__(self, controller: QuorumController, changes: MetadataLogChanges) -> None:
         self.controller = controller
+        self.changes = changes
 
-    def handle(self, header: RequestHeader, body: dict) -> dict:
+    def handle(self, header: RequestHeader, body: dict) -> Any:
         handler = {
             ApiKeys.FETCH: self.fetch,
             ApiKeys.API_VERSIONS: self.api_versions,
@@ -65,7 +67,9 @@ class ControllerApis:
             ApiKeys.BROKER_REGISTRATION: self.register_broker,
             ApiKeys.BROKER_HEARTBEAT: self.heartbeat,
         }[header.api_key]
-        return handler(body)
+        result = handler(body)
+        self.changes.observe()  # wake long-polling brokers, record fences and elections
+        return result
 
     def api_versions(self, body: dict) -> dict:
         return api_versions_body(CONTROLLER_APIS)
@@ -171,9 +175,24 @@ class ControllerApis:
                 out.append({"name": name, "error_code": int(e.code)})
         return {"throttle_time_ms": 0, "responses": out}
 
-    def fetch(self, body: dict) -> dict:
+    def fetch(self, body: dict) -> Any:
         """Only the metadata log can be fetched here; it is readable up to its end
-        (every record is flushed before the controller acts on it)."""
+        (every record is flushed before the controller acts on it). A broker that
+        has everything waits up to max_wait_ms for the next record (a long poll,
+        as KRaft brokers fetch the metadata log), so it learns a fence or an
+        election as soon as it is written, not at its next heartbeat."""
+        offsets = [p["fetch_offset"] for t in body["topics"] for p in t["partitions"]]
+        end = self.controller.metadata_offset
+        if body["max_wait_ms"] > 0 and offsets and min(offsets) >= end:
+
+            async def when_appended() -> dict:
+                await self.changes.wait_beyond(end, body["max_wait_ms"] / 1000)
+                return self._fetch_now(body)
+
+            return when_appended()
+        return self._fetch_now(body)
+
+    def _fetch_now(self, body: dict) -> dict:
         metadata_log = self.controller.log
         topics = []
         for t in body["topics"]:
@@ -200,6 +219,47 @@ class ControllerApis:
                 partitions.append(out)
             topics.append({"topic": t["topic"], "partitions": partitions})
         return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": topics}
+
+
+class MetadataLogChanges:
+    """Watches the metadata log's end: wakes the brokers' long-polling fetches when
+    it grows, and records fences and elections in the controller's EventLog."""
+
+    def __init__(self, controller: QuorumController, events: EventLog) -> None:
+        self.controller = controller
+        self.events = events
+        self.seen = controller.metadata_offset
+        self._grown = asyncio.Event()
+
+    def observe(self) -> None:
+        end = self.controller.metadata_offset
+        if end == self.seen:
+            return
+        for _, record in self.controller.records_since(self.seen):
+            if record["type"] == "FenceBrokerRecord":
+                self.events.record("fenced", broker=record["broker_id"])
+            elif record["type"] == "PartitionChangeRecord":
+                self.events.record(
+                    "partition_change",
+                    topic=record["topic"],
+                    partition=record["partition"],
+                    leader=record["leader"],
+                    leader_epoch=record["leader_epoch"],
+                    isr=record["isr"],
+                    reason=record.get("reason", ""),
+                )
+        self.seen = end
+        self._grown.set()
+        self._grown = asyncio.Event()
+
+    async def wait_beyond(self, offset: int, timeout_s: float) -> None:
+        """Return once the log ends past `offset`, or after `timeout_s`."""
+        if self.controller.metadata_offset > offset:
+            return
+        try:
+            await asyncio.wait_for(self._grown.wait(), timeout_s)
+        except TimeoutError:
+            pass
 
 
 class ControllerServer:
@@ -229,8 +289,10 @@ class ControllerServer:
             self._lock.unlock()
             raise
         _, host, port = parse_listener(self.props.get("listeners", "CONTROLLER://127.0.0.1:0"))
+        self.events = EventLog(data_dir, "controller")
+        self.changes = MetadataLogChanges(self.controller, self.events)
         self.server = SocketServer(
-            ControllerApis(self.controller),
+            ControllerApis(self.controller, self.changes),
             host,
             port,
             max_request_bytes=100 * 1024 * 1024,
@@ -246,14 +308,19 @@ class ControllerServer:
         rebalance = self.props.get("auto.leader.rebalance.enable", "true").lower() == "true"
         interval_ms = 1000 * float(self.props.get("leader.imbalance.check.interval.seconds", 300))
         next_rebalance = _now_ms() + interval_ms
+        # Check sessions often enough that a fence comes close to the timeout itself.
+        tick_s = min(TICK_SECONDS, self.controller.session_timeout_ms / 10_000)
         while True:
-            await asyncio.sleep(TICK_SECONDS)
+            await asyncio.sleep(tick_s)
             fenced = self.controller.tick(_now_ms())
+            self.changes.observe()
             if fenced:
                 log.warning("fenced brokers %s: no heartbeat for broker.session.timeout.ms", fenced)
             if rebalance and _now_ms() >= next_rebalance:
                 next_rebalance = _now_ms() + interval_ms
-                for change in self.controller.elect_preferred_leaders():
+                changes = self.controller.elect_preferred_leaders()
+                self.changes.observe()
+                for change in changes:
                     log.info(
                         "preferred leader election: %s-%d led by broker %d",
                         change["topic"],
@@ -267,6 +334,7 @@ class ControllerServer:
         if self.server is not None:
             await self.server.stop()
         self.controller.close()
+        self.events.close()
         self._lock.unlock()
         self._stopped.set()
 

@@ -84,12 +84,16 @@ class KRaftMetadataCache:
 
     async def create_topics(self, body: dict) -> dict:
         response = await self.controller.request(ApiKeys.CREATE_TOPICS, 4, body)
-        await self.listener.catch_up()  # answer once the topics are in our image
+        created = {t["name"] for t in response["topics"] if t["error_code"] == 0}
+        if created and not body["validate_only"]:
+            # Answer once the topics are in our image (a client may ask us next).
+            await self.listener.wait_until(lambda image: created <= image.topics.keys(), 10)
         return response
 
     async def delete_topics(self, body: dict) -> dict:
         response = await self.controller.request(ApiKeys.DELETE_TOPICS, 3, body)
-        await self.listener.catch_up()
+        deleted = {t["name"] for t in response["responses"] if t["error_code"] == 0}
+        await self.listener.wait_until(lambda image: not deleted & image.topics.keys(), 10)
         return response
 
 

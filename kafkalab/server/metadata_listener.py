@@ -13,6 +13,12 @@ ReplicaManager.applyDelta). On every new batch of records:
                                                                  offline here
         same leader and epoch, another ISR                    -> apply the ISR change
     partitions of deleted topics                               -> removed with their logs
+
+It reads on its own connection to the controller, in a loop of long polls
+(`run`): a fetch that has everything waits at the controller until the next
+record is written, so a fence or an election reaches the broker as soon as it
+is committed, not at its next heartbeat. Leaderships it applies are recorded
+in the broker's EventLog.
 """
 
 from __future__ import annotations
@@ -20,13 +26,16 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Callable
 
 from kafkalab.controller.metadata_image import MetadataImage
 from kafkalab.controller.quorum_controller import METADATA_TOPIC
+from kafkalab.errors import KafkaError
 from kafkalab.protocol.api_keys import ApiKeys
 from kafkalab.records import iter_batches
 from kafkalab.replication.partition import Role
 from kafkalab.replication.replica_manager import ReplicaManager
+from kafkalab.server.events import EventLog
 from kafkalab.server.inter_broker_connection import (
     REPLICA_FETCH_VERSION,
     InterBrokerConnection,
@@ -44,27 +53,66 @@ class BrokerMetadataListener:
         controller: InterBrokerConnection,
         replica_manager: ReplicaManager,
         fetchers: ReplicaFetcherManager,
+        events: EventLog,
+        long_poll_ms: int = 500,
     ) -> None:
         self.broker_id = broker_id
         self.controller = controller
         self.replica_manager = replica_manager
         self.fetchers = fetchers
+        self.events = events
+        self.long_poll_ms = long_poll_ms
         self.image = MetadataImage()
         self.next_offset = 0
         self._lock = asyncio.Lock()  # one catch-up at a time: records apply once, in order
+        self._applied = asyncio.Condition()
+        self._task: asyncio.Task | None = None
 
-    async def catch_up(self) -> int:
-        """Fetch and apply every metadata record we do not have yet. Returns the
-        offset of the last record applied (-1 for none)."""
+    @property
+    def last_applied_offset(self) -> int:
+        return self.next_offset - 1
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self.run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        self.controller.close()
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await self.catch_up(self.long_poll_ms)
+            except KafkaError as e:
+                log.warning("metadata fetch from the controller failed (%s); retrying", e)
+                await asyncio.sleep(0.1)
+
+    async def wait_until(self, done: Callable[[MetadataImage], bool], timeout_s: float) -> bool:
+        """Wait until the applied image satisfies `done` (a topic we asked the
+        controller to create is in it, say). False on timeout."""
+        async with self._applied:
+            try:
+                await asyncio.wait_for(self._applied.wait_for(lambda: done(self.image)), timeout_s)
+                return True
+            except TimeoutError:
+                return False
+
+    async def catch_up(self, max_wait_ms: int = 0) -> int:
+        """Fetch and apply the metadata records we do not have yet, waiting up to
+        `max_wait_ms` for the first one. Returns the offset of the last record
+        applied (-1 for none)."""
         async with self._lock:
             while True:
                 body = replica_fetch_request(
                     self.broker_id,
                     [(METADATA_TOPIC, 0, self.next_offset, -1)],
-                    max_wait_ms=0,
-                    min_bytes=0,
+                    max_wait_ms=max_wait_ms,
+                    min_bytes=1,
                     partition_max_bytes=10 << 20,
                 )
+                max_wait_ms = 0  # after the first answer, take what is there and stop
                 response = await self.controller.request(ApiKeys.FETCH, REPLICA_FETCH_VERSION, body)
                 part = response["responses"][0]["partitions"][0]
                 records = [
@@ -79,6 +127,8 @@ class BrokerMetadataListener:
                     self.image.replay(record)
                     self.next_offset = offset + 1
                 self._publish()
+                async with self._applied:
+                    self._applied.notify_all()
 
     def _publish(self) -> None:
         """Make the ReplicaManager match the image (Kafka: BrokerMetadataPublisher)."""
@@ -104,6 +154,9 @@ class BrokerMetadataListener:
                             reg.partition_epoch,
                             topic.configs,
                         )
+                        self.events.record(
+                            "leader", topic=tp[0], partition=tp[1], leader_epoch=reg.leader_epoch
+                        )
                         continue
                 elif (
                     part is None
@@ -123,6 +176,13 @@ class BrokerMetadataListener:
                     )
                     if reg.leader >= 0:
                         self.fetchers.add(reg.leader, follower)
+                    self.events.record(
+                        "follower",
+                        topic=tp[0],
+                        partition=tp[1],
+                        leader=reg.leader,
+                        leader_epoch=reg.leader_epoch,
+                    )
                     continue
                 # Same leader and epoch: an ISR change (AlterPartition, or the controller
                 # fencing a broker). The leader computes its HW over the new ISR; a

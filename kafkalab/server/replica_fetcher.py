@@ -12,6 +12,11 @@ for that leader then, for each of its partitions:
      offsets, held by the leader up to `replica.fetch.wait.max.ms` when it has
      nothing new; appends what comes back and learns the leader's HW.
 
+A partition added under a leader is served at once: that leader's fetcher
+starts again (dropping a fetch the leader may be holding for up to
+`replica.fetch.wait.max.ms`) instead of picking it up after its current poll. Truncations and each partition's first
+answered fetch are recorded in the broker's EventLog (a failover's timeline).
+
 Link faults (kafkalab's, see link_faults.py) act here on the follower's side:
 an answer from a leader we are deaf to is thrown away.
 """
@@ -27,6 +32,7 @@ from kafkalab.protocol.api_keys import ApiKeys
 from kafkalab.protocol.messages import APIS
 from kafkalab.replication.partition import EpochAnswer, Partition, Role
 from kafkalab.replication.replica_manager import ReplicaManager
+from kafkalab.server.events import EventLog
 from kafkalab.server.inter_broker_connection import (
     REPLICA_FETCH_VERSION,
     InterBrokerConnection,
@@ -46,6 +52,7 @@ class ReplicaFetcherManager:
         replica_manager: ReplicaManager,
         link_faults: LinkFaults,
         broker_address: Callable[[int], tuple[str, int]],
+        events: EventLog,
         fetch_wait_max_ms: int = 500,
     ) -> None:
         """`fetch_wait_max_ms` (replica.fetch.wait.max.ms): how long a leader may hold
@@ -55,7 +62,9 @@ class ReplicaFetcherManager:
         self.replica_manager = replica_manager
         self.link_faults = link_faults
         self.broker_address = broker_address
+        self.events = events
         self.fetch_wait_max_ms = fetch_wait_max_ms
+        self._fetched: set[TopicPartition] = set()  # answered since it was added
         self._fetchers: dict[int, asyncio.Task] = {}
         self._followed: dict[int, set[TopicPartition]] = {}  # leader -> partitions
         self._truncating: dict[TopicPartition, Partition] = {}  # yet to truncate
@@ -67,8 +76,14 @@ class ReplicaFetcherManager:
         tp = (follower.topic, follower.partition)
         self._followed.setdefault(leader, set()).add(tp)
         self._truncating[tp] = follower
-        if leader not in self._fetchers or self._fetchers[leader].done():
-            self._fetchers[leader] = asyncio.create_task(self._run(leader))
+        self._fetched.discard(tp)
+        running = self._fetchers.get(leader)
+        if running is not None and not running.done():
+            running.cancel()  # it may be waiting in a long fetch without this partition
+            conn = self._connections.pop(leader, None)
+            if conn is not None:
+                conn.close()  # a cancelled request leaves the stream mid-frame
+        self._fetchers[leader] = asyncio.create_task(self._run(leader))
 
     def remove(self, tp: TopicPartition) -> None:
         for followed in self._followed.values():
@@ -106,6 +121,12 @@ class ReplicaFetcherManager:
         except StopIteration as done:
             rounds = done.value
         if rounds and follower.log.log_end_offset < leo:
+            self.events.record(
+                "truncated",
+                topic=follower.topic,
+                partition=follower.partition,
+                **{"from": leo, "to": follower.log.log_end_offset},
+            )
             log.info(
                 "%s-%d: truncated from %d to %d (%s, leader answered %s)",
                 follower.topic,
@@ -173,7 +194,7 @@ class ReplicaFetcherManager:
                         del self._truncating[tp]
             tps = sorted(tp for tp in self._followed.get(leader, ()) if tp not in self._truncating)
             if not tps:
-                await asyncio.sleep(0.1)
+                await asyncio.sleep(RETRY_S)  # a truncation to retry, or nothing to do
                 continue
             partitions = [self.replica_manager.partitions[tp] for tp in tps]
             body = replica_fetch_request(
@@ -217,5 +238,8 @@ class ReplicaFetcherManager:
                     except Exception as e:  # a diverged or corrupt fetch: refetch
                         log.warning("%s-%d: follower append failed: %s", *tp, e)
                     self.replica_manager.delayed_fetch.check_and_complete(tp)
+                    if tp not in self._fetched:
+                        self._fetched.add(tp)
+                        self.events.record("fetching", topic=tp[0], partition=tp[1], leader=leader)
                 elif p["error_code"] == Errors.OFFSET_OUT_OF_RANGE:
                     part.truncate_fully_and_start_at(max(p["log_start_offset"], 0))

@@ -18,10 +18,10 @@ def partition_state(bs: str, topic: str):
     return p.leader, sorted(p.isrs)
 
 
-def controller_isr(cluster, topic: str) -> list[int]:
-    """The ISR as the controller last wrote it (read from its metadata log files,
-    which brokers may not have applied yet)."""
-    isr: list[int] = []
+def controller_isr_history(cluster, topic: str) -> list[list[int]]:
+    """Every ISR the controller wrote for the topic's partitions, oldest first (read
+    from its metadata log files, which brokers may not have applied yet)."""
+    history: list[list[int]] = []
     for path in sorted((cluster.base_dir / "controller" / "__cluster_metadata-0").glob("*.log")):
         for batch in iter_batches(path.read_bytes()):
             for r in batch.records:
@@ -30,8 +30,14 @@ def controller_isr(cluster, topic: str) -> list[int]:
                     "PartitionRecord",
                     "PartitionChangeRecord",
                 ):
-                    isr = sorted(record["isr"])
-    return isr
+                    history.append(sorted(record["isr"]))
+    return history
+
+
+def controller_isr(cluster, topic: str) -> list[int]:
+    """The ISR as the controller last wrote it."""
+    history = controller_isr_history(cluster, topic)
+    return history[-1] if history else []
 
 
 def wait_until(predicate, timeout=30):
