@@ -3,33 +3,47 @@
 1. Throughput. N records of 100 bytes with a librdkafka producer into a local
    three-broker cluster: a topic with RF=3 and acks=all (idempotent) against a
    topic with RF=1 and acks=1, in the same run; median of 3; the ratio.
-2. Failover. A producer (acks=all) sends a record every 10 ms; the partition
-   leader is SIGKILLed; we time from the kill to the first acknowledgement of a
-   record sent after it. Once with Kafka's default timeouts
-   (broker.session.timeout.ms=9000, broker.heartbeat.interval.ms=2000) and once
-   with the labs' (2000 and 250). Median of 3 kills each.
+2. Failover. A producer (acks=all, idempotent) sends a record every 10 ms; the
+   partition leader is SIGKILLed; kafkalab.cluster.failover times the kill to the
+   first acknowledgement after it and reads the phases from the processes'
+   events. With the labs' timeouts (broker.session.timeout.ms=500,
+   broker.heartbeat.interval.ms=100) and librdkafka refreshing metadata every
+   100 ms (KAFKALAB_BENCH_KILLS kills, default 20), with librdkafka's defaults,
+   and with Kafka's default timeouts (9000 and 2000).
 
     make bench                                   # or: .venv/bin/python benchmarks/bench_cluster.py
     KAFKALAB_BENCH_RECORDS=200000 ...            # records per throughput run (default 1,000,000)
+    KAFKALAB_BENCH_KILLS=20 ...                  # failovers with the labs' settings
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import statistics
 import sys
-import threading
 import time
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafkalab.cluster import LocalCluster
+from kafkalab.cluster.failover import (
+    KAFKA_DEFAULT_FAILOVER,
+    LABS_FAILOVER,
+    LABS_PRODUCER,
+    PHASES,
+    measure_failover,
+)
+from kafkalab.protocol.api_keys import ApiKeys
+from kafkalab.protocol.header import RequestHeader, encode_request, encode_response
+from kafkalab.protocol.messages import CONTROLLER_APIS
 
 N = int(os.environ.get("KAFKALAB_BENCH_RECORDS", "1000000"))
 VALUE = b"x" * 100
 RUNS = 3
+KILLS = int(os.environ.get("KAFKALAB_BENCH_KILLS", "20"))
 
 
 def create(bs: str, topic: str, rf: int) -> None:
@@ -83,63 +97,66 @@ def throughput() -> dict:
         return {**med, "ratio": med["rf3_acks_all"] / med["rf1_acks_1"]}
 
 
-def leader_of(bs: str, topic: str) -> int:
-    md = AdminClient({"bootstrap.servers": bs}).list_topics(topic, timeout=10)
-    return md.topics[topic].partitions[0].leader
+def failover(settings: dict, producer_config: dict | None, kills: int) -> list:
+    """`kills` failovers of one partition's leader in one cluster; each killed broker
+    is restarted and the partition fully replicated again before the next kill."""
+    timelines = []
+    with LocalCluster(brokers=3, **copy.deepcopy(settings)) as cluster:
+        create(cluster.bootstrap_servers, "failover", 3)
+        for kill in range(kills):
+            t = measure_failover(cluster, "failover", producer_config=producer_config)
+            timelines.append(t)
+            print(f"  kill {kill}: broker {t.killed}, {t.total_ms:.0f} ms", flush=True)
+            cluster.start_broker(t.killed)
+            cluster.wait_fully_replicated()
+    return timelines
 
 
-def time_one_failover(cluster: LocalCluster, topic: str) -> float:
-    """Seconds from SIGKILLing the leader to the first ack of a record sent after it."""
-    create(cluster.bootstrap_servers, topic, 3)
-    acked_at: list[float] = []
-    p = Producer(
-        {
-            "bootstrap.servers": cluster.bootstrap_servers,
-            "acks": "all",
-            "message.timeout.ms": 120000,
-        }
+def heartbeat_bytes() -> int:
+    """Bytes of one BrokerHeartbeat request and its response on the wire."""
+    body = {
+        "broker_id": 1,
+        "broker_epoch": 10,
+        "current_metadata_offset": 1000,
+        "want_fence": False,
+        "want_shut_down": False,
+    }
+    request = encode_request(
+        RequestHeader(ApiKeys.BROKER_HEARTBEAT, 0, 1, "kafkalab-broker"), body, CONTROLLER_APIS
     )
-    stop = threading.Event()
-
-    def on_delivery(err, msg):
-        if err is None:
-            acked_at.append(time.monotonic())
-
-    def run():
-        while not stop.is_set():
-            p.produce(topic, VALUE, partition=0, on_delivery=on_delivery)
-            p.poll(0)
-            time.sleep(0.01)
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    try:
-        time.sleep(1)
-        leader = leader_of(cluster.bootstrap_servers, topic)
-        killed_at = time.monotonic()
-        cluster.kill(leader)
-        deadline = killed_at + 120
-        while time.monotonic() < deadline and not any(t > killed_at + 0.05 for t in acked_at):
-            time.sleep(0.01)
-    finally:
-        stop.set()
-        thread.join()
-    p.flush(60)
-    cluster.restart(leader)
-    return min(t for t in acked_at if t > killed_at + 0.05) - killed_at
+    response = {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "is_caught_up": True,
+        "is_fenced": False,
+        "should_shut_down": False,
+    }
+    api = CONTROLLER_APIS[ApiKeys.BROKER_HEARTBEAT]
+    answer = b"".join(bytes(x) for x in encode_response(api, 0, 1, response))
+    return len(request) + len(answer)
 
 
-def failover(session_ms: int, heartbeat_ms: int) -> list[float]:
-    times = []
-    with LocalCluster(
-        brokers=3,
-        session_timeout_ms=session_ms,
-        broker_props={"broker.heartbeat.interval.ms": str(heartbeat_ms)},
-    ) as cluster:
-        for kill in range(RUNS):
-            times.append(time_one_failover(cluster, f"failover-{kill}"))
-            print(f"  kill {kill}: {times[-1]:.2f} s (session {session_ms} ms)", flush=True)
-    return times
+def summary(name: str, timelines: list) -> dict:
+    totals = sorted(t.total_ms for t in timelines)
+    phases = {
+        phase: statistics.median(t.phases().set_index("phase").loc[phase, "ms"] for t in timelines)
+        for phase in PHASES
+    }
+    row = {
+        "settings": name,
+        "kills": len(totals),
+        "median_ms": statistics.median(totals),
+        "p90_ms": totals[min(len(totals) - 1, int(0.9 * len(totals)))],
+        "max_ms": totals[-1],
+        "phases_median_ms": phases,
+    }
+    print(
+        f"{name}: median {row['median_ms']:.0f} ms, p90 {row['p90_ms']:.0f} ms, "
+        f"max {row['max_ms']:.0f} ms; phases (median ms): "
+        + ", ".join(f"{k} {v:.0f}" for k, v in phases.items()),
+        flush=True,
+    )
+    return row
 
 
 def main() -> int:
@@ -150,18 +167,26 @@ def main() -> int:
         f"RF=1 acks=1: {tp['rf1_acks_1']:,.0f} records/s; ratio {tp['ratio']:.2f}"
     )
     print("== failover: kill the leader, time to the first acknowledged produce")
-    default = failover(9000, 2000)
-    lab = failover(2000, 250)
+    rows = [
+        summary(
+            "labs' timeouts (500/100 ms), librdkafka metadata refresh 100 ms",
+            failover(LABS_FAILOVER, LABS_PRODUCER, KILLS),
+        ),
+        summary(
+            "labs' timeouts (500/100 ms), librdkafka defaults",
+            failover(LABS_FAILOVER, None, max(3, KILLS // 2)),
+        ),
+        summary(
+            "Kafka's defaults (9000/2000 ms), librdkafka defaults",
+            failover(KAFKA_DEFAULT_FAILOVER, None, max(3, KILLS // 4)),
+        ),
+    ]
+    per_heartbeat = heartbeat_bytes()
     print(
-        f"default timeouts: {statistics.median(default):.2f} s; "
-        f"lab timeouts: {statistics.median(lab):.2f} s"
+        f"heartbeats: {per_heartbeat} bytes each (request + response); at 100 ms, "
+        f"{10 * per_heartbeat} bytes/s per broker; at Kafka's 2000 ms, {per_heartbeat // 2} bytes/s"
     )
-    result = {
-        "records": N,
-        **tp,
-        "failover_default_s": statistics.median(default),
-        "failover_lab_s": statistics.median(lab),
-    }
+    result = {"records": N, **tp, "failover": rows, "heartbeat_bytes": per_heartbeat}
     out = os.path.join(os.path.dirname(__file__), "results")
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "cluster.json"), "w") as f:
