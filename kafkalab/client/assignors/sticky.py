@@ -49,7 +49,7 @@ from kafkalab.client.assignors.abstract import (
 from kafkalab.protocol.consumer_protocol import Subscription
 from kafkalab.protocol.schema import Field as F
 from kafkalab.protocol.schema import Message
-from kafkalab.protocol.types import INT32, STRING, ArrayOf, Reader, Writer
+from kafkalab.protocol.types import INT32, STRING, ArrayOf, ProtocolError, Reader, Writer
 
 DEFAULT_GENERATION = -1
 
@@ -75,13 +75,31 @@ def encode_sticky_user_data(partitions: list[TopicPartition], generation: int) -
     return STICKY_ASSIGNOR_USER_DATA_V1.encode(obj, 0, Writer()).getvalue()
 
 
+STICKY_ASSIGNOR_USER_DATA_V0 = Message(
+    -1,
+    "StickyAssignorUserDataV0",
+    [F("previous_assignment", [F("topic", STRING), F("partitions", ArrayOf(INT32))])],
+)
+
+
 def decode_sticky_user_data(data: bytes) -> tuple[list[TopicPartition], int | None]:
-    """(partitions, generation); v0 user data (no generation) gives None."""
+    """(partitions, generation). Tried as Java does, V1 then V0 (which has no
+    generation: None); then with a 2-byte version prefix, the form kafka-python
+    writes. Raises ProtocolError if nothing fits."""
     if not data:
         return [], None
-    d = STICKY_ASSIGNOR_USER_DATA_V1.decode(Reader(data), 0)
-    parts = [(e["topic"], p) for e in d["previous_assignment"] for p in e["partitions"]]
-    return parts, d["generation"]
+    attempts = [(0, STICKY_ASSIGNOR_USER_DATA_V1), (0, STICKY_ASSIGNOR_USER_DATA_V0)]
+    attempts += [(2, STICKY_ASSIGNOR_USER_DATA_V1), (2, STICKY_ASSIGNOR_USER_DATA_V0)]
+    for skip, schema in attempts:
+        r = Reader(data, skip)
+        try:
+            d = schema.decode(r, 0)
+        except ProtocolError:
+            continue
+        if r.remaining() == 0:
+            parts = [(e["topic"], p) for e in d["previous_assignment"] for p in e["partitions"]]
+            return parts, d.get("generation") if schema is STICKY_ASSIGNOR_USER_DATA_V1 else None
+    raise ProtocolError("sticky assignor user data in no known layout")
 
 
 class AbstractStickyAssignor(ConsumerPartitionAssignor):
