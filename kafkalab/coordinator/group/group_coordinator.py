@@ -106,6 +106,7 @@ EMPTY, PREPARING, COMPLETING, STABLE, DEAD = (
     GroupState.DEAD,
 )
 UNKNOWN_MEMBER_ID = ""
+_AUTO_REQUESTS = itertools.count(1)  # handles for calls made without one (notebooks, tests)
 TopicPartition = tuple[str, int]
 
 # APIs that accept the empty group id (Kafka: isValidGroupId)
@@ -187,7 +188,6 @@ class GroupCoordinator:
         self._sync_generation: dict[str, int] = {}
         self._appends: dict[int, _PendingAppend] = {}
         self._append_ids = itertools.count(1)
-        self._requests = itertools.count(1)
 
     # ======================================================================================
     # time
@@ -234,7 +234,7 @@ class GroupCoordinator:
                 self._schedule(key, at + self.config.offsets_retention_check_interval_ms)
 
     def _begin(self, now_ms: int, request: Hashable | None) -> Effects:
-        effects = Effects(request if request is not None else ("request", next(self._requests)))
+        effects = Effects(request if request is not None else ("request", next(_AUTO_REQUESTS)))
         self._fire_due(now_ms, effects)
         return effects
 
