@@ -479,3 +479,19 @@ def test_every_append_targets_the_groups_partition():
         isinstance(a, AppendRecords) and a.partition == partition_for("group-42", 50)
         for a in e.appends()
     )
+
+
+def test_becoming_leader_again_reloads_from_the_log_only():
+    h = Harness()
+    (m1,) = h.stable_group("g", 1)
+    written = list(h.log)
+    h.join_new("g")  # in memory only: a new member, a rebalance
+    p = partition_for("g", 50)
+    h.c.on_become_leader(p, epoch=5)
+    assert "g" not in h.c.groups
+    h.c.complete_load(p, [(k, v) for q, k, v in written if q == p], now_ms=0)
+    g = h.c.groups["g"]
+    assert (g.state, list(g.members)) == (GroupState.STABLE, [m1])
+    # a stale election (older epoch) changes nothing
+    h.c.on_become_leader(p, epoch=4)
+    assert p in h.c.owned and "g" in h.c.groups

@@ -261,13 +261,19 @@ class GroupCoordinator:
             return Errors.NOT_COORDINATOR
         return None
 
-    def on_become_leader(self, partition: int, epoch: int = 0) -> None:
-        """This broker now leads __consumer_offsets-<partition>: load it (Kafka: onElection)."""
+    def on_become_leader(self, partition: int, epoch: int = 0) -> Effects:
+        """This broker now leads __consumer_offsets-<partition>: load it (Kafka:
+        onElection). Until `complete_load`, its groups answer COORDINATOR_LOAD_IN_PROGRESS.
+        Groups still cached from an earlier term are dropped first: the log decides."""
+        effects = Effects()
         if epoch < self.epochs.get(partition, -1):
-            return
+            return effects
         self.epochs[partition] = epoch
+        for group_id in [g for g in self.groups if self.partition_for(g) == partition]:
+            self._unload(self.groups.pop(group_id), effects)
         self.owned.discard(partition)
         self.loading.add(partition)
+        return effects
 
     def complete_load(
         self, partition: int, records: Iterable[tuple[bytes | None, bytes | None]], now_ms: int
