@@ -17,6 +17,13 @@ takes the dotted names a server.properties file uses.
     offsets.topic.replication.factor    3         (for whoever creates the topic)
     offset.metadata.max.bytes           4096      longer commit metadata: OFFSET_METADATA_TOO_LARGE
 
+The new consumer protocol (KIP-848):
+
+    group.consumer.session.timeout.ms     45000   no ConsumerGroupHeartbeat this long: fenced
+    group.consumer.heartbeat.interval.ms  5000    told to every member in each response
+    group.consumer.max.size               2^31-1
+    group.consumer.assignors              uniform,range   the first is the default
+
 New members that have not finished their first join are dropped after
 NEW_MEMBER_JOIN_TIMEOUT_MS (5 minutes; a constant in Kafka too).
 """
@@ -39,6 +46,10 @@ class GroupConfig:
     offsets_topic_num_partitions: int = 50
     offsets_topic_replication_factor: int = 3
     offset_metadata_max_bytes: int = 4096
+    group_consumer_session_timeout_ms: int = 45_000
+    group_consumer_heartbeat_interval_ms: int = 5000
+    group_consumer_max_size: int = 2**31 - 1
+    group_consumer_assignors: tuple[str, ...] = ("uniform", "range")
 
     @property
     def offsets_retention_ms(self) -> int:
@@ -48,5 +59,13 @@ class GroupConfig:
     def from_properties(cls, props: dict[str, str | int]) -> GroupConfig:
         """From server.properties keys (`group.max.size`, ...); unknown keys are ignored."""
         known = {f.name.replace("_", "."): f.name for f in fields(cls)}
-        kwargs = {known[k]: int(v) for k, v in props.items() if k in known}
+        kwargs: dict = {}
+        for key, value in props.items():
+            if key not in known:
+                continue
+            name = known[key]
+            if name == "group_consumer_assignors":
+                kwargs[name] = tuple(a.strip() for a in str(value).split(",") if a.strip())
+            else:
+                kwargs[name] = int(value)
         return cls(**kwargs)

@@ -63,6 +63,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafkalab.coordinator.group import coordinator_records as rec
+from kafkalab.coordinator.group.consumer_group import (
+    LEAVE_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    ConsumerGroup,
+    ConsumerGroupHeartbeatResult,
+    ConsumerGroupMember,
+    DescribedConsumerGroup,
+    DescribedConsumerGroupMember,
+    MemberState,
+)
 from kafkalab.coordinator.group.coordinator_records import (
     GroupKey,
     GroupMetadataRecord,
@@ -95,6 +105,7 @@ from kafkalab.coordinator.group.results import (
     Respond,
     SyncGroupResult,
 )
+from kafkalab.coordinator.group.server_assignors import SERVER_ASSIGNORS
 from kafkalab.protocol.consumer_protocol import PROTOCOL_TYPE
 from kafkalab.protocol.errors import Errors
 
@@ -187,6 +198,9 @@ class GroupCoordinator:
         self._join_phases: dict[str, _JoinPhase] = {}
         self._sync_generation: dict[str, int] = {}
         self._appends: dict[int, _PendingAppend] = {}
+        # KIP-848 consumer groups, and the topic metadata their assignors need
+        self.consumer_groups: dict[str, ConsumerGroup] = {}
+        self.partitions_per_topic: dict[str, int] = {}
         self._append_ids = itertools.count(1)
 
     # ======================================================================================
@@ -229,6 +243,10 @@ class GroupCoordinator:
                 self._on_join_deadline(key[1], at, effects)
             elif kind == "sync":
                 self._on_expire_pending_sync(key[1], at, effects)
+            elif kind == "cg_session":
+                self._fence_consumer_group_member(key[1], key[2], None)
+            elif kind == "cg_revocation":
+                self._fence_consumer_group_member(key[1], key[2], key[3])
             elif kind == "expire_offsets":
                 self.expire_offsets(at, effects)
                 self._schedule(key, at + self.config.offsets_retention_check_interval_ms)
@@ -271,6 +289,7 @@ class GroupCoordinator:
         self.epochs[partition] = epoch
         for group_id in [g for g in self.groups if self.partition_for(g) == partition]:
             self._unload(self.groups.pop(group_id), effects)
+        self._unload_consumer_groups(partition)
         self.owned.discard(partition)
         self.loading.add(partition)
         return effects
@@ -356,7 +375,17 @@ class GroupCoordinator:
         self.loading.discard(partition)
         for group_id in [g for g in self.groups if self.partition_for(g) == partition]:
             self._unload(self.groups.pop(group_id), effects)
+        self._unload_consumer_groups(partition)
         return effects
+
+    def _unload_consumer_groups(self, partition: int | None) -> None:
+        for group_id in [
+            g for g in self.consumer_groups if partition in (None, self.partition_for(g))
+        ]:
+            group = self.consumer_groups.pop(group_id)
+            group.dead = True
+            for key in [k for k in self._deadlines if k[0].startswith("cg_") and k[1] == group_id]:
+                del self._deadlines[key]
 
     def shutdown(self) -> Effects:
         """The broker stops: every group unloaded, every request refused."""
@@ -364,6 +393,7 @@ class GroupCoordinator:
         for group in list(self.groups.values()):
             self._unload(group, effects)
         self.groups.clear()
+        self._unload_consumer_groups(None)
         self.active = False
         self._deadlines.clear()
         return effects
@@ -1533,3 +1563,280 @@ class GroupCoordinator:
                 if e.append_id is not None:
                     out.extend(self.append_completed(e.append_id, error, now_ms))
         return out
+
+    # ======================================================================================
+    # KIP-848: ConsumerGroupHeartbeat and ConsumerGroupDescribe
+    # ======================================================================================
+
+    def update_topic_metadata(self, partitions_per_topic: dict[str, int]) -> None:
+        """The cluster's topics and partition counts (from the metadata image). A
+        consumer group whose subscribed topics changed gets a new group epoch, so its
+        target assignment is computed again at its next heartbeat."""
+        self.partitions_per_topic = dict(partitions_per_topic)
+        for group in self.consumer_groups.values():
+            wanted = group.subscribed_topics()
+            now = {t: n for t, n in self.partitions_per_topic.items() if t in wanted}
+            if group.members and now != group.subscription_metadata:
+                group.bump_group_epoch()
+
+    def consumer_group_heartbeat(
+        self,
+        group_id: str,
+        member_id: str,
+        member_epoch: int,
+        *,
+        instance_id: str | None = None,
+        rack_id: str | None = None,
+        rebalance_timeout_ms: int = -1,
+        subscribed_topic_names: list[str] | None = None,
+        server_assignor: str | None = None,
+        owned_partitions: list[TopicPartition] | None = None,
+        client_id: str = "",
+        client_host: str = "",
+        now_ms: int,
+        request: Hashable | None = None,
+    ) -> Effects:
+        """ConsumerGroupHeartbeat (KIP-848). Fields left None were not sent (the
+        request sends only what changed). The answer is always immediate."""
+        effects = self._begin(now_ms, request)
+
+        def answer(error: Errors, message: str | None = None, **kw) -> Effects:
+            kw.setdefault("member_id", member_id)
+            result = ConsumerGroupHeartbeatResult(error, error_message=message, **kw)
+            effects.append(Respond(effects.request, result))
+            return self._end(effects, now_ms)
+
+        error = self._validate_group_status(group_id, "consumer_group_heartbeat")
+        if error is not None:
+            return answer(error)
+        if member_epoch == 0 and (subscribed_topic_names is None or rebalance_timeout_ms == -1):
+            return answer(
+                Errors.INVALID_REQUEST,
+                "a joining member must send its subscription and rebalance timeout",
+            )
+        if member_epoch != 0 and not member_id:
+            return answer(Errors.INVALID_REQUEST, "member id is required after joining")
+        if member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH and instance_id is None:
+            return answer(
+                Errors.INVALID_REQUEST, "epoch -2 (temporary leave) is for static members"
+            )
+        if (
+            server_assignor is not None
+            and server_assignor not in self.config.group_consumer_assignors
+        ):
+            return answer(
+                Errors.UNSUPPORTED_ASSIGNOR,
+                f"assignor {server_assignor!r} is not one of {', '.join(self.config.group_consumer_assignors)}",
+            )
+        classic = self.groups.get(group_id)
+        if classic is not None and not classic.is_(EMPTY):
+            return answer(
+                Errors.GROUP_ID_NOT_FOUND,
+                f"group {group_id} is a classic group, not a consumer group",
+            )
+        group = self.consumer_groups.get(group_id)
+        if group is None:
+            if member_epoch != 0:
+                return answer(
+                    Errors.GROUP_ID_NOT_FOUND, f"consumer group {group_id} does not exist"
+                )
+            group = self.consumer_groups[group_id] = ConsumerGroup(
+                group_id, preferred_assignor=self.config.group_consumer_assignors[0]
+            )
+        interval = self.config.group_consumer_heartbeat_interval_ms
+
+        # -- leaving ------------------------------------------------------------------------
+        if member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+            member = group.members.get(member_id)
+            if member is None:
+                return answer(Errors.UNKNOWN_MEMBER_ID)
+            if member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                member.update_epoch(LEAVE_GROUP_STATIC_MEMBER_EPOCH)  # keeps its partitions
+            else:
+                self._remove_consumer_group_member(group, member_id)
+            return answer(Errors.NONE, member_epoch=member_epoch, heartbeat_interval_ms=0)
+
+        # -- who is this --------------------------------------------------------------------
+        member = group.members.get(member_id) if member_id else None
+        changed = False
+        if member_epoch == 0:
+            if instance_id is not None:
+                previous = group.static_member(instance_id)
+                if previous is not None and previous.member_id != member_id:
+                    if previous.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                        return answer(
+                            Errors.UNRELEASED_INSTANCE_ID,
+                            f"instance {instance_id} is still used by member {previous.member_id}",
+                        )
+                    # a restarted static member takes over its predecessor's place,
+                    # partitions and epoch, without a new group epoch (no rebalance)
+                    old_id = previous.member_id
+                    old_target = group.target.get(old_id, previous.assigned)
+                    group.remove_member(old_id)
+                    self._cancel_cg_deadlines(group_id, old_id)
+                    new_id = member_id or self.member_id_factory(client_id, instance_id)
+                    previous.member_id = new_id
+                    previous.member_epoch = previous.previous_member_epoch
+                    group.members[new_id] = previous
+                    group.target[new_id] = old_target
+                    member, member_id = previous, new_id
+            if member is None:
+                if len(group.members) >= self.config.group_consumer_max_size:
+                    return answer(Errors.GROUP_MAX_SIZE_REACHED)
+                member_id = member_id or self.member_id_factory(client_id, instance_id)
+                member = group.members[member_id] = ConsumerGroupMember(member_id)
+                changed = True
+            elif member.member_epoch != 0 and member.instance_id is None:
+                # a dynamic member rejoining from scratch: it lost everything
+                member.assigned = frozenset()
+                member.pending_revocation = frozenset()
+                member.update_epoch(0)
+                member.state = MemberState.STABLE
+                changed = True
+        else:
+            if member is None:
+                return answer(
+                    Errors.UNKNOWN_MEMBER_ID, f"member {member_id} is not in group {group_id}"
+                )
+            if member_epoch > member.member_epoch or (
+                member_epoch < member.member_epoch
+                and (
+                    member_epoch != member.previous_member_epoch
+                    or not set(owned_partitions or ()) <= member.assigned
+                )
+            ):
+                return answer(
+                    Errors.FENCED_MEMBER_EPOCH,
+                    f"epoch {member_epoch} but the coordinator has {member.member_epoch}: "
+                    "abandon all partitions and rejoin with epoch 0",
+                )
+            if instance_id is not None and member.instance_id != instance_id:
+                return answer(Errors.FENCED_INSTANCE_ID)
+        before = (member.member_epoch, member.state, member.assigned)
+
+        # -- update the member and, if needed, the group epoch and target --------------------
+        member.instance_id = instance_id if instance_id is not None else member.instance_id
+        member.rack_id = rack_id if rack_id is not None else member.rack_id
+        member.client_id, member.client_host = (
+            client_id or member.client_id,
+            client_host or member.client_host,
+        )
+        if rebalance_timeout_ms != -1:
+            member.rebalance_timeout_ms = rebalance_timeout_ms
+        if server_assignor is not None:
+            member.server_assignor = server_assignor
+        if (
+            subscribed_topic_names is not None
+            and frozenset(subscribed_topic_names) != member.subscribed_topic_names
+        ):
+            member.subscribed_topic_names = frozenset(subscribed_topic_names)
+            changed = True
+        if changed:
+            group.bump_group_epoch()
+        if group.group_epoch > group.assignment_epoch:
+            group.compute_target(
+                SERVER_ASSIGNORS[self._consumer_group_assignor(group)], self.partitions_per_topic
+            )
+
+        # -- reconcile ----------------------------------------------------------------------
+        was_revoking = member.state is MemberState.UNREVOKED_PARTITIONS
+        group.reconcile(member, owned_partitions)
+        self._schedule(
+            ("cg_session", group_id, member_id),
+            now_ms + self.config.group_consumer_session_timeout_ms,
+        )
+        if member.state is MemberState.UNREVOKED_PARTITIONS and not was_revoking:
+            self._schedule(
+                ("cg_revocation", group_id, member_id, member.member_epoch),
+                now_ms + member.rebalance_timeout_ms,
+            )
+        elif member.state is not MemberState.UNREVOKED_PARTITIONS:
+            for key in [
+                k for k in self._deadlines if k[:3] == ("cg_revocation", group_id, member_id)
+            ]:
+                del self._deadlines[key]
+        send = (
+            owned_partitions is not None
+            or member_epoch == 0
+            or before
+            != (
+                member.member_epoch,
+                member.state,
+                member.assigned,
+            )
+        )
+        return answer(
+            Errors.NONE,
+            member_id=member_id,
+            member_epoch=member.member_epoch,
+            heartbeat_interval_ms=interval,
+            assignment=member.assigned if send else None,
+        )
+
+    def _consumer_group_assignor(self, group: ConsumerGroup) -> str:
+        """The assignor most members ask for; ties and no preference: the first configured."""
+        votes: dict[str, int] = {}
+        for m in group.members.values():
+            if m.server_assignor is not None:
+                votes[m.server_assignor] = votes.get(m.server_assignor, 0) + 1
+        order = self.config.group_consumer_assignors
+        if not votes:
+            return order[0]
+        return max(order, key=lambda name: (votes.get(name, 0), -order.index(name)))
+
+    def _cancel_cg_deadlines(self, group_id: str, member_id: str) -> None:
+        for key in [
+            k for k in self._deadlines if k[0].startswith("cg_") and k[1:3] == (group_id, member_id)
+        ]:
+            del self._deadlines[key]
+
+    def _remove_consumer_group_member(self, group: ConsumerGroup, member_id: str) -> None:
+        if group.remove_member(member_id) is not None:
+            self._cancel_cg_deadlines(group.group_id, member_id)
+            group.bump_group_epoch()
+
+    def _fence_consumer_group_member(
+        self, group_id: str, member_id: str, epoch: int | None
+    ) -> None:
+        """Session expired, or (epoch given) the member did not revoke in time."""
+        group = self.consumer_groups.get(group_id)
+        if group is None or member_id not in group.members:
+            return
+        member = group.members[member_id]
+        if epoch is not None and (
+            member.member_epoch != epoch or member.state is not MemberState.UNREVOKED_PARTITIONS
+        ):
+            return
+        self._remove_consumer_group_member(group, member_id)
+
+    def consumer_group_describe(self, group_id: str) -> DescribedConsumerGroup:
+        """ConsumerGroupDescribe for one group."""
+        error = self._validate_group_status(group_id, "consumer_group_describe")
+        if error is not None:
+            return DescribedConsumerGroup(error, group_id)
+        group = self.consumer_groups.get(group_id)
+        if group is None:
+            return DescribedConsumerGroup(Errors.GROUP_ID_NOT_FOUND, group_id)
+        members = tuple(
+            DescribedConsumerGroupMember(
+                m.member_id,
+                m.instance_id,
+                m.rack_id,
+                m.client_id,
+                m.client_host,
+                tuple(sorted(m.subscribed_topic_names)),
+                m.member_epoch,
+                m.assigned,
+                group.target.get(m.member_id, frozenset()),
+            )
+            for m in group.members.values()
+        )
+        return DescribedConsumerGroup(
+            Errors.NONE,
+            group_id,
+            str(group.state),
+            group.group_epoch,
+            group.assignment_epoch,
+            group.preferred_assignor,
+            members,
+        )
