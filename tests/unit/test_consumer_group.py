@@ -1,0 +1,308 @@
+"""KIP-848 consumer groups: examples of each error and of the two-step handover, the
+server assignors' properties, and a hypothesis state machine whose clients
+heartbeat, revoke late, crash and leave, checking that no partition is ever held
+by two members and that well-behaved members converge to the target."""
+
+from __future__ import annotations
+
+import itertools
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+
+from kafkalab.coordinator.group import GroupConfig, GroupCoordinator
+from kafkalab.coordinator.group.consumer_group import MemberState
+from kafkalab.coordinator.group.server_assignors import (
+    MemberSubscriptionSpec,
+    RangeAssignor,
+    UniformAssignor,
+)
+from kafkalab.protocol.errors import Errors
+
+E = Errors
+
+
+def coordinator(**config) -> GroupCoordinator:
+    ids = itertools.count(1)
+    c = GroupCoordinator(
+        GroupConfig(**config), member_id_factory=lambda cl, i: f"{i or cl}-{next(ids)}"
+    )
+    c.update_topic_metadata({"t": 4, "u": 2})
+    return c
+
+
+def hb(c, member, epoch, now=0, **kw):
+    if epoch == 0:
+        kw.setdefault("subscribed_topic_names", ["t"])
+        kw.setdefault("rebalance_timeout_ms", 30_000)
+    return c.consumer_group_heartbeat("g", member, epoch, now_ms=now, **kw).response
+
+
+def test_a_second_member_gets_its_partitions_only_after_the_first_revokes_them():
+    c = coordinator()
+    a = hb(c, "a", 0)
+    assert (a.member_epoch, a.assignment) == (
+        1,
+        frozenset({("t", 0), ("t", 1), ("t", 2), ("t", 3)}),
+    )
+    b = hb(c, "b", 0)
+    assert (b.member_epoch, b.assignment) == (2, frozenset())  # epoch 2, but 2 and 3 are a's
+    a = hb(c, "a", 1, owned_partitions=[("t", p) for p in range(4)])
+    assert (a.member_epoch, a.assignment) == (1, frozenset({("t", 0), ("t", 1)}))  # revoke 2, 3
+    assert c.consumer_groups["g"].members["a"].state is MemberState.UNREVOKED_PARTITIONS
+    assert hb(c, "b", 2, owned_partitions=[]).assignment == frozenset()  # still unreleased
+    a = hb(c, "a", 1, owned_partitions=[("t", 0), ("t", 1)])  # revoked: a reaches epoch 2
+    assert a.member_epoch == 2
+    b = hb(c, "b", 2, owned_partitions=[])
+    assert b.assignment == frozenset({("t", 2), ("t", 3)})
+    assert c.consumer_group_describe("g").state == "Stable"
+
+
+def test_errors():
+    c = coordinator(group_consumer_max_size=2)
+    assert hb(c, "x", 3).error == E.GROUP_ID_NOT_FOUND
+    assert c.consumer_group_heartbeat("g", "a", 0, now_ms=0).response.error == E.INVALID_REQUEST
+    assert hb(c, "a", 0, server_assignor="sticky").error == E.UNSUPPORTED_ASSIGNOR
+    hb(c, "a", 0, instance_id="i")
+    hb(c, "b", 0)
+    assert hb(c, "c", 0).error == E.GROUP_MAX_SIZE_REACHED
+    assert hb(c, "nobody", 1).error == E.UNKNOWN_MEMBER_ID
+    assert hb(c, "a2", 0, instance_id="i").error == E.UNRELEASED_INSTANCE_ID
+    assert hb(c, "a", 7, instance_id="i").error == E.FENCED_MEMBER_EPOCH  # from the future
+    epoch = c.consumer_groups["g"].members["b"].member_epoch
+    for topics in (["u"], ["t"]):  # two subscription changes: two new epochs
+        epoch = hb(c, "b", epoch, subscribed_topic_names=topics, owned_partitions=[]).member_epoch
+    assert epoch >= 3
+    assert hb(c, "b", epoch - 2, owned_partitions=[]).error == E.FENCED_MEMBER_EPOCH  # too old
+    assert hb(c, "", 3).error == E.INVALID_REQUEST
+
+
+def test_the_previous_epoch_is_accepted_if_the_answer_was_lost():
+    c = coordinator()
+    hb(c, "a", 0)
+    hb(c, "b", 0)
+    hb(c, "a", 1, owned_partitions=[("t", p) for p in range(4)])
+    a = hb(c, "a", 1, owned_partitions=[("t", 0), ("t", 1)])
+    assert a.member_epoch == 2
+    # the answer with epoch 2 was lost: a retries with epoch 1 and owns a subset
+    assert hb(c, "a", 1, owned_partitions=[("t", 0), ("t", 1)]).error == E.NONE
+    # but not if it claims more than its assignment
+    assert hb(c, "a", 1, owned_partitions=[("t", 3)]).error == E.FENCED_MEMBER_EPOCH
+
+
+def test_a_static_member_leaves_temporarily_and_its_successor_takes_over():
+    c = coordinator()
+    hb(c, "a", 0, instance_id="i")
+    hb(c, "b", 0)
+    g = c.consumer_groups["g"]
+    epoch_before = g.group_epoch
+    left = hb(c, "a", g.members["a"].member_epoch, instance_id="i", now=1)
+    assert left.error == E.NONE
+    assert hb(c, "a", -2, instance_id="i").member_epoch == -2
+    kept = g.members["a"].assigned
+    new = hb(c, "a-restarted", 0, instance_id="i", now=2)
+    assert new.error == E.NONE and new.assignment == kept
+    assert "a" not in g.members and g.group_epoch == epoch_before  # no rebalance
+
+
+def test_session_timeout_and_revocation_timeout_fence():
+    c = coordinator(group_consumer_session_timeout_ms=45_000)
+    hb(c, "a", 0)
+    hb(c, "b", 0)
+    g = c.consumer_groups["g"]
+    hb(c, "a", 1, owned_partitions=[("t", p) for p in range(4)], now=1000)  # must revoke 2, 3
+    epoch = g.group_epoch
+    c.tick(1000 + 29_999)
+    assert "a" in g.members
+    c.tick(1000 + 30_000)  # a never acknowledged within its rebalance timeout
+    assert "a" not in g.members and g.group_epoch == epoch + 1
+    b = hb(c, "b", g.members["b"].member_epoch, owned_partitions=[], now=31_000)
+    assert b.assignment == frozenset(("t", p) for p in range(4))
+    c.tick(31_000 + 45_000)
+    assert g.members == {}
+    assert c.consumer_group_describe("g").state == "Empty"
+
+
+def test_leaving_bumps_the_group_epoch_and_frees_the_partitions():
+    c = coordinator()
+    hb(c, "a", 0)
+    hb(c, "b", 0)
+    g = c.consumer_groups["g"]
+    assert hb(c, "b", -1).member_epoch == -1
+    assert "b" not in g.members
+    a = hb(c, "a", 1, owned_partitions=[("t", p) for p in range(4)])
+    assert a.assignment == frozenset(("t", p) for p in range(4)) and a.member_epoch == g.group_epoch
+
+
+def test_a_classic_group_is_not_a_consumer_group():
+    c = coordinator()
+    c.join_group(
+        "g",
+        "",
+        protocol_type="consumer",
+        protocols=[("range", b"")],
+        session_timeout_ms=10_000,
+        require_known_member_id=False,
+        now_ms=0,
+    )
+    assert hb(c, "a", 0).error == E.GROUP_ID_NOT_FOUND
+
+
+def test_new_partitions_bump_the_group_epoch():
+    c = coordinator()
+    hb(c, "a", 0)
+    g = c.consumer_groups["g"]
+    epoch = g.group_epoch
+    c.update_topic_metadata({"t": 6, "u": 2})
+    assert g.group_epoch == epoch + 1
+    a = hb(c, "a", 1, owned_partitions=[("t", p) for p in range(4)])
+    assert a.assignment == frozenset(("t", p) for p in range(6))
+
+
+# -- server assignors -------------------------------------------------------------------------
+
+
+@st.composite
+def specs(draw):
+    counts = draw(st.dictionaries(st.sampled_from("abcd"), st.integers(0, 9), min_size=1))
+    members = draw(
+        st.lists(st.text("mnop", min_size=1, max_size=2), min_size=1, max_size=6, unique=True)
+    )
+    uniform = draw(st.booleans())
+    topics = sorted(counts)
+    return counts, {
+        m: MemberSubscriptionSpec(
+            frozenset(
+                topics
+                if uniform
+                else draw(st.lists(st.sampled_from(topics), min_size=1, unique=True))
+            )
+        )
+        for m in members
+    }
+
+
+@settings(max_examples=150, deadline=None)
+@given(specs(), st.sampled_from([UniformAssignor(), RangeAssignor()]))
+def test_server_assignors_assign_each_partition_once(spec, assignor):
+    counts, members = spec
+    out = assignor.assign(members, counts, {})
+    seen = [tp for parts in out.values() for tp in parts]
+    assert len(seen) == len(set(seen))
+    wanted = set().union(*(s.topics for s in members.values()))
+    assert set(seen) == {(t, p) for t in wanted for p in range(counts[t])}
+    assert all(tp[0] in members[m].topics for m, parts in out.items() for tp in parts)
+    if isinstance(assignor, UniformAssignor) and len({s.topics for s in members.values()}) == 1:
+        sizes = [len(p) for p in out.values()]
+        assert max(sizes) - min(sizes) <= 1
+    # sticky: the same input again, with this result as the current target, changes nothing
+    assert assignor.assign(members, counts, out) == out
+
+
+# -- the state machine ------------------------------------------------------------------------
+
+MEMBERS = ("a", "b", "c")
+
+
+class ConsumerGroupMachine(RuleBasedStateMachine):
+    @initialize()
+    def start(self):
+        self.c = coordinator()
+        self.now = 0
+        self.epoch = {m: None for m in MEMBERS}  # None: not in the group
+        self.owned = {m: frozenset() for m in MEMBERS}  # what each client consumes
+
+    def heartbeat(self, m, owned=None, topics=None):
+        epoch = self.epoch[m]
+        if epoch is None:
+            r = hb(self.c, m, 0, now=self.now, subscribed_topic_names=topics or ["t", "u"])
+        else:
+            r = self.c.consumer_group_heartbeat(
+                "g",
+                m,
+                epoch,
+                owned_partitions=owned,
+                subscribed_topic_names=topics,
+                now_ms=self.now,
+            ).response
+        if r.error in (E.FENCED_MEMBER_EPOCH, E.UNKNOWN_MEMBER_ID):
+            self.epoch[m] = None
+            self.owned[m] = frozenset()  # abandons everything
+            return
+        assert r.error == E.NONE, r
+        self.epoch[m] = r.member_epoch
+        if r.assignment is not None:
+            # a well-behaved client: revokes what is gone, starts what is new
+            self.owned[m] = r.assignment
+
+    @rule(m=st.sampled_from(MEMBERS))
+    def good_heartbeat(self, m):
+        self.heartbeat(m, sorted(self.owned[m]))
+
+    @rule(m=st.sampled_from(MEMBERS))
+    def heartbeat_without_owned(self, m):
+        """Owned partitions not sent: the coordinator must assume revocation is not done."""
+        self.heartbeat(m, None)
+
+    @rule(m=st.sampled_from(MEMBERS), topics=st.sampled_from([["t"], ["u"], ["t", "u"]]))
+    def change_subscription(self, m, topics):
+        if self.epoch[m] is not None:
+            self.heartbeat(m, sorted(self.owned[m]), topics)
+
+    @rule(m=st.sampled_from(MEMBERS))
+    def leave(self, m):
+        if self.epoch[m] is not None:
+            hb(self.c, m, -1, now=self.now)
+            self.epoch[m] = None
+            self.owned[m] = frozenset()
+
+    @rule(ms=st.integers(1, 40_000))
+    def time_passes(self, ms):
+        self.now += ms
+        self.c.tick(self.now)
+
+    @rule()
+    def everyone_converges(self):
+        """Members that keep heartbeating reach the target: Stable within a few rounds."""
+        for _ in range(4):
+            for m in MEMBERS:
+                if self.epoch[m] is not None:
+                    self.heartbeat(m, sorted(self.owned[m]))
+        group = self.c.consumer_groups.get("g")
+        if group is not None and group.members:
+            assert group.state.value == "Stable", group
+            assigned = [tp for mm in group.members.values() for tp in mm.assigned]
+            wanted = group.subscribed_topics()
+            assert sorted(assigned) == sorted(
+                (t, p) for t in wanted for p in range(self.c.partitions_per_topic[t])
+            )
+
+    @invariant()
+    def no_partition_is_held_twice(self):
+        group = self.c.consumer_groups.get("g")
+        if group is None:
+            return
+        held = [tp for m in group.members.values() for tp in m.assigned | m.pending_revocation]
+        assert len(held) == len(set(held))
+        # and what the (live) clients actually consume never overlaps either
+        live = [tp for m in MEMBERS if m in group.members for tp in self.owned[m]]
+        assert len(live) == len(set(live))
+
+    @invariant()
+    def epochs_are_ordered(self):
+        group = self.c.consumer_groups.get("g")
+        if group is None:
+            return
+        assert group.assignment_epoch <= group.group_epoch
+        for m in group.members.values():
+            assert m.member_epoch <= group.assignment_epoch
+
+
+ConsumerGroupMachine.TestCase.settings = settings(
+    max_examples=150,
+    stateful_step_count=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+test_consumer_group_state_machine = ConsumerGroupMachine.TestCase
