@@ -13,6 +13,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from kafkalab.coordinator.group import GroupConfig, GroupCoordinator
 from kafkalab.coordinator.group.consumer_group import MemberState
+from kafkalab.coordinator.group.results import CommitOffset
 from kafkalab.coordinator.group.server_assignors import (
     MemberSubscriptionSpec,
     RangeAssignor,
@@ -306,3 +307,44 @@ ConsumerGroupMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow],
 )
 test_consumer_group_state_machine = ConsumerGroupMachine.TestCase
+
+
+def test_members_commit_offsets_with_their_member_epoch():
+    c = coordinator()
+    a = hb(c, "a", 0)
+    commit = c.complete_appends(
+        c.commit_offsets(
+            "g", {("t", 0): CommitOffset(42)}, generation_id=a.member_epoch, member_id="a", now_ms=1
+        ),
+        1,
+    )
+    assert commit.response.partitions == {("t", 0): E.NONE}
+    assert c.fetch_offsets("g", [("t", 0)]).partitions[("t", 0)].offset == 42
+    stale = c.commit_offsets(
+        "g", {("t", 0): CommitOffset(43)}, generation_id=a.member_epoch + 1, member_id="a", now_ms=2
+    )
+    assert stale.response.partitions == {("t", 0): E.STALE_MEMBER_EPOCH}
+    stranger = c.commit_offsets(
+        "g", {("t", 0): CommitOffset(43)}, generation_id=1, member_id="zz", now_ms=2
+    )
+    assert stranger.response.partitions == {("t", 0): E.UNKNOWN_MEMBER_ID}
+    # a classic member cannot join a live consumer group of the same id
+    join = c.join_group(
+        "g",
+        "",
+        protocol_type="consumer",
+        protocols=[("range", b"")],
+        session_timeout_ms=10_000,
+        now_ms=3,
+    )
+    assert join.response.error == E.INCONSISTENT_GROUP_PROTOCOL
+    assert [(g.group_id, g.state) for g in c.list_groups().groups] == [("g", "Stable")]
+    deleted = c.delete_groups(["g"], now_ms=4)
+    assert deleted.response.groups == {"g": E.NON_EMPTY_GROUP}
+    hb(c, "a", -1)
+    deleted = c.complete_appends(c.delete_groups(["g"], now_ms=5), 5)
+    assert deleted.response.groups == {"g": E.NONE}
+    assert (
+        "g" not in c.consumer_groups
+        and c.fetch_offsets("g", [("t", 0)]).partitions[("t", 0)].offset == -1
+    )

@@ -771,6 +771,9 @@ class GroupCoordinator:
             <= self.config.group_max_session_timeout_ms
         ):
             return answer(Errors.INVALID_SESSION_TIMEOUT)
+        consumer = self.consumer_groups.get(group_id)
+        if consumer is not None and consumer.members:
+            return answer(Errors.INCONSISTENT_GROUP_PROTOCOL)  # a KIP-848 group has this id
         is_unknown = member_id == UNKNOWN_MEMBER_ID
         group = self.groups.get(group_id)
         if group is None:
@@ -1225,6 +1228,17 @@ class GroupCoordinator:
         error = self._validate_group_status(group_id, "offset_commit")
         if error is not None:
             return answer(error)
+        consumer = self.consumer_groups.get(group_id)
+        if consumer is not None and (consumer.members or generation_id >= 0 or member_id):
+            # a KIP-848 group: members commit with their member epoch
+            error = self._validate_consumer_group_commit(consumer, member_id, generation_id)
+            if error is not None:
+                return answer(error)
+            group = self.groups.get(group_id)
+            if group is None:  # its offsets live beside it, as an Empty holder
+                group = self.groups[group_id] = GroupMetadata(group_id, EMPTY, now_ms)
+            self._store_offsets(group, offsets, expire_timestamp_ms, now_ms, request, effects)
+            return self._end(effects, now_ms)
         group = self.groups.get(group_id)
         if group is None:
             if generation_id >= 0:
@@ -1254,6 +1268,21 @@ class GroupCoordinator:
             return None
         if not group.is_(EMPTY):
             return Errors.UNKNOWN_MEMBER_ID  # only members commit to a non-empty group
+        return None
+
+    @staticmethod
+    def _validate_consumer_group_commit(consumer, member_id, member_epoch) -> Errors | None:
+        """Kafka: ConsumerGroup.validateOffsetCommit. Epoch -1 with no members: an
+        admin or a consumer without group management; otherwise the member must
+        exist and commit at its current epoch (STALE_MEMBER_EPOCH: retry after the
+        next heartbeat)."""
+        if member_epoch < 0 and not consumer.members:
+            return None
+        member = consumer.members.get(member_id)
+        if member is None:
+            return Errors.UNKNOWN_MEMBER_ID
+        if member_epoch != member.member_epoch:
+            return Errors.STALE_MEMBER_EPOCH
         return None
 
     def _store_offsets(self, group, offsets, expire_timestamp_ms, now_ms, request, effects) -> None:
@@ -1439,7 +1468,10 @@ class GroupCoordinator:
                         out.append(tp)
                 return out
 
-            if group.protocol_type is not None and group.is_(EMPTY):
+            consumer = self.consumer_groups.get(group.group_id)
+            if consumer is not None and consumer.members:
+                chosen = select(lambda om: om.commit_timestamp, consumer.subscribed_topics())
+            elif group.protocol_type is not None and group.is_(EMPTY):
                 since = group.state_timestamp_ms
                 chosen = select(lambda om: since if since >= 0 else om.commit_timestamp, set())
             elif (
@@ -1475,6 +1507,16 @@ class GroupCoordinator:
             if error is not None:
                 errors[group_id] = error
                 continue
+            consumer = self.consumer_groups.get(group_id)
+            if consumer is not None:
+                if consumer.members:
+                    errors[group_id] = Errors.NON_EMPTY_GROUP
+                    continue
+                del self.consumer_groups[group_id]
+                consumer.dead = True
+                if group_id not in self.groups:
+                    errors[group_id] = Errors.NONE
+                    continue
             group = self.groups.get(group_id)
             if group is None or group.is_(DEAD):
                 errors[group_id] = Errors.GROUP_ID_NOT_FOUND
@@ -1531,6 +1573,12 @@ class GroupCoordinator:
             for g in self.groups.values()
             if not g.is_(DEAD)
             and self.partition_for(g.group_id) in self.owned
+            and (wanted is None or str(g.state).lower() in wanted)
+        )
+        groups = tuple(g for g in groups if g.group_id not in self.consumer_groups) + tuple(
+            ListedGroup(g.group_id, PROTOCOL_TYPE, str(g.state))
+            for g in self.consumer_groups.values()
+            if self.partition_for(g.group_id) in self.owned
             and (wanted is None or str(g.state).lower() in wanted)
         )
         error = Errors.COORDINATOR_LOAD_IN_PROGRESS if self.loading else Errors.NONE
