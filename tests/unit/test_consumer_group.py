@@ -210,23 +210,37 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
     @initialize()
     def start(self):
         self.c = coordinator()
+        self.log = []
         self.now = 0
         self.epoch = {m: None for m in MEMBERS}  # None: not in the group
         self.owned = {m: frozenset() for m in MEMBERS}  # what each client consumes
 
+    def record(self, effects):
+        for append in effects.appends():
+            self.log.extend((append.partition, k, v) for k, v in append.records)
+        return effects
+
     def heartbeat(self, m, owned=None, topics=None):
         epoch = self.epoch[m]
         if epoch is None:
-            r = hb(self.c, m, 0, now=self.now, subscribed_topic_names=topics or ["t", "u"])
+            e = self.c.consumer_group_heartbeat(
+                "g",
+                m,
+                0,
+                subscribed_topic_names=topics or ["t", "u"],
+                rebalance_timeout_ms=30_000,
+                now_ms=self.now,
+            )
         else:
-            r = self.c.consumer_group_heartbeat(
+            e = self.c.consumer_group_heartbeat(
                 "g",
                 m,
                 epoch,
                 owned_partitions=owned,
                 subscribed_topic_names=topics,
                 now_ms=self.now,
-            ).response
+            )
+        r = self.record(e).response
         if r.error in (E.FENCED_MEMBER_EPOCH, E.UNKNOWN_MEMBER_ID):
             self.epoch[m] = None
             self.owned[m] = frozenset()  # abandons everything
@@ -254,14 +268,32 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
     @rule(m=st.sampled_from(MEMBERS))
     def leave(self, m):
         if self.epoch[m] is not None:
-            hb(self.c, m, -1, now=self.now)
+            self.record(self.c.consumer_group_heartbeat("g", m, -1, now_ms=self.now))
             self.epoch[m] = None
             self.owned[m] = frozenset()
 
     @rule(ms=st.integers(1, 40_000))
     def time_passes(self, ms):
         self.now += ms
-        self.c.tick(self.now)
+        self.record(self.c.tick(self.now))
+
+    @rule()
+    def failover(self):
+        """Another coordinator loads the partition from the records written so far:
+        it must know exactly what the old one knew."""
+        old = self.c.consumer_groups.get("g")
+        p = self.c.partition_for("g")
+        self.c.on_resign(p)
+        self.c = coordinator()
+        self.c.on_become_leader(p, epoch=1)
+        self.c.complete_load(p, [(k, v) for q, k, v in self.log if q == p], self.now)
+        new = self.c.consumer_groups.get("g")
+        if old is None:
+            assert new is None
+            return
+        assert (new.group_epoch, new.assignment_epoch) == (old.group_epoch, old.assignment_epoch)
+        assert new.members == old.members
+        assert {m: t for m, t in new.target.items()} == {m: t for m, t in old.target.items()}
 
     @rule()
     def everyone_converges(self):
@@ -347,4 +379,52 @@ def test_members_commit_offsets_with_their_member_epoch():
     assert (
         "g" not in c.consumer_groups
         and c.fetch_offsets("g", [("t", 0)]).partitions[("t", 0)].offset == -1
+    )
+
+
+def test_consumer_group_records_byte_layout_and_reload():
+    import struct
+    import uuid
+
+    from kafkalab.coordinator.group import consumer_group_records as cg
+
+    tid = uuid.UUID(int=7)
+    c = coordinator()
+    c.update_topic_metadata({"t": 4, "u": 2}, {"t": tid, "u": uuid.UUID(int=8)})
+    e = c.consumer_group_heartbeat(
+        "g",
+        "a",
+        0,
+        subscribed_topic_names=["t"],
+        rebalance_timeout_ms=30_000,
+        client_id="cl",
+        now_ms=0,
+    )
+    records = dict((k, v) for a in e.appends() for k, v in a.records)
+    key = cg.encode_key(cg.CURRENT_MEMBER_ASSIGNMENT, "g", "a")
+    assert key == struct.pack(">h", 8) + b"\x00\x01g" + b"\x00\x01a"
+    # version 0, flexible: epoch 1, previous -1 (... 0 before joining), state 0, one topic
+    expected = (
+        struct.pack(">hiib", 0, 1, 0, 0)
+        + b"\x02"  # compact array of 1
+        + tid.bytes
+        + b"\x05"  # compact array of 4 partitions
+        + struct.pack(">iiii", 0, 1, 2, 3)
+        + b"\x00"  # the topic's tagged fields
+        + b"\x01"  # empty pending-revocation array
+        + b"\x00"  # the value's tagged fields
+    )
+    assert records[key] == expected
+    assert records[cg.encode_key(cg.GROUP_METADATA, "g")] == struct.pack(">hi", 0, 1) + b"\x00"
+    member = cg.decode_value(
+        cg.MEMBER_METADATA, records[cg.encode_key(cg.MEMBER_METADATA, "g", "a")]
+    )
+    assert (
+        member["client_id"],
+        member["subscribed_topic_names"],
+        member["rebalance_timeout_ms"],
+    ) == (
+        "cl",
+        ["t"],
+        30_000,
     )

@@ -62,6 +62,7 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from kafkalab.coordinator.group import consumer_group_records as cgrec
 from kafkalab.coordinator.group import coordinator_records as rec
 from kafkalab.coordinator.group.consumer_group import (
     LEAVE_GROUP_MEMBER_EPOCH,
@@ -79,6 +80,7 @@ from kafkalab.coordinator.group.coordinator_records import (
     MemberRecord,
     OffsetAndMetadata,
     OffsetKey,
+    OtherKey,
     partition_for,
 )
 from kafkalab.coordinator.group.group_config import NEW_MEMBER_JOIN_TIMEOUT_MS, GroupConfig
@@ -201,6 +203,7 @@ class GroupCoordinator:
         # KIP-848 consumer groups, and the topic metadata their assignors need
         self.consumer_groups: dict[str, ConsumerGroup] = {}
         self.partitions_per_topic: dict[str, int] = {}
+        self.topic_ids: dict[str, uuid.UUID] = {}
         self._append_ids = itertools.count(1)
 
     # ======================================================================================
@@ -244,9 +247,9 @@ class GroupCoordinator:
             elif kind == "sync":
                 self._on_expire_pending_sync(key[1], at, effects)
             elif kind == "cg_session":
-                self._fence_consumer_group_member(key[1], key[2], None)
+                self._fence_consumer_group_member(key[1], key[2], None, at, effects)
             elif kind == "cg_revocation":
-                self._fence_consumer_group_member(key[1], key[2], key[3])
+                self._fence_consumer_group_member(key[1], key[2], key[3], at, effects)
             elif kind == "expire_offsets":
                 self.expire_offsets(at, effects)
                 self._schedule(key, at + self.config.offsets_retention_check_interval_ms)
@@ -303,11 +306,15 @@ class GroupCoordinator:
         offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
         groups: dict[str, GroupMetadataRecord] = {}
         removed: set[str] = set()
+        consumer_groups: dict[str, ConsumerGroup] = {}
         for key, value in records:
             if key is None:
                 continue
             k = rec.read_key(key)
-            if isinstance(k, OffsetKey):
+            if isinstance(k, OtherKey):
+                if k.version in cgrec.CONSUMER_GROUP_RECORD_TYPES:
+                    self._replay_consumer_group_record(consumer_groups, key, value)
+            elif isinstance(k, OffsetKey):
                 tp = (k.topic, k.partition)
                 if value is None:
                     offsets.get(k.group, {}).pop(tp, None)
@@ -326,9 +333,83 @@ class GroupCoordinator:
             group = self._group_from_record(group_id, groups.get(group_id), now_ms)
             group.offsets = dict(offsets.get(group_id, {}))
             self.groups[group_id] = group
+        for group_id, cg in consumer_groups.items():
+            if self.partition_for(group_id) != partition:
+                continue
+            wanted = cg.subscribed_topics()
+            cg.subscription_metadata = {
+                t: n for t, n in self.partitions_per_topic.items() if t in wanted
+            }
+            self.consumer_groups[group_id] = cg
+            for member in cg.members.values():
+                self._schedule(
+                    ("cg_session", group_id, member.member_id),
+                    now_ms + self.config.group_consumer_session_timeout_ms,
+                )
+                if member.state is MemberState.UNREVOKED_PARTITIONS:
+                    self._schedule(
+                        ("cg_revocation", group_id, member.member_id, member.member_epoch),
+                        now_ms + member.rebalance_timeout_ms,
+                    )
         self.loading.discard(partition)
         self.owned.add(partition)
         return self.tick(now_ms)
+
+    def _replay_consumer_group_record(
+        self, groups: dict[str, ConsumerGroup], key: bytes, value: bytes | None
+    ) -> None:
+        """Apply one KIP-848 record (Kafka: GroupMetadataManager.replay)."""
+        k = cgrec.decode_key(key)
+        names = {self._topic_id(t): t for t in self.partitions_per_topic}
+        names.update({tid: name for name, tid in self.topic_ids.items()})
+        group = groups.get(k.group_id)
+        if k.type == cgrec.GROUP_METADATA:
+            if value is None:
+                groups.pop(k.group_id, None)
+                return
+            group = groups.setdefault(k.group_id, ConsumerGroup(k.group_id))
+            group.group_epoch = cgrec.decode_value(k.type, value)["epoch"]
+            return
+        if k.type == cgrec.PARTITION_METADATA:
+            return
+        if group is None:
+            if value is None:
+                return
+            group = groups[k.group_id] = ConsumerGroup(k.group_id)
+        if k.type == cgrec.TARGET_ASSIGNMENT_METADATA:
+            if value is not None:
+                group.assignment_epoch = cgrec.decode_value(k.type, value)["assignment_epoch"]
+            return
+        if k.type == cgrec.TARGET_ASSIGNMENT_MEMBER:
+            if value is None:
+                group.target.pop(k.member_id, None)
+            else:
+                d = cgrec.decode_value(k.type, value)
+                group.target[k.member_id] = cgrec.from_topic_partitions(
+                    d["topic_partitions"], names
+                )
+            return
+        if value is None:
+            if k.type == cgrec.MEMBER_METADATA:
+                group.members.pop(k.member_id, None)
+            return
+        member = group.members.setdefault(k.member_id, ConsumerGroupMember(k.member_id))
+        d = cgrec.decode_value(k.type, value)
+        if k.type == cgrec.MEMBER_METADATA:
+            member.instance_id, member.rack_id = d["instance_id"], d["rack_id"]
+            member.client_id, member.client_host = d["client_id"], d["client_host"]
+            member.subscribed_topic_names = frozenset(d["subscribed_topic_names"])
+            member.rebalance_timeout_ms = d["rebalance_timeout_ms"]
+            member.server_assignor = d["server_assignor"]
+        else:  # CURRENT_MEMBER_ASSIGNMENT
+            member.member_epoch = d["member_epoch"]
+            member.previous_member_epoch = d["previous_member_epoch"]
+            by_byte = {v: name for name, v in cgrec.STATE_BYTES.items()}
+            member.state = MemberState(by_byte.get(d["state"], "stable"))
+            member.assigned = cgrec.from_topic_partitions(d["assigned_partitions"], names)
+            member.pending_revocation = cgrec.from_topic_partitions(
+                d["partitions_pending_revocation"], names
+            )
 
     def _group_from_record(
         self, group_id: str, r: GroupMetadataRecord | None, now_ms: int
@@ -1514,6 +1595,17 @@ class GroupCoordinator:
                     continue
                 del self.consumer_groups[group_id]
                 consumer.dead = True
+                tombstones = tuple(
+                    (cgrec.encode_key(t, group_id), None)
+                    for t in (
+                        cgrec.TARGET_ASSIGNMENT_METADATA,
+                        cgrec.PARTITION_METADATA,
+                        cgrec.GROUP_METADATA,
+                    )
+                )
+                effects.append(
+                    AppendRecords(self.partition_for(group_id), tombstones, now_ms, None)
+                )
                 if group_id not in self.groups:
                     errors[group_id] = Errors.NONE
                     continue
@@ -1616,11 +1708,15 @@ class GroupCoordinator:
     # KIP-848: ConsumerGroupHeartbeat and ConsumerGroupDescribe
     # ======================================================================================
 
-    def update_topic_metadata(self, partitions_per_topic: dict[str, int]) -> None:
-        """The cluster's topics and partition counts (from the metadata image). A
-        consumer group whose subscribed topics changed gets a new group epoch, so its
-        target assignment is computed again at its next heartbeat."""
+    def update_topic_metadata(
+        self, partitions_per_topic: dict[str, int], topic_ids: dict[str, uuid.UUID] | None = None
+    ) -> None:
+        """The cluster's topics, partition counts and topic ids (from the metadata
+        image; KIP-848 records name partitions by topic id). A consumer group whose
+        subscribed topics changed gets a new group epoch, so its target assignment is
+        computed again at its next heartbeat."""
         self.partitions_per_topic = dict(partitions_per_topic)
+        self.topic_ids.update(topic_ids or {})
         for group in self.consumer_groups.values():
             wanted = group.subscribed_topics()
             now = {t: n for t, n in self.partitions_per_topic.items() if t in wanted}
@@ -1692,6 +1788,12 @@ class GroupCoordinator:
                 group_id, preferred_assignor=self.config.group_consumer_assignors[0]
             )
         interval = self.config.group_consumer_heartbeat_interval_ms
+        before = self._cg_snapshot(group)
+        respond = answer
+
+        def answer(error: Errors, message: str | None = None, **kw) -> Effects:  # noqa: F811
+            self._cg_append(group, before, now_ms, effects)  # the records of what changed
+            return respond(error, message, **kw)
 
         # -- leaving ------------------------------------------------------------------------
         if member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
@@ -1760,7 +1862,7 @@ class GroupCoordinator:
                 )
             if instance_id is not None and member.instance_id != instance_id:
                 return answer(Errors.FENCED_INSTANCE_ID)
-        before = (member.member_epoch, member.state, member.assigned)
+        seen = (member.member_epoch, member.state, member.assigned)
 
         # -- update the member and, if needed, the group epoch and target --------------------
         member.instance_id = instance_id if instance_id is not None else member.instance_id
@@ -1806,7 +1908,7 @@ class GroupCoordinator:
         send = (
             owned_partitions is not None
             or member_epoch == 0
-            or before
+            or seen
             != (
                 member.member_epoch,
                 member.state,
@@ -1844,7 +1946,7 @@ class GroupCoordinator:
             group.bump_group_epoch()
 
     def _fence_consumer_group_member(
-        self, group_id: str, member_id: str, epoch: int | None
+        self, group_id: str, member_id: str, epoch: int | None, now_ms: int, effects: Effects
     ) -> None:
         """Session expired, or (epoch given) the member did not revoke in time."""
         group = self.consumer_groups.get(group_id)
@@ -1855,7 +1957,103 @@ class GroupCoordinator:
             member.member_epoch != epoch or member.state is not MemberState.UNREVOKED_PARTITIONS
         ):
             return
+        before = self._cg_snapshot(group)
         self._remove_consumer_group_member(group, member_id)
+        self._cg_append(group, before, now_ms, effects)
+
+    def _topic_id(self, topic: str) -> uuid.UUID:
+        """The topic's id; one made up from its name if the metadata did not say."""
+        if topic not in self.topic_ids:
+            self.topic_ids[topic] = uuid.uuid5(uuid.NAMESPACE_URL, f"kafkalab-topic:{topic}")
+        return self.topic_ids[topic]
+
+    @staticmethod
+    def _cg_snapshot(group: ConsumerGroup) -> dict:
+        return {
+            "group_epoch": group.group_epoch,
+            "assignment_epoch": group.assignment_epoch,
+            "target": dict(group.target),
+            "meta": {
+                m.member_id: (
+                    m.instance_id,
+                    m.rack_id,
+                    m.client_id,
+                    m.client_host,
+                    m.subscribed_topic_names,
+                    m.rebalance_timeout_ms,
+                    m.server_assignor,
+                )
+                for m in group.members.values()
+            },
+            "current": {
+                m.member_id: (
+                    m.member_epoch,
+                    m.previous_member_epoch,
+                    m.state,
+                    m.assigned,
+                    m.pending_revocation,
+                )
+                for m in group.members.values()
+            },
+        }
+
+    def _cg_append(self, group: ConsumerGroup, before: dict, now_ms: int, effects: Effects) -> None:
+        """The records that turn `before` into the group's state now, in Kafka's order:
+        removed members' tombstones, member metadata, group epoch, target, current."""
+        after = self._cg_snapshot(group)
+        g = group.group_id
+        key, value = cgrec.encode_key, cgrec.encode_value
+        out: list[tuple[bytes, bytes | None]] = []
+        for member_id in before["meta"]:
+            if member_id not in after["meta"]:
+                for t in (
+                    cgrec.CURRENT_MEMBER_ASSIGNMENT,
+                    cgrec.TARGET_ASSIGNMENT_MEMBER,
+                    cgrec.MEMBER_METADATA,
+                ):
+                    out.append((key(t, g, member_id), None))
+        for member_id, meta in after["meta"].items():
+            if before["meta"].get(member_id) != meta:
+                instance, rack, client, host, topics, timeout, assignor = meta
+                fields = {
+                    "instance_id": instance,
+                    "rack_id": rack,
+                    "client_id": client,
+                    "client_host": host,
+                    "subscribed_topic_names": sorted(topics),
+                    "subscribed_topic_regex": None,
+                    "rebalance_timeout_ms": timeout,
+                    "server_assignor": assignor,
+                }
+                t = cgrec.MEMBER_METADATA
+                out.append((key(t, g, member_id), value(t, fields)))
+        if after["group_epoch"] != before["group_epoch"]:
+            t = cgrec.GROUP_METADATA
+            out.append((key(t, g), value(t, {"epoch": group.group_epoch})))
+        for member_id, parts in after["target"].items():
+            if before["target"].get(member_id) != parts:
+                ids = {tp[0]: self._topic_id(tp[0]) for tp in parts}
+                t = cgrec.TARGET_ASSIGNMENT_MEMBER
+                fields = {"topic_partitions": cgrec.topic_partitions(parts, ids)}
+                out.append((key(t, g, member_id), value(t, fields)))
+        if after["assignment_epoch"] != before["assignment_epoch"]:
+            t = cgrec.TARGET_ASSIGNMENT_METADATA
+            out.append((key(t, g), value(t, {"assignment_epoch": group.assignment_epoch})))
+        for member_id, cur in after["current"].items():
+            if before["current"].get(member_id) != cur:
+                epoch, previous, state, assigned, pending = cur
+                ids = {tp[0]: self._topic_id(tp[0]) for tp in assigned | pending}
+                fields = {
+                    "member_epoch": epoch,
+                    "previous_member_epoch": previous,
+                    "state": cgrec.STATE_BYTES[state.value],
+                    "assigned_partitions": cgrec.topic_partitions(assigned, ids),
+                    "partitions_pending_revocation": cgrec.topic_partitions(pending, ids),
+                }
+                t = cgrec.CURRENT_MEMBER_ASSIGNMENT
+                out.append((key(t, g, member_id), value(t, fields)))
+        if out:
+            effects.append(AppendRecords(self.partition_for(g), tuple(out), now_ms, None))
 
     def consumer_group_describe(self, group_id: str) -> DescribedConsumerGroup:
         """ConsumerGroupDescribe for one group."""
