@@ -56,6 +56,7 @@ alphabetically first protocol (Kafka: HashMap order).
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import uuid
 from collections.abc import Callable, Hashable, Iterable
@@ -196,7 +197,12 @@ class GroupCoordinator:
         self.active = True
         self.groups: dict[str, GroupMetadata] = {}
         self.member_id_factory = member_id_factory
-        self._deadlines: dict[tuple, int] = {}
+        # deadline key -> (due ms, sequence); the heap holds (due, sequence, key) and
+        # entries whose key was cancelled or re-armed are skipped when they surface
+        self._deadlines: dict[tuple, tuple[int, int]] = {}
+        self._deadline_heap: list[tuple[int, int, tuple]] = []
+        self._deadline_seq = itertools.count()
+        self._revocation_epochs: dict[tuple[str, str], int] = {}
         self._join_phases: dict[str, _JoinPhase] = {}
         self._sync_generation: dict[str, int] = {}
         self._appends: dict[int, _PendingAppend] = {}
@@ -212,7 +218,10 @@ class GroupCoordinator:
 
     def next_deadline_ms(self) -> int | None:
         """When `tick` next has something to do (None: nothing scheduled)."""
-        return min(self._deadlines.values(), default=None)
+        heap = self._deadline_heap
+        while heap and self._deadlines.get(heap[0][2]) != heap[0][:2]:
+            heapq.heappop(heap)
+        return heap[0][0] if heap else None
 
     def tick(self, now_ms: int) -> Effects:
         """Fire every deadline due at `now_ms`, earliest first."""
@@ -221,7 +230,9 @@ class GroupCoordinator:
         return effects
 
     def _schedule(self, key: tuple, at_ms: int) -> None:
-        self._deadlines[key] = at_ms
+        seq = next(self._deadline_seq)
+        self._deadlines[key] = (at_ms, seq)
+        heapq.heappush(self._deadline_heap, (at_ms, seq, key))
 
     def _cancel(self, key: tuple) -> None:
         self._deadlines.pop(key, None)
@@ -232,10 +243,10 @@ class GroupCoordinator:
                 ("expire_offsets",), now_ms + self.config.offsets_retention_check_interval_ms
             )
         while True:
-            due = [(at, key) for key, at in self._deadlines.items() if at <= now_ms]
-            if not due:
+            at = self.next_deadline_ms()
+            if at is None or at > now_ms:
                 return
-            at, key = min(due, key=lambda d: d[0])
+            _, _, key = heapq.heappop(self._deadline_heap)
             del self._deadlines[key]
             kind = key[0]
             if kind == "heartbeat":
@@ -249,7 +260,9 @@ class GroupCoordinator:
             elif kind == "cg_session":
                 self._fence_consumer_group_member(key[1], key[2], None, at, effects)
             elif kind == "cg_revocation":
-                self._fence_consumer_group_member(key[1], key[2], key[3], at, effects)
+                epoch = self._revocation_epochs.pop((key[1], key[2]), None)
+                if epoch is not None:
+                    self._fence_consumer_group_member(key[1], key[2], epoch, at, effects)
             elif kind == "expire_offsets":
                 self.expire_offsets(at, effects)
                 self._schedule(key, at + self.config.offsets_retention_check_interval_ms)
@@ -347,10 +360,7 @@ class GroupCoordinator:
                     now_ms + self.config.group_consumer_session_timeout_ms,
                 )
                 if member.state is MemberState.UNREVOKED_PARTITIONS:
-                    self._schedule(
-                        ("cg_revocation", group_id, member.member_id, member.member_epoch),
-                        now_ms + member.rebalance_timeout_ms,
-                    )
+                    self._schedule_revocation(group_id, member, now_ms)
         self.loading.discard(partition)
         self.owned.add(partition)
         return self.tick(now_ms)
@@ -465,8 +475,8 @@ class GroupCoordinator:
         ]:
             group = self.consumer_groups.pop(group_id)
             group.dead = True
-            for key in [k for k in self._deadlines if k[0].startswith("cg_") and k[1] == group_id]:
-                del self._deadlines[key]
+            for member_id in group.members:
+                self._cancel_cg_deadlines(group_id, member_id)
 
     def shutdown(self) -> Effects:
         """The broker stops: every group unloaded, every request refused."""
@@ -477,6 +487,8 @@ class GroupCoordinator:
         self._unload_consumer_groups(None)
         self.active = False
         self._deadlines.clear()
+        self._deadline_heap.clear()
+        self._revocation_epochs.clear()
         return effects
 
     def _unload(self, group: GroupMetadata, effects: Effects) -> None:
@@ -1896,15 +1908,10 @@ class GroupCoordinator:
             now_ms + self.config.group_consumer_session_timeout_ms,
         )
         if member.state is MemberState.UNREVOKED_PARTITIONS and not was_revoking:
-            self._schedule(
-                ("cg_revocation", group_id, member_id, member.member_epoch),
-                now_ms + member.rebalance_timeout_ms,
-            )
+            self._schedule_revocation(group_id, member, now_ms)
         elif member.state is not MemberState.UNREVOKED_PARTITIONS:
-            for key in [
-                k for k in self._deadlines if k[:3] == ("cg_revocation", group_id, member_id)
-            ]:
-                del self._deadlines[key]
+            self._cancel(("cg_revocation", group_id, member_id))
+            self._revocation_epochs.pop((group_id, member_id), None)
         send = (
             owned_partitions is not None
             or member_epoch == 0
@@ -1934,11 +1941,17 @@ class GroupCoordinator:
             return order[0]
         return max(order, key=lambda name: (votes.get(name, 0), -order.index(name)))
 
+    def _schedule_revocation(self, group_id: str, member: ConsumerGroupMember, now_ms: int) -> None:
+        """The member must revoke within its rebalance timeout, at this epoch."""
+        self._revocation_epochs[(group_id, member.member_id)] = member.member_epoch
+        self._schedule(
+            ("cg_revocation", group_id, member.member_id), now_ms + member.rebalance_timeout_ms
+        )
+
     def _cancel_cg_deadlines(self, group_id: str, member_id: str) -> None:
-        for key in [
-            k for k in self._deadlines if k[0].startswith("cg_") and k[1:3] == (group_id, member_id)
-        ]:
-            del self._deadlines[key]
+        self._cancel(("cg_session", group_id, member_id))
+        self._cancel(("cg_revocation", group_id, member_id))
+        self._revocation_epochs.pop((group_id, member_id), None)
 
     def _remove_consumer_group_member(self, group: ConsumerGroup, member_id: str) -> None:
         if group.remove_member(member_id) is not None:
