@@ -164,9 +164,16 @@ def test_keys_round_trip(group, topic, partition):
     assert read_key(group_metadata_key(group)) == GroupKey(group)
 
 
-def test_kip_848_keys_are_recognised_and_skipped():
+def test_kip_848_keys_are_recognised_and_described():
+    from kafkalab.coordinator.group import consumer_group_records as cg
+
     assert read_key(struct.pack(">h", 3) + s16("g")) == OtherKey(3)
-    assert "not decoded" in describe_record(struct.pack(">h", 5) + s16("g"), b"")
+    line = describe_record(cg.encode_key(3, "g"), cg.encode_value(3, {"epoch": 4}))
+    assert line == "consumer_group_metadata::group=g :: epoch=4"
+    assert describe_record(cg.encode_key(5, "g", "m"), None) == (
+        "consumer_group_member_metadata::group=g,member=m :: <DELETE>"
+    )
+    assert "not decoded" in describe_record(struct.pack(">h", 9) + s16("g"), b"")
     assert describe_record(offset_commit_key("g", "t", 0), None).endswith("<DELETE>")
 
 

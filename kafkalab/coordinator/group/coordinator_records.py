@@ -339,7 +339,30 @@ def describe_record(key: bytes | None, value: bytes | None) -> str:
             f"protocol={g.protocol},leader={g.leader},"
             f"current_state_timestamp={g.current_state_timestamp},members=[{members}]"
         )
-    return f"record type {k.version} (KIP-848 or share-group record, not decoded)"
+    from kafkalab.coordinator.group import consumer_group_records as cg
+
+    if k.version not in cg.CONSUMER_GROUP_RECORD_TYPES:
+        return f"record type {k.version} (a share or streams group record, not decoded)"
+    ck = cg.decode_key(key)
+    names = {
+        cg.GROUP_METADATA: "consumer_group_metadata",
+        cg.PARTITION_METADATA: "consumer_group_partition_metadata",
+        cg.MEMBER_METADATA: "consumer_group_member_metadata",
+        cg.TARGET_ASSIGNMENT_METADATA: "consumer_group_target_assignment_metadata",
+        cg.TARGET_ASSIGNMENT_MEMBER: "consumer_group_target_assignment_member",
+        cg.CURRENT_MEMBER_ASSIGNMENT: "consumer_group_current_member_assignment",
+    }
+    head = f"{names[ck.type]}::group={ck.group_id}" + (
+        f",member={ck.member_id}" if ck.member_id is not None else ""
+    )
+    if value is None:
+        return head + " :: <DELETE>"
+    if ck.type == cg.PARTITION_METADATA:
+        return head + " :: (not decoded)"
+    fields = cg.decode_value(ck.type, value)
+    fields.pop("_tagged", None)
+    shown = ",".join(f"{name}={v}" for name, v in fields.items())
+    return f"{head} :: {shown}"
 
 
 # -- which partition --------------------------------------------------------------------------
