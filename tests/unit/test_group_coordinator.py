@@ -495,3 +495,15 @@ def test_becoming_leader_again_reloads_from_the_log_only():
     # a stale election (older epoch) changes nothing
     h.c.on_become_leader(p, epoch=4)
     assert p in h.c.owned and "g" in h.c.groups
+
+
+def test_a_group_remembers_the_path_it_took():
+    h = Harness()
+    (m1,) = h.stable_group("g", 1)
+    path = [(a.value, b.value) for _, a, b in h.c.groups["g"].transitions]
+    assert path == [
+        ("Empty", "PreparingRebalance"),
+        ("PreparingRebalance", "CompletingRebalance"),
+        ("CompletingRebalance", "Stable"),
+    ]
+    assert all((a in VALID_PREVIOUS_STATES[b]) for _, a, b in h.c.groups["g"].transitions)

@@ -33,6 +33,7 @@ Invariants (checked by tests/unit/test_group_coordinator_state_machine.py):
 from __future__ import annotations
 
 import enum
+from collections import deque
 from dataclasses import dataclass, field
 
 from kafkalab.coordinator.group.coordinator_records import OffsetAndMetadata
@@ -92,6 +93,8 @@ class GroupMetadata:
     # that acknowledgements arriving out of order never let an older commit win
     offset_append_seq: dict[TopicPartition, int] = field(default_factory=dict)
     subscribed_topics: set[str] | None = None  # of the current generation
+    # the last transitions as (time ms, from, to): the path a lab draws on the state machine
+    transitions: deque = field(default_factory=lambda: deque(maxlen=100))
 
     # -- state -----------------------------------------------------------------------------
 
@@ -108,6 +111,7 @@ class GroupMetadata:
                 f"group state machine (allowed into {target}: "
                 f"{sorted(str(s) for s in VALID_PREVIOUS_STATES[target])})"
             )
+        self.transitions.append((now_ms, self.state, target))
         self.state = target
         self.state_timestamp_ms = now_ms
 
