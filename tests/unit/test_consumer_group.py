@@ -352,6 +352,11 @@ def test_members_commit_offsets_with_their_member_epoch():
     )
     assert commit.response.partitions == {("t", 0): E.NONE}
     assert c.fetch_offsets("g", [("t", 0)]).partitions[("t", 0)].offset == 42
+    # OffsetFetch v9: a member fetches at its own epoch
+    fetched = c.fetch_offsets("g", [("t", 0)], member_id="a", member_epoch=a.member_epoch)
+    assert fetched.partitions[("t", 0)].offset == 42
+    assert c.fetch_offsets("g", None, member_id="a", member_epoch=9).error == E.STALE_MEMBER_EPOCH
+    assert c.fetch_offsets("g", None, member_id="zz", member_epoch=1).error == E.UNKNOWN_MEMBER_ID
     stale = c.commit_offsets(
         "g", {("t", 0): CommitOffset(43)}, generation_id=a.member_epoch + 1, member_id="a", now_ms=2
     )

@@ -1435,6 +1435,8 @@ class GroupCoordinator:
         partitions: list[TopicPartition] | None = None,
         *,
         require_stable: bool = False,
+        member_id: str | None = None,
+        member_epoch: int = -1,
     ) -> OffsetFetchResult:
         """OffsetFetch: the committed offset of each partition (-1: none); all of
         the group's when `partitions` is None. Reads no clock and changes nothing.
@@ -1443,6 +1445,14 @@ class GroupCoordinator:
         error = self._validate_group_status(group_id, "offset_fetch")
         if error is not None:
             return OffsetFetchResult(error)
+        consumer = self.consumer_groups.get(group_id)
+        if consumer is not None and (member_id is not None or member_epoch >= 0):
+            # OffsetFetch v9+ from a KIP-848 member carries its id and epoch
+            member = consumer.members.get(member_id or "")
+            if member is None:
+                return OffsetFetchResult(Errors.UNKNOWN_MEMBER_ID)
+            if member_epoch != member.member_epoch:
+                return OffsetFetchResult(Errors.STALE_MEMBER_EPOCH)
         group = self.groups.get(group_id)
         if group is None or group.is_(DEAD):
             return OffsetFetchResult(
