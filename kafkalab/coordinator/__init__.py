@@ -1,1 +1,1 @@
-"""Coordinators: the transaction coordinator (and, later, the group coordinator)."""
+"""Coordinators: the group coordinator (`group/`) and the transaction coordinator (`transaction/`)."""
