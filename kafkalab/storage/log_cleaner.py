@@ -346,17 +346,26 @@ def _first_batch_timestamp(segment: LogSegment) -> int:
 
 
 def log_to_clean(
-    log: UnifiedLog, last_clean_offset: int | None, now_ms: int, tp: TopicPartition | None = None
+    log: UnifiedLog,
+    last_clean_offset: int | None,
+    now_ms: int,
+    tp: TopicPartition | None = None,
+    *,
+    with_transactions: bool = True,
 ) -> tuple[LogToClean, bool]:
     """The cleanable range of `log` and whether its checkpoint must be reset
-    (Kafka: LogCleanerManager.cleanableOffsets and calculateCleanableBytes)."""
+    (Kafka: LogCleanerManager.cleanableOffsets and calculateCleanableBytes).
+    Without `with_transactions` the batch-header scan for open and aborted
+    transactions is skipped (a quick estimate to rank logs; never clean with it)."""
     tp = tp or parse_topic_partition(log.dir)
     config = log.config
     first_dirty = log.log_start_offset if last_clean_offset is None else last_clean_offset
     reset = False
     if first_dirty < log.log_start_offset or first_dirty > log.log_end_offset:
         first_dirty, reset = log.log_start_offset, last_clean_offset is not None
-    scan = scan_transactions(log, log.log_start_offset, log.high_watermark)
+    scan = TransactionScan([], None)
+    if with_transactions:
+        scan = scan_transactions(log, log.log_start_offset, log.high_watermark)
     bounds = [log.high_watermark, log.active_segment.base_offset]
     if scan.first_unstable_offset is not None:
         bounds.append(scan.first_unstable_offset)  # the last stable offset
@@ -728,10 +737,12 @@ class LogCleaner:
 
     # -- cleaning -----------------------------------------------------------------------
 
-    def log_to_clean(self, log_: UnifiedLog, now_ms: int) -> LogToClean:
+    def log_to_clean(
+        self, log_: UnifiedLog, now_ms: int, *, with_transactions: bool = True
+    ) -> LogToClean:
         tp = parse_topic_partition(log_.dir)
         last = self.checkpoints(log_.dir.parent).get(tp)
-        to_clean, reset = log_to_clean(log_, last, now_ms, tp)
+        to_clean, reset = log_to_clean(log_, last, now_ms, tp, with_transactions=with_transactions)
         if reset:
             log.warning(
                 "%s: cleaner checkpoint %s is outside the log [%d, %d]; cleaning from the start",
@@ -791,13 +802,15 @@ class LogCleaner:
         for lg in logs.values():
             if not lg.config.compact:
                 continue
-            to_clean = self.log_to_clean(lg, now_ms)
+            # Rank by a quick estimate; open transactions can only shrink the range.
+            estimate = self.log_to_clean(lg, now_ms, with_transactions=False)
+            if estimate.should_clean:
+                candidates.append(estimate)
+        for estimate in sorted(candidates, key=lambda c: c.cleanable_ratio, reverse=True):
+            to_clean = self.log_to_clean(estimate.log, now_ms)
             if to_clean.should_clean:
-                candidates.append(to_clean)
-        if not candidates:
-            return None
-        filthiest = max(candidates, key=lambda c: c.cleanable_ratio)
-        return self._clean(filthiest, now_ms)
+                return self._clean(to_clean, now_ms)
+        return None
 
 
 def clean(

@@ -489,7 +489,27 @@ class UnifiedLog:
             pos += size
         if not headers:
             raise InvalidRecordError(f"{self.dir.name}: an append must carry at least one batch")
+        if config.compact and origin is not AppendOrigin.REPLICATION:
+            self._check_keys(buf, headers)
         return headers
+
+    def _check_keys(self, buf: bytes | bytearray, headers: list[tuple[int, BatchHeader]]) -> None:
+        """A compacted log keeps the latest record per key, so every record needs a
+        key (Kafka: LogValidator, "Compacted topic cannot accept message without
+        key"). The only per-record work of a leader append, and only under compact."""
+        from kafkalab.records.memory_records import decode_batch
+
+        for pos, header in headers:
+            if header.is_control_batch:
+                continue
+            for record in decode_batch(buf, pos, verify_crc=False).records:
+                if record.key is None:
+                    raise InvalidRecordError(
+                        f"{self.dir.name}: compacted topic cannot accept a record without a "
+                        f"key (offset delta {record.offset - header.base_offset} of the batch "
+                        f"at position {pos}); give every record a key, or use "
+                        "cleanup.policy=delete"
+                    )
 
     def _refuse_size(self, size: int) -> None:
         if size > self.config.max_message_bytes:

@@ -157,9 +157,7 @@ class CleanerMachine(RuleBasedStateMachine):
         for record in self.appended:
             if record[0] < end:
                 latest[record[1]] = record
-        keep = {
-            r[0] for r in latest.values() if r[2] is not None or not self._horizon_passed(r[0])
-        }
+        keep = {r[0] for r in latest.values() if r[2] is not None or not self._horizon_passed(r[0])}
         return [r for r in self.appended if r[0] >= end or r[0] in keep]
 
     # -- rules --------------------------------------------------------------------------
