@@ -76,6 +76,7 @@ from kafkalab.records.record_batch import (
     TimestampType,
     read_header,
 )
+from kafkalab.records.varint import read_unsigned_varint
 from kafkalab.storage.checkpoint_file import OffsetCheckpointFile
 from kafkalab.storage.log_segment import CLEANED_FILE_SUFFIX, LogSegment
 from kafkalab.storage.unified_log import UnifiedLog, parse_topic_partition
@@ -271,6 +272,52 @@ class CleanedTransactionMetadata:
             return True
         self._ongoing_committed.add(header.producer_id)
         return False
+
+
+def _uvarint(buf, pos: int) -> tuple[int, int]:
+    """An unsigned varint at `pos` (the one-byte case inline: most are)."""
+    byte = buf[pos]
+    if byte < 0x80:
+        return byte, pos + 1
+    return read_unsigned_varint(buf, pos, 10)
+
+
+def scan_records(
+    body: bytes | memoryview, header: BatchHeader
+) -> list[tuple[int, bytes | None, bool, int, int]]:
+    """(offset, key, value is null, start, end) of each record in a batch's
+    decompressed records, reading only what cleaning needs (Kafka's cleaner
+    iterates records the same way). Raises CorruptRecordError on bad framing."""
+    out = []
+    pos = 0
+    size = len(body)
+    base = header.base_offset
+    try:
+        for _ in range(header.records_count):
+            start = pos
+            raw, pos = _uvarint(body, pos)
+            end = pos + ((raw >> 1) ^ -(raw & 1))
+            p = pos + 1  # attributes
+            while body[p] & 0x80:  # timestampDelta: not needed to decide
+                p += 1
+            raw, p = _uvarint(body, p + 1)
+            offset = base + ((raw >> 1) ^ -(raw & 1))
+            raw, p = _uvarint(body, p)
+            key_len = (raw >> 1) ^ -(raw & 1)
+            key = None
+            if key_len >= 0:
+                key = bytes(body[p : p + key_len])
+                p += key_len
+            raw, p = _uvarint(body, p)
+            if p > end or end > size:
+                raise CorruptRecordError(f"record at {start} of batch {base} runs past its end")
+            out.append((offset, key, raw == 1, start, end))  # zigzag(-1) == 1: null value
+            pos = end
+    except IndexError:
+        raise CorruptRecordError(f"batch at offset {base} ends inside a record") from None
+    if pos != size:
+        raise CorruptRecordError(f"batch at offset {base} has {size - pos} bytes after its records")
+    return out
 
 
 def _decode_records(data: memoryview, header: BatchHeader) -> tuple[list[Record], list[memoryview]]:
@@ -478,46 +525,58 @@ def filter_batch(
     else:
         can_discard = txn.on_batch_read(header)
         discard_records = can_discard
+    count = header.records_count
     if discard_records and not retain_empty:
-        return BatchDecision(None, header.records_count, 0)
-    records, spans = _decode_records(data, header)
-    kept: list[Record] = []
-    kept_spans: list[memoryview] = []
+        return BatchDecision(None, count, 0)
+    body = memoryview(decompress(header.compression_type, data[RECORD_BATCH_OVERHEAD:]))
+    scanned = scan_records(body, header)
+    kept: list[tuple[int, int]] = []  # (start, end) of each kept record
     tombstones = removed_tombstones = invalid = 0
     if not discard_records:
         horizon_passed = header.has_delete_horizon and now_ms >= header.base_timestamp
         latest_mapped = offset_map.latest_offset
-        for record, span in zip(records, spans, strict=True):
-            if header.is_control_batch or record.offset > latest_mapped:
+        control = header.is_control_batch
+        get = offset_map.get
+        for offset, key, null_value, start, end in scanned:
+            if control or offset > latest_mapped:
                 keep = True
-            elif record.key is None:
+            elif key is None:
                 invalid += 1
                 keep = False
             else:
-                keep = record.offset >= offset_map.get(record.key)
-                if keep and record.value is None and horizon_passed:
+                keep = offset >= get(key)
+                if keep and null_value and horizon_passed:
                     keep = False
                     removed_tombstones += 1
             if keep:
-                kept.append(record)
-                kept_spans.append(span)
-                if record.value is None:
-                    tombstones += 1
+                kept.append((start, end))
+                tombstones += null_value
     marker_for_empty_txn = can_discard and header.is_control_batch
     if kept:
         need_horizon = (tombstones or marker_for_empty_txn) and not header.has_delete_horizon
-        if len(kept) == len(records) and not need_horizon:
-            return BatchDecision(data, len(records), len(kept), removed_tombstones, invalid)
+        if len(kept) == count and not need_horizon:
+            return BatchDecision(data, count, count, removed_tombstones, invalid)
         if need_horizon:
             horizon = now_ms + delete_retention_ms
         else:
             horizon = header.base_timestamp if header.has_delete_horizon else NO_TIMESTAMP
-        out = build_retained_batch(header, kept, delete_horizon_ms=horizon, raw_records=kept_spans)
-        return BatchDecision(out, len(records), len(kept), removed_tombstones, invalid)
+        # Only the kept records are decoded whole (for their timestamps, or to
+        # re-encode them when the base timestamp changes).
+        spans = [body[start:end] for start, end in kept]
+        records = [_decode_one(span, header) for span in spans]
+        out = build_retained_batch(header, records, delete_horizon_ms=horizon, raw_records=spans)
+        return BatchDecision(out, count, len(kept), removed_tombstones, invalid)
     if retain_empty:
         out = build_retained_batch(header, [])
-        return BatchDecision(out, len(records), 0, removed_tombstones, invalid)
-    return BatchDecision(None, len(records), 0, removed_tombstones, invalid)
+        return BatchDecision(out, count, 0, removed_tombstones, invalid)
+    return BatchDecision(None, count, 0, removed_tombstones, invalid)
+
+
+def _decode_one(span: memoryview, header: BatchHeader) -> Record:
+    record, _ = decode_record(span, 0, header.base_offset, header.base_timestamp)
+    if header.timestamp_type == TimestampType.LOG_APPEND_TIME:
+        return Record(record.offset, header.max_timestamp, record.key, record.value, record.headers)
+    return record
 
 
 class Cleaner:
@@ -569,12 +628,13 @@ class Cleaner:
                     kind = _control_type(data, header) if header.records_count else None
                     txn.on_control_batch_read(header, kind)
                 elif not txn.on_batch_read(header):
-                    for record in _decode_records(data, header)[0]:
+                    body = decompress(header.compression_type, data[RECORD_BATCH_OVERHEAD:])
+                    for offset, key, _, _, _ in scan_records(body, header):
                         stats.map_records_read += 1
-                        if record.key is not None and record.offset >= start:
+                        if key is not None and offset >= start:
                             if offset_map.full:
                                 return True
-                            offset_map.put(record.key, record.offset)
+                            offset_map.put(key, offset)
                 if header.last_offset >= start:
                     offset_map.update_latest_offset(header.last_offset)
             # Offsets may have gaps: the map covers this segment up to the next one.

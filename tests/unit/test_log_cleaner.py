@@ -196,13 +196,14 @@ def test_a_rewritten_batch_keeps_base_and_last_offset_codec_and_producer_fields(
 def test_log_append_time_batches_keep_their_timestamp(tmp_path, clock):
     config = compact(message_timestamp_type="LogAppendTime")
     log = UnifiedLog(tmp_path / "t-0", config, clock=clock)
-    log.append_as_leader(build_batch([rec(b"a", b"1", 5), rec(b"a", b"2", 6)]))
+    hdrs = (Header("h", b"x"),)
+    log.append_as_leader(build_batch([rec(b"a", b"1", 5), rec(b"a", b"2", 6, hdrs)]))
     log.roll()
     log.update_high_watermark(log.log_end_offset)
     clean(log, clock.now + 1)
     (b,) = batches_of(log)
     assert b.header.timestamp_type == TimestampType.LOG_APPEND_TIME
-    assert [(r.offset, r.timestamp) for r in b.records] == [(1, T0)]
+    assert [(r.offset, r.timestamp, r.value, r.headers) for r in b.records] == [(1, T0, b"2", hdrs)]
     log.close()
 
 
