@@ -802,6 +802,11 @@ class LogCleaner:
     ) -> LogToClean:
         tp = parse_topic_partition(log_.dir)
         last = self.checkpoints(log_.dir.parent).get(tp)
+        if log_.truncated_to is not None:  # Kafka: maybeTruncateCheckpoint
+            if last is not None and last > log_.truncated_to:
+                last = log_.truncated_to
+                self.update_checkpoint(log_.dir.parent, tp, last)
+            log_.truncated_to = None
         to_clean, reset = log_to_clean(log_, last, now_ms, tp, with_transactions=with_transactions)
         if reset:
             log.warning(

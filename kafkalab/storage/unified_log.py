@@ -173,6 +173,10 @@ class UnifiedLog:
         self._bases: list[int] = []  # base offsets of _segments, for bisect
         self.dir.mkdir(parents=True, exist_ok=True)
         self.recovered: list[tuple[int, int]] = []  # (segment base, bytes cut), for the labs
+        # The lowest offset truncated to since the LogCleaner last looked: records from
+        # there on are new, so its checkpoint must not call them clean (Kafka:
+        # LogCleanerManager.maybeTruncateCheckpoint, called by truncateTo).
+        self.truncated_to: int | None = None
         self._load(log_start_offset, recovery_point, clean_shutdown)
         self._log_end_offset = self.active_segment.read_next_offset()
         self.log_start_offset = max(log_start_offset, self._segments[0].base_offset)
@@ -826,6 +830,7 @@ class UnifiedLog:
         if offset < self.log_start_offset:
             self.truncate_fully_and_start_at(offset)
             return True
+        self._note_truncation(offset)
         while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
             segment = self._segments[-1]
             self._delete_segment(segment)
@@ -837,9 +842,14 @@ class UnifiedLog:
         self.high_watermark = min(self.high_watermark, self._log_end_offset)
         return True
 
+    def _note_truncation(self, offset: int) -> None:
+        if self.truncated_to is None or offset < self.truncated_to:
+            self.truncated_to = offset
+
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete everything and start an empty log at `offset` (a follower far
         behind a leader whose log now starts later)."""
+        self._note_truncation(offset)
         for segment in list(self._segments):
             self._delete_segment(segment)
         self._add_segment(LogSegment.open(self.dir, offset, self.config, now_ms=self.clock()))

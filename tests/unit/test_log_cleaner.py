@@ -483,3 +483,19 @@ def test_log_manager_tick_cleans_the_filthiest_compacted_log(tmp_path, clock):
     manager.delete_log("compacted", 0)
     assert checkpoint.read() == {}
     manager.shutdown()
+
+
+def test_truncation_below_the_checkpoint_makes_the_new_records_dirty(tmp_path, clock):
+    log = UnifiedLog(tmp_path / "t-0", compact(), clock=clock)
+    append_all(log, [(b"a", b"1"), (b"b", b"2"), (b"c", b"3")])
+    log.roll()
+    assert clean(log, clock.now).end_offset == 3
+    log.truncate_to(1)  # a follower drops a divergent tail...
+    refetched = [rec(b"a", b"new"), rec(b"x", b"4"), rec(b"y", b"5")]  # ...and refetches
+    log.append_as_follower(build_batch(refetched, base_offset=1))
+    log.roll()
+    log.update_high_watermark(log.log_end_offset)
+    result = clean(log, clock.now)  # offsets 1-2 are new although below the checkpoint (3)
+    assert result.first_dirty_offset == 1
+    assert records_of(log) == [(1, b"a", b"new"), (2, b"x", b"4"), (3, b"y", b"5")]
+    log.close()
