@@ -133,6 +133,15 @@ class LogConfig:
         return "compact" in (p.strip() for p in self.cleanup_policy.split(","))
 
     @property
+    def max_segment_ms(self) -> int:
+        """How old the active segment may get before a roll (Kafka:
+        LogConfig.maxSegmentMs): segment.ms, or for a compacted log the smaller
+        max.compaction.lag.ms, since the active segment is never cleaned."""
+        if self.compact and self.max_compaction_lag_ms > 0:
+            return min(self.max_compaction_lag_ms, self.segment_ms)
+        return self.segment_ms
+
+    @property
     def delete(self) -> bool:
         """cleanup.policy includes delete: retention.ms and retention.bytes apply."""
         return "delete" in (p.strip() for p in self.cleanup_policy.split(","))

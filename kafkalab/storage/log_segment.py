@@ -310,8 +310,10 @@ class LogSegment:
             return f"segment.bytes: {size} + {messages_size} bytes > {config.segment_bytes}"
         if size > 0:
             reach = self.time_waited_for_roll(now_ms, max_timestamp)
-            if reach > config.segment_ms - self.roll_jitter_ms:
-                return f"segment.ms: segment is {reach} ms old > {config.segment_ms}"
+            limit = config.max_segment_ms
+            if reach > limit - self.roll_jitter_ms:
+                name = "segment.ms" if limit == config.segment_ms else "max.compaction.lag.ms"
+                return f"{name}: segment is {reach} ms old > {limit}"
         if self.offset_index.is_full():
             return f"offset index full ({self.offset_index.entries} entries)"
         if self.time_index.is_full():

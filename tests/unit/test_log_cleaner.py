@@ -499,3 +499,25 @@ def test_truncation_below_the_checkpoint_makes_the_new_records_dirty(tmp_path, c
     assert result.first_dirty_offset == 1
     assert records_of(log) == [(1, b"a", b"new"), (2, b"x", b"4"), (3, b"y", b"5")]
     log.close()
+
+
+def test_segment_ms_and_max_compaction_lag_roll_the_active_segment_so_it_can_be_cleaned(
+    tmp_path, clock
+):
+    for config, reason in (
+        (compact(segment_ms=1000), "segment.ms"),
+        (compact(max_compaction_lag_ms=1000), "max.compaction.lag.ms"),
+    ):
+        log = UnifiedLog(tmp_path / f"{reason.replace('.', '_')}-0", config, clock=clock)
+        log.append_as_leader(build_batch([rec(b"k", b"1", T0)]))
+        log.update_high_watermark(log.log_end_offset)
+        assert clean(log, clock.now) is None  # all in the active segment
+        info = log.append_as_leader(build_batch([rec(b"k", b"2", T0 + 1500)]))
+        assert info.rolled is not None and info.rolled.startswith(reason)
+        log.append_as_leader(build_batch([rec(b"k", b"3", T0 + 1600)]))
+        log.update_high_watermark(log.log_end_offset)
+        assert clean(log, clock.now).end_offset == 1
+        # The closed segment's k=1 is superseded only by records in the active segment,
+        # which the map does not cover: it stays until they are cleaned too.
+        assert [r[0] for r in records_of(log)] == [0, 1, 2]
+        log.close()
