@@ -796,7 +796,8 @@ class UnifiedLog:
            last, and the directory fsynced: from here on the swap is committed,
            and a crash is completed by `_complete_swaps` at the next load;
         2. the old segments leave the log and their files are renamed `.deleted`
-           and deleted;
+           and deleted, and the directory fsynced (so no old segment can come
+           back after the `.swap` name, which marks the swap unfinished, is gone);
         3. the `.swap` files get their final names, and the directory is fsynced.
 
         `cleaned` must start at the first old segment's base offset and hold no
@@ -810,6 +811,7 @@ class UnifiedLog:
         fsync_dir(self.dir)
         for segment in old:
             self._delete_segment(segment)
+        fsync_dir(self.dir)  # the deletions are durable before the `.swap` name goes
         self._add_segment(cleaned)
         cleaned.change_file_suffixes(SWAP_FILE_SUFFIX, "")
         fsync_dir(self.dir)
