@@ -35,8 +35,10 @@ rewritten batch gets a new CRC-32C. A batch left with no record is dropped,
 except (as Kafka does) when it is an active producer's last batch (its
 sequence numbers protect the producer's idempotence) or the last batch of a
 group (so a cleaned segment still ends where the segments it replaced ended;
-Kafka keeps only the last batch of the whole pass, see `_complete_swaps` in
-UnifiedLog for why each group's end matters for crash recovery).
+Kafka keeps only the last batch of the whole pass. A crash recovery finds a
+`.swap`'s replaced segments by its offset range (UnifiedLog._complete_swaps):
+with each group's end kept that range is exact, where Kafka's can leave an old
+segment of the group behind, for the next pass to clean again).
 
 Transactions, the simple way (until kafkalab has a `.txnindex`): one scan of
 batch headers finds aborted transactions (their ABORT markers) and open ones
