@@ -59,6 +59,7 @@ from kafkalab.records.record_batch import (
 )
 from kafkalab.storage.checkpoint_file import fsync_dir
 from kafkalab.storage.errors import (
+    CompactedRecordWithoutKeyError,
     CorruptIndexError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
@@ -508,7 +509,7 @@ class UnifiedLog:
                 continue
             for record in decode_batch(buf, pos, verify_crc=False).records:
                 if record.key is None:
-                    raise InvalidRecordError(
+                    raise CompactedRecordWithoutKeyError(
                         f"{self.dir.name}: compacted topic cannot accept a record without a "
                         f"key (offset delta {record.offset - header.base_offset} of the batch "
                         f"at position {pos}); give every record a key, or use "

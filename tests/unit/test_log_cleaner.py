@@ -20,7 +20,7 @@ from kafkalab.records.record_batch import (
     iter_headers,
 )
 from kafkalab.storage.checkpoint_file import OffsetCheckpointFile
-from kafkalab.storage.errors import UnexpectedAppendOffsetError
+from kafkalab.storage.errors import CompactedRecordWithoutKeyError, UnexpectedAppendOffsetError
 from kafkalab.storage.log_cleaner import (
     CLEANER_OFFSET_CHECKPOINT,
     LogCleaner,
@@ -114,8 +114,9 @@ def test_retention_applies_only_when_the_policy_includes_delete(tmp_path, clock)
 
 def test_a_compacted_topic_refuses_records_without_a_key(tmp_path, clock):
     log = UnifiedLog(tmp_path / "t-0", compact(), clock=clock)
-    with pytest.raises(InvalidRecordError, match="without a key"):
+    with pytest.raises(CompactedRecordWithoutKeyError, match="without a key") as refused:
         log.append_as_leader(build_batch([rec(b"k", b"v"), rec(None, b"v")]))
+    assert isinstance(refused.value, InvalidRecordError) and refused.value.error_code == 87
     assert log.log_end_offset == 0
     log.close()
 
