@@ -136,10 +136,13 @@ class CleanerMachine(RuleBasedStateMachine):
             delete_retention_ms=retention,
         )
         self.log = UnifiedLog(self.dir, self.config, clock=self.clock)
+        # A follower replicating the leader's (cleaned) log, cleaning its own copy.
+        self.follower = UnifiedLog(self.logs / "t-1", self.config, clock=self.clock)
 
     def teardown(self) -> None:
         if hasattr(self, "log"):
             abandon(self.log)
+            abandon(self.follower)
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     # -- the model ----------------------------------------------------------------------
@@ -191,9 +194,9 @@ class CleanerMachine(RuleBasedStateMachine):
             self.appended.append((info.first_offset + i, r.key, r.value, r.timestamp, r.headers))
         self.clock.now += 7
 
-    @rule()
-    def roll(self) -> None:
-        self.log.roll()
+    @rule(follower=st.booleans())
+    def roll(self, follower: bool) -> None:
+        (self.follower if follower else self.log).roll()
 
     @rule(ms=st.sampled_from([1, 50, 1000, 10_000]))
     def tick(self, ms: int) -> None:
@@ -207,6 +210,25 @@ class CleanerMachine(RuleBasedStateMachine):
     @rule()
     def clean_now(self) -> None:
         self._clean()
+
+    @rule()
+    def clean_follower(self) -> None:
+        clean(self.follower, self.clock.now)
+
+    @rule(max_bytes=st.sampled_from([1, 200, 5000]), catch_up=st.booleans())
+    def replicate(self, max_bytes: int, catch_up: bool) -> None:
+        """Fetches at the follower's LEO (one, or until it is caught up), whole
+        batches appended with their offsets, as the replica fetcher does."""
+        while (leo := self.follower.log_end_offset) < self.log.high_watermark:
+            data = self.log.read(leo, max_bytes, self.log.high_watermark).read_bytes()
+            batches = list(iter_batches(data))
+            assert batches, "a fetch below the high watermark returns a whole batch"
+            end = sum(b.size_in_bytes for b in batches)
+            assert batches[0].base_offset >= leo, "fetches start at a batch boundary or later"
+            self.follower.append_as_follower(data[:end])
+            self.follower.update_high_watermark(self.follower.log_end_offset)
+            if not catch_up:
+                break
 
     @rule(data=st.data())
     def reopen(self, data) -> None:
@@ -273,6 +295,22 @@ class CleanerMachine(RuleBasedStateMachine):
         assert checkpoint.get(("t", 0)) == end
         leo = self.appended[-1][0] + 1 if self.appended else 0
         assert self.log.log_end_offset == leo
+
+    @invariant()
+    def follower_holds_what_it_fetched(self) -> None:
+        if not hasattr(self, "follower"):
+            return
+        got = read_all(self.follower)
+        offsets = [r[0] for r in got]
+        assert offsets == sorted(set(offsets)), "follower offsets must strictly increase"
+        by_offset = {r[0]: r for r in self.appended}
+        assert all(by_offset[r[0]] == r for r in got), "the follower holds a record never written"
+        if self.follower.log_end_offset == self.log.log_end_offset:
+            latest: dict[bytes, tuple] = {}
+            for record in self.appended:
+                latest[record[1]] = record
+            live = [r for r in latest.values() if r[2] is not None]
+            assert set(live) <= set(got), "a caught-up follower lost a key's latest value"
 
 
 TestCleanerMachine = CleanerMachine.TestCase
