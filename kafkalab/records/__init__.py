@@ -1,7 +1,7 @@
 """kafkalab.records: Kafka's record format (RecordBatch v2, magic 2), pure, no I/O.
 
 record_batch     the 61-byte batch header: read, CRC-check, patch in place (hot path)
-memory_records   build_batch / decode_batch / iter_batches (Kafka: MemoryRecordsBuilder)
+memory_records   build_batch / decode_batch / iter_batches / build_retained_batch (Kafka: MemoryRecordsBuilder)
 record           Record and Header, one record's varint encoding (Kafka: DefaultRecord)
 control_record   COMMIT / ABORT transaction markers (Kafka: EndTransactionMarker)
 compression      gzip, snappy (xerial), lz4 (frame), zstd
@@ -20,6 +20,7 @@ from kafkalab.records.memory_records import (
     RecordBatch,
     SimpleRecord,
     build_batch,
+    build_retained_batch,
     decode_batch,
     iter_batches,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "SimpleRecord",
     "TimestampType",
     "build_batch",
+    "build_retained_batch",
     "build_end_txn_marker_batch",
     "decode_batch",
     "ensure_valid",

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import struct
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from kafkalab.records.compression import compress, decompress
@@ -25,12 +25,14 @@ from kafkalab.records.record_batch import (
     ATTRIBUTES_OFFSET,
     CONTROL_FLAG_MASK,
     CRC_OFFSET,
+    DELETE_HORIZON_FLAG_MASK,
     LOG_OVERHEAD,
     MAGIC,
     NO_PARTITION_LEADER_EPOCH,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     NO_SEQUENCE,
+    NO_TIMESTAMP,
     RECORD_BATCH_OVERHEAD,
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_FLAG_MASK,
@@ -156,6 +158,77 @@ def build_batch(
         producer_epoch,
         base_sequence,
         len(simple),
+    )
+    buf[RECORD_BATCH_OVERHEAD:] = payload
+    struct.pack_into(">I", buf, CRC_OFFSET, crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:]))
+    return bytes(buf)
+
+
+def build_retained_batch(
+    header: BatchHeader,
+    records: Sequence[Record],
+    *,
+    delete_horizon_ms: int = NO_TIMESTAMP,
+    raw_records: Sequence[bytes | memoryview] | None = None,
+) -> bytes:
+    """The batch `header` describes, holding only `records` (a subset of its own,
+    in order): what Kafka's cleaner writes (MemoryRecords.filterTo).
+
+    Kept from the original: base offset and lastOffsetDelta (so the last offset
+    and the producer's last sequence survive), producer id, epoch and base
+    sequence, partition leader epoch, the transactional and control flags, the
+    timestamp type and the compression codec. Records keep their offsets,
+    timestamps, keys, values and headers. baseTimestamp is the first record's
+    timestamp, or `delete_horizon_ms` when given (KIP-534: the batch then has the
+    delete-horizon attribute bit and its tombstones may go after that time).
+    With no records, an empty batch (header only, uncompressed), as Kafka keeps
+    to preserve a producer's last sequence or the log's last offset
+    (DefaultRecordBatch.writeEmptyHeader). `raw_records`, the records' original
+    bytes, are reused when the base timestamp is unchanged.
+    """
+    attributes = header.attributes & ~DELETE_HORIZON_FLAG_MASK
+    if not records:
+        attributes &= ~0x07  # no records: no compression
+        base_ts, max_ts, payload = NO_TIMESTAMP, header.max_timestamp, b""
+    else:
+        append_time = header.timestamp_type == TimestampType.LOG_APPEND_TIME
+        if delete_horizon_ms >= 0:
+            base_ts = delete_horizon_ms
+            attributes |= DELETE_HORIZON_FLAG_MASK
+        else:
+            base_ts = records[0].timestamp
+        if append_time:
+            max_ts = header.max_timestamp
+        else:
+            max_ts = max(r.timestamp for r in records)
+        body = bytearray()
+        if raw_records is not None and base_ts == header.base_timestamp:
+            for raw in raw_records:
+                body += raw
+        else:
+            base = header.base_offset
+            for r in records:
+                body += encode_record(
+                    r.offset - base, r.timestamp - base_ts, r.key, r.value, r.headers
+                )
+        payload = compress(header.compression_type, body)
+    buf = bytearray(RECORD_BATCH_OVERHEAD + len(payload))
+    _HEADER.pack_into(
+        buf,
+        0,
+        header.base_offset,
+        len(buf) - LOG_OVERHEAD,
+        header.partition_leader_epoch,
+        MAGIC,
+        0,  # CRC, below
+        attributes,
+        header.last_offset_delta,
+        base_ts,
+        max_ts,
+        header.producer_id,
+        header.producer_epoch,
+        header.base_sequence,
+        len(records),
     )
     buf[RECORD_BATCH_OVERHEAD:] = payload
     struct.pack_into(">I", buf, CRC_OFFSET, crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:]))

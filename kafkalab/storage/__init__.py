@@ -8,7 +8,8 @@ One Kafka concept a module, named after Kafka's class:
     offset_index.OffsetIndex      sparse offset -> file position index (8-byte entries)
     time_index.TimeIndex          sparse timestamp -> offset index (12-byte entries)
     checkpoint_file               recovery-point / log-start / replication offset checkpoints
-    log_manager.LogManager        every log of a broker, retention, flush.ms, clean shutdown
+    log_manager.LogManager        every log of a broker, retention, flush.ms, cleaning, clean shutdown
+    log_cleaner.LogCleaner        log compaction (cleanup.policy=compact): latest record per key
     log_config.LogConfig          segment.bytes, retention.ms, ... with Kafka's defaults
     errors                        typed errors carrying Kafka's error codes
     dump_log_segments             `kafkalab dump-log` (kafka-dump-log.sh)
@@ -24,6 +25,7 @@ from kafkalab.storage.errors import (
     UnexpectedAppendOffsetError,
 )
 from kafkalab.storage.file_records import FileRecords
+from kafkalab.storage.log_cleaner import CleanResult, LogCleaner, clean
 from kafkalab.storage.log_config import InvalidConfigError, LogConfig
 from kafkalab.storage.log_manager import LogManager
 from kafkalab.storage.log_segment import FetchDataInfo, LogOffsetMetadata, LogSegment
@@ -46,6 +48,7 @@ __all__ = [
     "LATEST_TIMESTAMP",
     "MAX_TIMESTAMP",
     "AppendOrigin",
+    "CleanResult",
     "CorruptIndexError",
     "CorruptRecordError",
     "DeletedSegment",
@@ -55,6 +58,7 @@ __all__ = [
     "KafkaStorageError",
     "Log",
     "LogAppendInfo",
+    "LogCleaner",
     "LogConfig",
     "LogManager",
     "LogOffsetMetadata",
@@ -69,4 +73,5 @@ __all__ = [
     "TimestampOffset",
     "UnexpectedAppendOffsetError",
     "UnifiedLog",
+    "clean",
 ]

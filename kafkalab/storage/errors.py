@@ -8,9 +8,10 @@ org.apache.kafka.storage.internals.log.*Exception. Each is a KafkaError whose
 from __future__ import annotations
 
 from kafkalab.errors import Errors, KafkaErrorWithCode
-from kafkalab.records.record_batch import CorruptRecordError
+from kafkalab.records.record_batch import CorruptRecordError, InvalidRecordError
 
 __all__ = [
+    "CompactedRecordWithoutKeyError",
     "CorruptIndexError",
     "CorruptRecordError",
     "IndexFullError",
@@ -49,6 +50,17 @@ class OffsetOutOfRangeError(StorageError):
             f"[{log_start_offset}, {log_end_offset}); seek to an offset in that range "
             "(or let auto.offset.reset choose earliest/latest)"
         )
+
+
+class CompactedRecordWithoutKeyError(InvalidRecordError):
+    """A record without a key sent to a topic with cleanup.policy=compact, which
+    keeps the latest record per key and so cannot keep it (Kafka:
+    InvalidRecordException, "Compacted topic cannot accept message without key").
+
+    Kafka: INVALID_RECORD (87). Give every record a key, or use cleanup.policy=delete.
+    """
+
+    code = Errors.INVALID_RECORD
 
 
 class RecordBatchTooLargeError(StorageError):

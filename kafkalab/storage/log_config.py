@@ -45,6 +45,10 @@ _KEYS: dict[str, tuple[str, int | None]] = {
     "min.insync.replicas": ("min_insync_replicas", 1),
     "unclean.leader.election.enable": ("unclean_leader_election_enable", None),
     "cleanup.policy": ("cleanup_policy", None),
+    "delete.retention.ms": ("delete_retention_ms", 0),
+    "min.cleanable.dirty.ratio": ("min_cleanable_dirty_ratio", 0),
+    "min.compaction.lag.ms": ("min_compaction_lag_ms", 0),
+    "max.compaction.lag.ms": ("max_compaction_lag_ms", 1),
 }
 
 # Broker-level names where they differ from `log.` + topic key (Kafka's LogConfig synonyms).
@@ -65,6 +69,10 @@ _BROKER_SYNONYMS = {
     "log.segment.bytes": "segment.bytes",
     "log.retention.bytes": "retention.bytes",
     "log.cleanup.policy": "cleanup.policy",
+    "log.cleaner.delete.retention.ms": "delete.retention.ms",
+    "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
+    "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
+    "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
 }
 _UNIT_MS = {
     "log.roll.hours": 3_600_000,
@@ -91,7 +99,13 @@ class LogConfig:
     file_delete_delay_ms: int = 60_000  # file.delete.delay.ms
     min_insync_replicas: int = 1  # min.insync.replicas
     unclean_leader_election_enable: bool = False  # unclean.leader.election.enable
-    cleanup_policy: str = "delete"  # cleanup.policy (only delete is implemented)
+    cleanup_policy: str = "delete"  # cleanup.policy: delete, compact, or compact,delete
+    delete_retention_ms: int = 24 * 3600 * 1000  # delete.retention.ms: how long tombstones stay
+    min_cleanable_dirty_ratio: float = 0.5  # min.cleanable.dirty.ratio: dirty bytes / all bytes
+    min_compaction_lag_ms: int = 0  # min.compaction.lag.ms: records younger stay uncompacted
+    max_compaction_lag_ms: int = (
+        LONG_MAX  # max.compaction.lag.ms: clean by then, whatever the ratio
+    )
 
     def __post_init__(self) -> None:
         for key, (attr, minimum) in _KEYS.items():
@@ -103,11 +117,36 @@ class LogConfig:
                 f"message.timestamp.type={self.message_timestamp_type!r} is invalid: "
                 "use CreateTime or LogAppendTime"
             )
-        if self.cleanup_policy != "delete":
+        policies = [p.strip() for p in self.cleanup_policy.split(",")]
+        if not policies or any(p not in ("delete", "compact") for p in policies):
             raise InvalidConfigError(
-                f"cleanup.policy={self.cleanup_policy!r} is not supported by kafkalab: "
-                "only 'delete' (time/size retention) is implemented"
+                f"cleanup.policy={self.cleanup_policy!r} is invalid: use delete, compact, "
+                "or compact,delete"
             )
+        if not 0 <= self.min_cleanable_dirty_ratio <= 1:
+            raise InvalidConfigError(
+                f"min.cleanable.dirty.ratio={self.min_cleanable_dirty_ratio} is invalid: "
+                "it must be between 0 and 1"
+            )
+
+    @property
+    def compact(self) -> bool:
+        """cleanup.policy includes compact: the LogCleaner keeps the latest record per key."""
+        return "compact" in (p.strip() for p in self.cleanup_policy.split(","))
+
+    @property
+    def max_segment_ms(self) -> int:
+        """How old the active segment may get before a roll (Kafka:
+        LogConfig.maxSegmentMs): segment.ms, or for a compacted log the smaller
+        max.compaction.lag.ms, since the active segment is never cleaned."""
+        if self.compact and self.max_compaction_lag_ms > 0:
+            return min(self.max_compaction_lag_ms, self.segment_ms)
+        return self.segment_ms
+
+    @property
+    def delete(self) -> bool:
+        """cleanup.policy includes delete: retention.ms and retention.bytes apply."""
+        return "delete" in (p.strip() for p in self.cleanup_policy.split(","))
 
     @classmethod
     def from_properties(
@@ -152,6 +191,8 @@ def _parse(key: str, attr: str, raw: Any) -> Any:
     field_type = type(getattr(LogConfig(), attr))
     if isinstance(raw, field_type) and not (field_type is int and isinstance(raw, bool)):
         return raw
+    if field_type is float and isinstance(raw, int) and not isinstance(raw, bool):
+        return float(raw)
     text = str(raw).strip()
     try:
         if field_type is bool:
@@ -160,6 +201,8 @@ def _parse(key: str, attr: str, raw: Any) -> Any:
             return text.lower() == "true"
         if field_type is int:
             return int(text)
+        if field_type is float:
+            return float(text)
         return text
     except ValueError:
         raise InvalidConfigError(

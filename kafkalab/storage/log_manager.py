@@ -15,9 +15,13 @@ Startup: if `.kafka_cleanshutdown` is there, logs are trusted as they are;
 otherwise every log re-checks its data past its recovery point. The marker is
 removed at startup and written again only by `shutdown()`.
 
-The background duties (retention, flush.ms, checkpoints) are not threads here:
+The background duties (retention, flush.ms, checkpoints, log compaction) are not
+threads here:
 the owner calls `tick()` (the broker from its event loop, a lab by hand), which
-runs each duty whose interval has passed. Time comes from `clock` (ms).
+runs each duty whose interval has passed. Time comes from `clock` (ms). The
+cleaner duty (`clean_logs`, every log.cleaner.backoff.ms) cleans the filthiest
+log with cleanup.policy=compact, one log per run, as one Kafka cleaner thread
+does; its progress is `cleaner-offset-checkpoint` in each log dir.
 (Kafka's ReplicaManager writes replication-offset-checkpoint; the LogManager
 writes it here because UnifiedLog holds the high watermark.)
 """
@@ -39,6 +43,12 @@ from kafkalab.storage.checkpoint_file import (
     fsync_dir,
 )
 from kafkalab.storage.file_lock import FileLock
+from kafkalab.storage.log_cleaner import (
+    DEFAULT_CLEANER_BACKOFF_MS,
+    DEFAULT_DEDUPE_BUFFER_SIZE,
+    CleanResult,
+    LogCleaner,
+)
 from kafkalab.storage.log_config import LogConfig
 from kafkalab.storage.unified_log import DeletedSegment, UnifiedLog, parse_topic_partition
 
@@ -65,6 +75,9 @@ class LogManager:
         retention_check_interval_ms: int = 300_000,  # log.retention.check.interval.ms
         flush_check_interval_ms: int = 2**63 - 1,  # log.flush.scheduler.interval.ms
         checkpoint_interval_ms: int = 60_000,  # log.flush.offset.checkpoint.interval.ms
+        cleaner_enable: bool = True,  # log.cleaner.enable
+        cleaner_backoff_ms: int = DEFAULT_CLEANER_BACKOFF_MS,  # log.cleaner.backoff.ms
+        cleaner_dedupe_buffer_size: int = DEFAULT_DEDUPE_BUFFER_SIZE,  # log.cleaner.dedupe.buffer.size
         clock: Callable[[], int] = _wall_clock_ms,
     ) -> None:
         if isinstance(log_dirs, (str, os.PathLike)):
@@ -79,7 +92,9 @@ class LogManager:
             "retention": retention_check_interval_ms,
             "flush": flush_check_interval_ms,
             "checkpoint": checkpoint_interval_ms,
+            "cleaner": cleaner_backoff_ms if cleaner_enable else 2**63 - 1,
         }
+        self.cleaner = LogCleaner(dedupe_buffer_size=cleaner_dedupe_buffer_size)
         now = clock()
         self._last_run = dict.fromkeys(self._intervals, now)
         self._logs: dict[TopicPartition, UnifiedLog] = {}
@@ -175,6 +190,7 @@ class LogManager:
             return False
         removed.delete()
         self.checkpoint()
+        self.cleaner.update_checkpoint(removed.dir.parent, (topic, partition), None)
         return True
 
     # -- background duties -----------------------------------------------------------------
@@ -189,6 +205,12 @@ class LogManager:
         if out:
             self.checkpoint()
         return out
+
+    def clean_logs(self) -> CleanResult | None:
+        """Compact the filthiest log with cleanup.policy=compact whose dirty ratio
+        is above min.cleanable.dirty.ratio (or that max.compaction.lag.ms says is
+        due); None when no log needs it (Kafka: a LogCleaner thread's doWork)."""
+        return self.cleaner.clean_filthiest_log(self._logs, self.clock())
 
     def flush_dirty_logs(self) -> list[TopicPartition]:
         """Flush each log whose flush.ms has passed (Kafka: flushDirtyLogs)."""
@@ -216,6 +238,7 @@ class LogManager:
             "retention": self.cleanup_logs,
             "flush": self.flush_dirty_logs,
             "checkpoint": self.checkpoint,
+            "cleaner": self.clean_logs,
         }
         for name, duty in duties.items():
             if now - self._last_run[name] >= self._intervals[name]:

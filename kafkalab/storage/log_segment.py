@@ -35,6 +35,8 @@ LOG_FILE_SUFFIX = ".log"
 INDEX_FILE_SUFFIX = ".index"
 TIME_INDEX_FILE_SUFFIX = ".timeindex"
 DELETED_FILE_SUFFIX = ".deleted"
+CLEANED_FILE_SUFFIX = ".cleaned"  # a segment the LogCleaner is still writing
+SWAP_FILE_SUFFIX = ".swap"  # a cleaned segment about to replace the segments it was cleaned from
 INT32_MAX = 2**31 - 1
 
 
@@ -43,16 +45,16 @@ def filename_prefix(base_offset: int) -> str:
     return f"{base_offset:020d}"
 
 
-def log_file(directory: Path, base_offset: int) -> Path:
-    return directory / (filename_prefix(base_offset) + LOG_FILE_SUFFIX)
+def log_file(directory: Path, base_offset: int, suffix: str = "") -> Path:
+    return directory / (filename_prefix(base_offset) + LOG_FILE_SUFFIX + suffix)
 
 
-def offset_index_file(directory: Path, base_offset: int) -> Path:
-    return directory / (filename_prefix(base_offset) + INDEX_FILE_SUFFIX)
+def offset_index_file(directory: Path, base_offset: int, suffix: str = "") -> Path:
+    return directory / (filename_prefix(base_offset) + INDEX_FILE_SUFFIX + suffix)
 
 
-def time_index_file(directory: Path, base_offset: int) -> Path:
-    return directory / (filename_prefix(base_offset) + TIME_INDEX_FILE_SUFFIX)
+def time_index_file(directory: Path, base_offset: int, suffix: str = "") -> Path:
+    return directory / (filename_prefix(base_offset) + TIME_INDEX_FILE_SUFFIX + suffix)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,17 +124,16 @@ class LogSegment:
         config: LogConfig,
         *,
         now_ms: int | None = None,
+        file_suffix: str = "",
     ) -> LogSegment:
-        """Open (or create) the three files of the segment at `base_offset`."""
+        """Open (or create) the three files of the segment at `base_offset`; a
+        `file_suffix` (".cleaned", ".swap") names them as Kafka's LogCleaner does."""
         directory = Path(directory)
+        size = config.segment_index_bytes
         return cls(
-            FileRecords.open(log_file(directory, base_offset)),
-            OffsetIndex(
-                offset_index_file(directory, base_offset), base_offset, config.segment_index_bytes
-            ),
-            TimeIndex(
-                time_index_file(directory, base_offset), base_offset, config.segment_index_bytes
-            ),
+            FileRecords.open(log_file(directory, base_offset, file_suffix)),
+            OffsetIndex(offset_index_file(directory, base_offset, file_suffix), base_offset, size),
+            TimeIndex(time_index_file(directory, base_offset, file_suffix), base_offset, size),
             base_offset,
             config.index_interval_bytes,
             config.segment_jitter_ms,
@@ -309,8 +310,10 @@ class LogSegment:
             return f"segment.bytes: {size} + {messages_size} bytes > {config.segment_bytes}"
         if size > 0:
             reach = self.time_waited_for_roll(now_ms, max_timestamp)
-            if reach > config.segment_ms - self.roll_jitter_ms:
-                return f"segment.ms: segment is {reach} ms old > {config.segment_ms}"
+            limit = config.max_segment_ms
+            if reach > limit - self.roll_jitter_ms:
+                name = "segment.ms" if limit == config.segment_ms else "max.compaction.lag.ms"
+                return f"{name}: segment is {reach} ms old > {limit}"
         if self.offset_index.is_full():
             return f"offset index full ({self.offset_index.entries} entries)"
         if self.time_index.is_full():
@@ -338,13 +341,23 @@ class LogSegment:
         for index in (self.offset_index, self.time_index):
             index.sanity_check()
 
-    def recover(self) -> int:
+    def recover(self, allow_gaps: bool = False) -> int:
         """Rebuild both indexes from the data file, checking every batch's CRC, and
         cut the file at the first invalid batch. Returns the bytes cut off.
 
-        Invariant: afterwards every byte of the file is a valid batch, each batch
-        starts where the previous one ended (the first at the segment's base
-        offset), and the indexes describe exactly those batches.
+        Invariant: afterwards every byte of the file is a valid batch, the indexes
+        describe exactly those batches, and offsets follow the rule of the log:
+
+        - `allow_gaps=False` (cleanup.policy without compact): offsets have no gaps,
+          so each batch starts exactly where the previous one ended and the first
+          at the segment's base offset. This also catches a scribbled baseOffset,
+          which the CRC does not cover.
+        - `allow_gaps=True` (cleanup.policy with compact, whose cleaned segments
+          and whose followers' copies of them have gaps): offsets strictly
+          increase, each batch starting after the previous batch's last offset and
+          the first at or after the base offset. A cleaned batch keeps its original
+          base and last offsets (lastOffsetDelta), even when records, or all of
+          them, were removed. Kafka checks no more than this for any log.
         """
         self.offset_index.truncate()
         self.time_index.truncate()
@@ -356,13 +369,14 @@ class LogSegment:
         try:
             for position, header, data in self.log.batches_with_bytes(0):
                 ensure_valid(data)
-                # Offsets have no gaps (cleanup.policy=delete): a batch must start where
-                # the previous one ended. This also catches a scribbled baseOffset,
-                # which the CRC does not cover.
-                if header.base_offset != expected_offset:
+                # See the docstring: contiguous offsets, or (compacted) increasing ones.
+                if header.base_offset != expected_offset and not (
+                    allow_gaps and header.base_offset > expected_offset
+                ):
                     raise CorruptRecordError(
                         f"batch at position {position} has base offset {header.base_offset}, "
-                        f"not {expected_offset} where the previous batch ended"
+                        f"{'below' if allow_gaps else 'not'} {expected_offset} where the "
+                        "previous batch ended"
                     )
                 if not self.can_convert_to_relative_offset(header.last_offset):
                     raise CorruptRecordError(
@@ -431,13 +445,22 @@ class LogSegment:
         self.time_index.delete()
         self.log.delete()
 
-    def change_file_suffixes(self, old: str, new: str) -> None:
-        """Rename all three files, e.g. suffix '' -> '.deleted' before deleting them."""
-        for f in (self.log, self.offset_index, self.time_index):
+    def change_file_suffixes(self, old: str, new: str, *, log_last: bool = False) -> None:
+        """Rename all three files, e.g. suffix '' -> '.deleted' before deleting them.
+        With `log_last` the `.log` file is renamed after its indexes, so its rename
+        is the one that counts (the cleaner's `.cleaned` -> `.swap` commit)."""
+        files = (self.log, self.offset_index, self.time_index)
+        if log_last:
+            files = (self.offset_index, self.time_index, self.log)
+        for f in files:
             name = str(f.path)
             if not name.endswith(old):
                 raise ValueError(f"{name} does not end with {old!r}")
             f.rename_to(Path(name[: len(name) - len(old)] + new))
+
+    def set_last_modified(self, ms: int) -> None:
+        """Set the data file's modification time (the cleaner keeps the original's)."""
+        os.utime(self.log.path, ns=(ms * 1_000_000, ms * 1_000_000))
 
     def resize_indexes(self, size: int) -> None:
         """Give the indexes `size` bytes of room again (the active segment after load)."""
@@ -449,6 +472,8 @@ class LogSegment:
 
 
 __all__ = [
+    "CLEANED_FILE_SUFFIX",
+    "SWAP_FILE_SUFFIX",
     "FetchDataInfo",
     "LogOffsetMetadata",
     "LogSegment",

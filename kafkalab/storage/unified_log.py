@@ -12,6 +12,14 @@ the last one is the active segment, the only one appended to.
 Invariants kept here:
 - Segments are sorted by base offset, do not overlap, and the active segment is
   the last. Offsets only grow: every append starts at or after the LEO.
+- Offsets of a log whose cleanup.policy has no `compact` have no gaps: each
+  batch starts where the previous one ended (recovery cuts the log at a batch
+  that does not, which catches a scribbled baseOffset). Under `compact`, the
+  LogCleaner removes records and whole batches, so offsets have gaps and only
+  strictly increase (a batch starts after the previous batch's last offset);
+  followers copy the gaps, reads and index lookups land on the next batch that
+  exists. (A topic switched from compact back to delete keeps its gaps: set
+  compact again before recovering such a log, or recovery cuts it at the first gap.)
 - log_start_offset <= high_watermark <= log_end_offset, and
   recovery_point <= log_end_offset. The recovery point is the offset below
   which every byte was fsynced; after a crash only data past it is checked.
@@ -28,6 +36,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+import os
 import struct
 import time
 from collections.abc import Callable
@@ -48,22 +57,28 @@ from kafkalab.records.record_batch import (
     peek_size,
     set_max_timestamp_and_type,
 )
+from kafkalab.storage.checkpoint_file import fsync_dir
 from kafkalab.storage.errors import (
+    CompactedRecordWithoutKeyError,
     CorruptIndexError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
     UnexpectedAppendOffsetError,
 )
+from kafkalab.storage.file_records import FileRecords
 from kafkalab.storage.leader_epoch_file_cache import LeaderEpochFileCache
 from kafkalab.storage.log_config import LogConfig
 from kafkalab.storage.log_segment import (
+    CLEANED_FILE_SUFFIX,
     DELETED_FILE_SUFFIX,
     INDEX_FILE_SUFFIX,
     LOG_FILE_SUFFIX,
+    SWAP_FILE_SUFFIX,
     TIME_INDEX_FILE_SUFFIX,
     FetchDataInfo,
     LogOffsetMetadata,
     LogSegment,
+    log_file,
     offset_index_file,
     time_index_file,
 )
@@ -169,6 +184,10 @@ class UnifiedLog:
         self._bases: list[int] = []  # base offsets of _segments, for bisect
         self.dir.mkdir(parents=True, exist_ok=True)
         self.recovered: list[tuple[int, int]] = []  # (segment base, bytes cut), for the labs
+        # The lowest offset truncated to since the LogCleaner last looked: records from
+        # there on are new, so its checkpoint must not call them clean (Kafka:
+        # LogCleanerManager.maybeTruncateCheckpoint, called by truncateTo).
+        self.truncated_to: int | None = None
         self._load(log_start_offset, recovery_point, clean_shutdown)
         self._log_end_offset = self.active_segment.read_next_offset()
         self.log_start_offset = max(log_start_offset, self._segments[0].base_offset)
@@ -221,6 +240,7 @@ class UnifiedLog:
             leftover.unlink()
         for stray in sorted(self.dir.glob("*.tmp")):
             stray.unlink()
+        self._complete_swaps()
         for index in sorted(self.dir.glob("*" + INDEX_FILE_SUFFIX)) + sorted(
             self.dir.glob("*" + TIME_INDEX_FILE_SUFFIX)
         ):
@@ -240,7 +260,7 @@ class UnifiedLog:
                 segment.sanity_check()
             except CorruptIndexError as e:
                 log.warning("%s: rebuilding the indexes of segment %d (%s)", self.dir, base, e)
-                self._note_recovered(base, segment.recover())
+                self._note_recovered(base, segment.recover(self.config.compact))
             self._add_segment(segment)
         if not self._segments:
             self._add_segment(
@@ -264,7 +284,7 @@ class UnifiedLog:
             segment = self._segments[i]
             truncated = rebuilt.get(segment.base_offset)
             if truncated is None:
-                truncated = segment.recover()
+                truncated = segment.recover(self.config.compact)
                 self._note_recovered(segment.base_offset, truncated)
             if truncated > 0:
                 for later in self._segments[i + 1 :]:
@@ -276,6 +296,50 @@ class UnifiedLog:
                 del self._bases[i + 1 :]
                 break
             i += 1
+
+    def _complete_swaps(self) -> None:
+        """Finish or undo a LogCleaner swap that a crash interrupted (Kafka: LogLoader).
+
+        The cleaner writes `<base>.log.cleaned` (and its indexes), fsyncs it, renames
+        it `.swap` (the `.log` last: that rename commits the swap), renames the
+        segments it replaces `.deleted` and deletes them, then renames the `.swap`
+        files to their final names. So after a crash:
+        - `.cleaned` files: the swap never committed; the old segments are whole.
+        - a `<base>.log.swap`: committed. It replaces every segment with a base
+          offset in [base, the swap's next offset) (the cleaner keeps each group's
+          last batch, so that range is exactly the replaced group); those go, the
+          `.swap` becomes `<base>.log`, and its indexes are rebuilt.
+        - index `.swap` files are always dropped and rebuilt from their `.log`.
+        """
+        for leftover in sorted(self.dir.glob("*" + CLEANED_FILE_SUFFIX)):
+            log.info("deleting %s left over from an interrupted cleaning", leftover)
+            leftover.unlink()
+        swaps = sorted(self.dir.glob("*" + LOG_FILE_SUFFIX + SWAP_FILE_SUFFIX))
+        for index in sorted(self.dir.glob("*" + SWAP_FILE_SUFFIX)):
+            if not index.name.endswith(LOG_FILE_SUFFIX + SWAP_FILE_SUFFIX):
+                index.unlink()
+        for swap in swaps:
+            base = int(swap.name.split(".")[0])
+            records = FileRecords.open(swap, mutable=False)
+            try:
+                end = base
+                for _, header in records.batch_headers(0):
+                    end = header.next_offset
+            finally:
+                records.close()
+            for old in sorted(self.dir.iterdir()):
+                stem = old.name.split(".")[0]
+                if old == swap or not stem.isdigit() or not base <= int(stem) < end:
+                    continue
+                if old.suffix in (LOG_FILE_SUFFIX, INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX):
+                    log.info("deleting %s: replaced by the cleaned segment %s", old, swap.name)
+                    old.unlink()
+            for index in (offset_index_file(self.dir, base), time_index_file(self.dir, base)):
+                index.unlink(missing_ok=True)  # rebuilt from the cleaned data below
+            os.replace(swap, log_file(self.dir, base))
+            log.info("%s: completed the interrupted swap of cleaned segment %d", self.dir, base)
+        if swaps:
+            fsync_dir(self.dir)
 
     def _note_recovered(self, base: int, truncated: int) -> None:
         self.recovered.append((base, truncated))
@@ -377,23 +441,25 @@ class UnifiedLog:
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo:
         """Append batches with the offsets and epochs the leader gave them.
 
-        Kafka: UnifiedLog.appendAsFollower. The first batch must start at the LEO
-        and each batch where the previous one ended, else
-        UnexpectedAppendOffsetError (the replica fetcher then truncates and
-        fetches again).
+        Kafka: UnifiedLog.appendAsFollower. Without compaction the first batch must
+        start at the LEO and each batch where the previous one ended; under
+        cleanup.policy=compact the leader's log has gaps, so a batch may start
+        later (never earlier). Otherwise UnexpectedAppendOffsetError (the replica
+        fetcher then truncates and fetches again).
         """
         buf = bytes(records)
         headers = self._validate(buf, AppendOrigin.REPLICATION)
         expected = self.log_end_offset
+        gaps = self.config.compact
         for pos, header in headers:
-            # With cleanup.policy=delete (the only policy here) offsets have no gaps,
-            # so a follower's batches continue exactly at its LEO. (Compaction would
-            # allow gaps; Kafka then checks only that offsets do not go back.)
-            if header.base_offset != expected:
+            # The log's offset rule (module docstring): contiguous, or under
+            # compaction strictly increasing, as Kafka checks for every log.
+            if header.base_offset != expected and not (gaps and header.base_offset > expected):
                 first, last = headers[0][1].base_offset, headers[-1][1].last_offset
                 raise UnexpectedAppendOffsetError(
                     f"{self.dir.name}: batch at offset {header.base_offset} (position {pos}) "
-                    f"does not continue at {expected}, the log end offset or the previous "
+                    f"does not continue at {expected}{' or later' if gaps else ''}, the log "
+                    "end offset or the previous "
                     "batch's end; a follower must truncate (or truncate_fully_and_start_at) "
                     "before it appends other offsets",
                     first,
@@ -438,7 +504,27 @@ class UnifiedLog:
             pos += size
         if not headers:
             raise InvalidRecordError(f"{self.dir.name}: an append must carry at least one batch")
+        if config.compact and origin is not AppendOrigin.REPLICATION:
+            self._check_keys(buf, headers)
         return headers
+
+    def _check_keys(self, buf: bytes | bytearray, headers: list[tuple[int, BatchHeader]]) -> None:
+        """A compacted log keeps the latest record per key, so every record needs a
+        key (Kafka: LogValidator, "Compacted topic cannot accept message without
+        key"). The only per-record work of a leader append, and only under compact."""
+        from kafkalab.records.memory_records import decode_batch
+
+        for pos, header in headers:
+            if header.is_control_batch:
+                continue
+            for record in decode_batch(buf, pos, verify_crc=False).records:
+                if record.key is None:
+                    raise CompactedRecordWithoutKeyError(
+                        f"{self.dir.name}: compacted topic cannot accept a record without a "
+                        f"key (offset delta {record.offset - header.base_offset} of the batch "
+                        f"at position {pos}); give every record a key, or use "
+                        "cleanup.policy=delete"
+                    )
 
     def _refuse_size(self, size: int) -> None:
         if size > self.config.max_message_bytes:
@@ -650,13 +736,16 @@ class UnifiedLog:
     def delete_old_segments(self) -> list[DeletedSegment]:
         """Apply retention.ms, retention.bytes and the log start offset; return what went.
 
-        Kafka: UnifiedLog.deleteOldSegments. Only a prefix of segments can go,
+        Kafka: UnifiedLog.deleteOldSegments. retention.ms and retention.bytes
+        apply only when cleanup.policy includes delete; the log start offset
+        (DeleteRecords) always does. Only a prefix of segments can go,
         each wholly below the high watermark; if every segment goes, a new empty
         active segment is rolled first so the log always has one.
         """
         now = self.clock()
         deleted: list[DeletedSegment] = []
-        if self.config.retention_ms >= 0:
+        retain = self.config.delete  # cleanup.policy=compact alone keeps every segment
+        if retain and self.config.retention_ms >= 0:
             deleted += self._delete_prefix(
                 lambda seg, _next: now - seg.largest_timestamp() > self.config.retention_ms,
                 lambda seg: (
@@ -664,7 +753,7 @@ class UnifiedLog:
                     f"ms old > {self.config.retention_ms}"
                 ),
             )
-        if self.config.retention_bytes >= 0:
+        if retain and self.config.retention_bytes >= 0:
             excess = [self.size - self.config.retention_bytes]
 
             def over_size(seg: LogSegment, _next: LogSegment | None) -> bool:
@@ -718,6 +807,34 @@ class UnifiedLog:
         segment.change_file_suffixes("", DELETED_FILE_SUFFIX)
         segment.delete()
 
+    def replace_segments(self, cleaned: LogSegment, old: list[LogSegment]) -> None:
+        """Swap a LogCleaner's `.cleaned` segment in for the segments it was cleaned
+        from (Kafka: LocalLog.replaceSegments), crash-safe at every step:
+
+        1. the cleaned files (already fsynced) are renamed `.swap`, the `.log`
+           last, and the directory fsynced: from here on the swap is committed,
+           and a crash is completed by `_complete_swaps` at the next load;
+        2. the old segments leave the log and their files are renamed `.deleted`
+           and deleted, and the directory fsynced (so no old segment can come
+           back after the `.swap` name, which marks the swap unfinished, is gone);
+        3. the `.swap` files get their final names, and the directory is fsynced.
+
+        `cleaned` must start at the first old segment's base offset and hold no
+        offset at or past the end of the last old segment.
+        """
+        if not old or cleaned.base_offset != old[0].base_offset:
+            raise ValueError("a cleaned segment replaces segments starting at its base offset")
+        if old[-1] is self.active_segment:
+            raise ValueError(f"{self.dir.name}: the active segment is never cleaned")
+        cleaned.change_file_suffixes(CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX, log_last=True)
+        fsync_dir(self.dir)
+        for segment in old:
+            self._delete_segment(segment)
+        fsync_dir(self.dir)  # the deletions are durable before the `.swap` name goes
+        self._add_segment(cleaned)
+        cleaned.change_file_suffixes(SWAP_FILE_SUFFIX, "")
+        fsync_dir(self.dir)
+
     # -- truncation (replication) -------------------------------------------------------------
 
     def truncate_to(self, offset: int) -> bool:
@@ -734,6 +851,7 @@ class UnifiedLog:
         if offset < self.log_start_offset:
             self.truncate_fully_and_start_at(offset)
             return True
+        self._note_truncation(offset)
         while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
             segment = self._segments[-1]
             self._delete_segment(segment)
@@ -745,9 +863,14 @@ class UnifiedLog:
         self.high_watermark = min(self.high_watermark, self._log_end_offset)
         return True
 
+    def _note_truncation(self, offset: int) -> None:
+        if self.truncated_to is None or offset < self.truncated_to:
+            self.truncated_to = offset
+
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete everything and start an empty log at `offset` (a follower far
         behind a leader whose log now starts later)."""
+        self._note_truncation(offset)
         for segment in list(self._segments):
             self._delete_segment(segment)
         self._add_segment(LogSegment.open(self.dir, offset, self.config, now_ms=self.clock()))
