@@ -8,6 +8,7 @@ encode or decode any version. A field looks like this:
 
     Field("transactional_id", STRING, versions="3+", nullable="0+")
     Field("topics", [Field("name", STRING), Field("partitions", [...])])   # array of structs
+    Field("group_instance_id", STRING, "5+", nullable="5+", default=NULL)  # absent: None
 
 Decoded messages are plain dicts with Kafka's field names in snake_case, so a
 lab can print one and compare it with the JSON schema.
@@ -58,6 +59,16 @@ class Versions:
         return self.low <= version and (self.high is None or version <= self.high)
 
 
+class _Null:
+    """Kafka's `"default": "null"`: a nullable field that is absent means None."""
+
+    def __repr__(self) -> str:
+        return "NULL"
+
+
+NULL: Any = _Null()
+
+
 @dataclass
 class Field:
     """One field: a primitive type, an array of a primitive (ArrayOf), or an
@@ -76,6 +87,8 @@ class Field:
         self._nullable = Versions.parse(self.nullable)
 
     def default_value(self) -> Any:
+        if self.default is NULL:
+            return None
         if self.default is not None:
             return self.default
         if isinstance(self.type, list):
