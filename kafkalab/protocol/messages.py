@@ -1162,3 +1162,6 @@ GROUP_APIS: dict[ApiKeys, Api] = {
         ),
     )
 }
+
+# The broker serves them (kafkalab.server.apis.group), so it advertises them too.
+APIS.update(GROUP_APIS)

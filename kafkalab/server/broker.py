@@ -29,11 +29,15 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
+from kafkalab.coordinator.group.coordinator_records import OFFSETS_TOPIC
+from kafkalab.coordinator.group.group_config import GroupConfig
+from kafkalab.coordinator.group.group_coordinator import GroupCoordinator
 from kafkalab.protocol.messages import CONTROLLER_APIS
 from kafkalab.replication.replica_manager import ReplicaManager
 from kafkalab.server.alter_partition_manager import AlterPartitionManager
 from kafkalab.server.broker_lifecycle_manager import BrokerLifecycleManager
 from kafkalab.server.config import KafkaConfig, parse_listener, read_properties
+from kafkalab.server.coordinator_runtime import CoordinatorRuntime
 from kafkalab.server.events import EventLog
 from kafkalab.server.inter_broker_connection import InterBrokerConnection
 from kafkalab.server.kafka_apis import KafkaApis
@@ -114,9 +118,20 @@ class KafkaBroker:
             ),
             replica_lag_time_max_ms=int(config.extra.get("replica.lag.time.max.ms", 30_000)),
         )
+        group_config = GroupConfig.from_properties(config.extra)
+        self.group_coordinator = CoordinatorRuntime(
+            GroupCoordinator(group_config, partitions=()),
+            OFFSETS_TOPIC,
+            self.replica_manager,
+            None,
+            group_config.offsets_topic_num_partitions,
+            group_config.offsets_topic_replication_factor,
+            int(config.extra.get("offsets.commit.timeout.ms", 5000)),
+        )
         controller = config.extra.get("controller.quorum.bootstrap.servers")
         metadata = self._kraft_metadata(controller) if controller else self._standalone_metadata()
         self.replica_manager.partition_exists = metadata.contains_partition
+        self.group_coordinator.metadata_cache = metadata
         self.metadata_cache = metadata
         self.apis = KafkaApis(
             config,
@@ -124,6 +139,7 @@ class KafkaBroker:
             metadata,
             ProducerIdManager(config.log_dirs[0], config.node_id if controller else None),
             self.link_faults,
+            self.group_coordinator,
         )
         _, host, port = parse_listener(config.listeners.split(",")[0])
         self.socket_server = SocketServer(
@@ -252,6 +268,7 @@ class KafkaBroker:
         if self.socket_server is not None:
             # Parked fetches answer with what they have; in-flight requests finish.
             await self.socket_server.stop(before_close=self.replica_manager.delayed_fetch.shutdown)
+        self.group_coordinator.shutdown()
         self.replica_manager.shutdown()
         self._stopped.set()
 

@@ -14,8 +14,9 @@ one module per API family:
     apis/epochs.py        OffsetForLeaderEpoch
     apis/txn.py           InitProducerId; AddPartitionsToTxn, EndTxn, WriteTxnMarkers
                           and TxnOffsetCommit join it with the transaction coordinator
-    apis/group.py         (with the group coordinator) FindCoordinator, JoinGroup,
-                          SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch
+    apis/group.py         FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+                          OffsetCommit, OffsetFetch, DescribeGroups, ListGroups,
+                          DeleteGroups, OffsetDelete (the group coordinator)
 
 A handler gets the request header and body (dicts as declared in
 kafkalab.protocol.messages) and returns the response body, or an awaitable of
@@ -37,6 +38,7 @@ from kafkalab.server.apis import (
     api_versions,
     epochs,
     fetch,
+    group,
     list_offsets,
     metadata,
     produce,
@@ -44,6 +46,7 @@ from kafkalab.server.apis import (
     txn,
 )
 from kafkalab.server.config import KafkaConfig
+from kafkalab.server.coordinator_runtime import CoordinatorRuntime
 from kafkalab.server.link_faults import LinkFaults
 from kafkalab.server.metadata_cache import MetadataCache
 from kafkalab.server.producer_ids import ProducerIdManager
@@ -60,6 +63,17 @@ HANDLERS: dict[ApiKeys, Handler] = {
     ApiKeys.DELETE_TOPICS: topics.handle_delete_topics,
     ApiKeys.INIT_PRODUCER_ID: txn.handle_init_producer_id,
     ApiKeys.OFFSET_FOR_LEADER_EPOCH: epochs.handle_offset_for_leader_epoch,
+    ApiKeys.FIND_COORDINATOR: group.handle_find_coordinator,
+    ApiKeys.JOIN_GROUP: group.handle_join_group,
+    ApiKeys.SYNC_GROUP: group.handle_sync_group,
+    ApiKeys.HEARTBEAT: group.handle_heartbeat,
+    ApiKeys.LEAVE_GROUP: group.handle_leave_group,
+    ApiKeys.OFFSET_COMMIT: group.handle_offset_commit,
+    ApiKeys.OFFSET_FETCH: group.handle_offset_fetch,
+    ApiKeys.DESCRIBE_GROUPS: group.handle_describe_groups,
+    ApiKeys.LIST_GROUPS: group.handle_list_groups,
+    ApiKeys.DELETE_GROUPS: group.handle_delete_groups,
+    ApiKeys.OFFSET_DELETE: group.handle_offset_delete,
 }
 
 
@@ -71,12 +85,14 @@ class KafkaApis:
         metadata_cache: MetadataCache,
         producer_ids: ProducerIdManager,
         link_faults: LinkFaults | None = None,
+        group_coordinator: CoordinatorRuntime | None = None,
     ) -> None:
         self.config = config
         self.replica_manager = replica_manager
         self.metadata_cache = metadata_cache
         self.producer_ids = producer_ids
         self.link_faults = link_faults
+        self.group_coordinator = group_coordinator
 
     def handle(self, header: RequestHeader, body: dict) -> Any:
         return HANDLERS[ApiKeys(header.api_key)](self, header, body)

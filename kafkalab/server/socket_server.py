@@ -160,6 +160,8 @@ class SocketServer:
                     self._busy -= 1
         except asyncio.CancelledError:
             pass
+        except ConnectionError:
+            pass  # the client went away while we answered: nothing to do
         except Exception:
             log.exception("closing connection from %s after an error", peer)
         finally:

@@ -1,0 +1,297 @@
+"""Consumer groups (classic protocol): thin adapters onto the GroupCoordinator.
+
+Kafka: KafkaApis.handleFindCoordinatorRequest, handleJoinGroupRequest,
+handleSyncGroupRequest, handleHeartbeatRequest, handleLeaveGroupRequest,
+handleOffsetCommitRequest, handleOffsetFetchRequest, handleDescribeGroupsRequest,
+handleListGroupsRequest, handleDeleteGroupsRequest, handleOffsetDeleteRequest.
+Each turns the request body into one coordinator call (through the
+CoordinatorRuntime, which carries out its effects) and the result into the
+response body of the request's version. What a group is, and every rule of the
+protocol, lives in kafkalab/coordinator/group/group_coordinator.py.
+
+FindCoordinator answers with the leader of the group's `__consumer_offsets`
+partition (abs(Java hashCode(group.id)) % offsets.topic.num.partitions), creating
+the topic on first use (COORDINATOR_NOT_AVAILABLE until it has a leader: clients
+ask again). Key type 1 (a transactional id) answers COORDINATOR_NOT_AVAILABLE
+until the transaction coordinator runs on the broker.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kafkalab.coordinator.group.results import CommitOffset
+from kafkalab.errors import Errors
+from kafkalab.protocol.header import RequestHeader
+from kafkalab.server.coordinator_runtime import now_ms
+
+if TYPE_CHECKING:
+    from kafkalab.server.kafka_apis import KafkaApis
+
+GROUP_KEY_TYPE = 0
+NO_GENERATION = -1
+UNKNOWN_MEMBER_ID = ""
+DEFAULT_RETENTION_TIME = -1
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+
+
+def _runtime(apis: KafkaApis):
+    return apis.group_coordinator
+
+
+def handle_find_coordinator(apis: KafkaApis, header: RequestHeader, body: dict) -> dict:
+    out = {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "error_message": None,
+        "node_id": -1,
+        "host": "",
+        "port": -1,
+    }
+    key_type = body.get("key_type", GROUP_KEY_TYPE) if header.api_version >= 1 else GROUP_KEY_TYPE
+    if key_type != GROUP_KEY_TYPE:
+        out.update(
+            error_code=int(Errors.COORDINATOR_NOT_AVAILABLE),
+            error_message="the transaction coordinator does not run on kafkalab brokers yet",
+        )
+        return out
+    runtime = _runtime(apis)
+    leader = runtime.leader_of(runtime.coordinator.partition_for(body["key"]))
+    broker = next((b for b in apis.metadata_cache.alive_brokers() if b.broker_id == leader), None)
+    if broker is None:
+        out.update(error_code=int(Errors.COORDINATOR_NOT_AVAILABLE))
+        return out
+    out.update(node_id=broker.broker_id, host=broker.host, port=broker.port)
+    return out
+
+
+async def handle_join_group(apis: KafkaApis, header: RequestHeader, body: dict) -> dict:
+    runtime = _runtime(apis)
+    version = header.api_version
+    result = await runtime.call(
+        runtime.coordinator.join_group,
+        body["group_id"],
+        body["member_id"],
+        protocol_type=body["protocol_type"],
+        protocols=[(p["name"], bytes(p["metadata"])) for p in body["protocols"]],
+        session_timeout_ms=body["session_timeout_ms"],
+        rebalance_timeout_ms=body["rebalance_timeout_ms"] if version >= 1 else None,
+        group_instance_id=body.get("group_instance_id") if version >= 5 else None,
+        client_id=header.client_id or "",
+        client_host="",
+        require_known_member_id=version >= 4,
+    )
+    return {
+        "throttle_time_ms": 0,
+        "error_code": int(result.error),
+        "generation_id": result.generation_id,
+        "protocol_type": result.protocol_type,
+        "protocol_name": result.protocol_name or "",
+        "leader": result.leader_id,
+        "skip_assignment": result.skip_assignment,
+        "member_id": result.member_id,
+        "members": [
+            {
+                "member_id": m.member_id,
+                "group_instance_id": m.group_instance_id,
+                "metadata": m.metadata,
+            }
+            for m in result.members
+        ],
+    }
+
+
+async def handle_sync_group(apis: KafkaApis, header: RequestHeader, body: dict) -> dict:
+    runtime = _runtime(apis)
+    result = await runtime.call(
+        runtime.coordinator.sync_group,
+        body["group_id"],
+        body["generation_id"],
+        body["member_id"],
+        assignments={a["member_id"]: bytes(a["assignment"]) for a in body["assignments"]},
+        group_instance_id=body.get("group_instance_id"),
+        protocol_type=body.get("protocol_type"),
+        protocol_name=body.get("protocol_name"),
+    )
+    return {
+        "throttle_time_ms": 0,
+        "error_code": int(result.error),
+        "protocol_type": result.protocol_type,
+        "protocol_name": result.protocol_name,
+        "assignment": result.assignment,
+    }
+
+
+async def handle_heartbeat(apis: KafkaApis, header: RequestHeader, body: dict) -> dict:
+    runtime = _runtime(apis)
+    result = await runtime.call(
+        runtime.coordinator.heartbeat,
+        body["group_id"],
+        body["generation_id"],
+        body["member_id"],
+        group_instance_id=body.get("group_instance_id"),
+    )
+    return {"throttle_time_ms": 0, "error_code": int(result.error)}
+
+
+async def handle_leave_group(apis: KafkaApis, header: RequestHeader, body: dict) -> dict:
+    runtime = _runtime(apis)
+    if header.api_version >= 3:
+        members = [(m["member_id"], m.get("group_instance_id")) for m in body["members"]]
+    else:
+        members = [(body["member_id"], None)]
+    result = await runtime.call(runtime.coordinator.leave_group, body["group_id"], members)
+    error = result.error
+    if header.api_version < 3 and error == Errors.NONE and result.members:
+        error = result.members[0].error  # one member: its error is the request's
+    return {
+        "throttle_time_ms": 0,
+        "error_code": int(error),
+        "members": [
+            {
+                "member_id": m.member_id,
+                "group_instance_id": m.group_instance_id,
+                "error_code": int(m.error),
+            }
+            for m in result.members
+        ],
+    }
+
+
+async def handle_offset_commit(apis: KafkaApis, header: RequestHeader, body: dict) -> dict:
+    runtime = _runtime(apis)
+    version = header.api_version
+    offsets = {
+        (t["name"], p["partition_index"]): CommitOffset(
+            p["committed_offset"],
+            p.get("committed_leader_epoch", -1) if version >= 6 else -1,
+            p.get("committed_metadata"),
+        )
+        for t in body["topics"]
+        for p in t["partitions"]
+    }
+    expire = None
+    retention = body.get("retention_time_ms", DEFAULT_RETENTION_TIME)
+    if 2 <= version <= 4 and retention != DEFAULT_RETENTION_TIME:
+        expire = now_ms() + retention
+    result = await runtime.call(
+        runtime.coordinator.commit_offsets,
+        body["group_id"],
+        offsets,
+        generation_id=body.get("generation_id_or_member_epoch", NO_GENERATION)
+        if version >= 1
+        else NO_GENERATION,
+        member_id=body.get("member_id", UNKNOWN_MEMBER_ID) if version >= 1 else UNKNOWN_MEMBER_ID,
+        group_instance_id=body.get("group_instance_id") if version >= 7 else None,
+        expire_timestamp_ms=expire,
+    )
+    topics: dict[str, list[dict]] = {}
+    for (topic, index), error in result.partitions.items():
+        topics.setdefault(topic, []).append({"partition_index": index, "error_code": int(error)})
+    return {
+        "throttle_time_ms": 0,
+        "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+    }
+
+
+def handle_offset_fetch(apis: KafkaApis, header: RequestHeader, body: dict) -> dict:
+    coordinator = _runtime(apis).coordinator
+    requested = body["topics"]
+    partitions = (
+        None
+        if requested is None
+        else [(t["name"], i) for t in requested for i in t["partition_indexes"]]
+    )
+    result = coordinator.fetch_offsets(
+        body["group_id"], partitions, require_stable=body.get("require_stable", False)
+    )
+    topics: dict[str, list[dict]] = {}
+    for (topic, index), p in result.partitions.items():
+        topics.setdefault(topic, []).append(
+            {
+                "partition_index": index,
+                "committed_offset": p.offset,
+                "committed_leader_epoch": p.leader_epoch,
+                "metadata": p.metadata,
+                "error_code": int(p.error),
+            }
+        )
+    error = result.error
+    if header.api_version < 2 and error != Errors.NONE:
+        # v0-v1 have no top-level error: it goes on every partition.
+        for parts in topics.values():
+            for p in parts:
+                p["error_code"] = int(error)
+    return {
+        "throttle_time_ms": 0,
+        "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+        "error_code": int(error),
+    }
+
+
+def handle_describe_groups(apis: KafkaApis, header: RequestHeader, body: dict) -> dict:
+    coordinator = _runtime(apis).coordinator
+    groups = []
+    for group_id in body["groups"]:
+        g = coordinator.describe_group(group_id)
+        groups.append(
+            {
+                "error_code": int(g.error),
+                "group_id": g.group_id,
+                "group_state": g.state,
+                "protocol_type": g.protocol_type,
+                "protocol_data": g.protocol_data,
+                "members": [
+                    {
+                        "member_id": m.member_id,
+                        "group_instance_id": m.group_instance_id,
+                        "client_id": m.client_id,
+                        "client_host": m.client_host,
+                        "member_metadata": m.member_metadata,
+                        "member_assignment": m.member_assignment,
+                    }
+                    for m in g.members
+                ],
+                "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+            }
+        )
+    return {"throttle_time_ms": 0, "groups": groups}
+
+
+def handle_list_groups(apis: KafkaApis, header: RequestHeader, body: dict) -> dict:
+    result = _runtime(apis).coordinator.list_groups(body.get("states_filter") or None)
+    return {
+        "throttle_time_ms": 0,
+        "error_code": int(result.error),
+        "groups": [
+            {"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": g.state}
+            for g in result.groups
+        ],
+    }
+
+
+async def handle_delete_groups(apis: KafkaApis, header: RequestHeader, body: dict) -> dict:
+    runtime = _runtime(apis)
+    result = await runtime.call(runtime.coordinator.delete_groups, list(body["groups_names"]))
+    return {
+        "throttle_time_ms": 0,
+        "results": [
+            {"group_id": g, "error_code": int(error)} for g, error in result.groups.items()
+        ],
+    }
+
+
+async def handle_offset_delete(apis: KafkaApis, header: RequestHeader, body: dict) -> dict:
+    runtime = _runtime(apis)
+    partitions = [
+        (t["name"], p["partition_index"]) for t in body["topics"] for p in t["partitions"]
+    ]
+    result = await runtime.call(runtime.coordinator.delete_offsets, body["group_id"], partitions)
+    topics: dict[str, list[dict]] = {}
+    for (topic, index), error in result.partitions.items():
+        topics.setdefault(topic, []).append({"partition_index": index, "error_code": int(error)})
+    return {
+        "error_code": int(result.error),
+        "throttle_time_ms": 0,
+        "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+    }

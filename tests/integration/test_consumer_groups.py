@@ -1,0 +1,280 @@
+"""Consumer groups on the three-broker cluster, with real clients as members.
+
+For each client: a member reads part of a topic and commits, a second member
+joins (a rebalance: the partitions are split between them), both leave, and a
+new member of the same group resumes exactly at the committed offsets: it reads
+every record the first did not commit, and none that it did.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kafkalab.cluster import LocalCluster
+
+PARTITIONS = 4
+RECORDS = 100
+FIRST = 40  # what the first member reads and commits
+JS_DIR = Path(__file__).resolve().parents[1] / "js"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    with LocalCluster(
+        brokers=3,
+        base_dir=tmp_path_factory.mktemp("groups"),
+        broker_props={
+            "group.initial.rebalance.delay.ms": "0",
+            "offsets.topic.num.partitions": "6",
+        },
+    ) as c:
+        yield c
+
+
+def topic_with_records(cluster, topic: str) -> set[bytes]:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    for future in admin.create_topics([NewTopic(topic, PARTITIONS, 3)]).values():
+        future.result(10)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
+    values = {b"%s-%d" % (topic.encode(), i) for i in range(RECORDS)}
+    for i, value in enumerate(sorted(values)):
+        producer.produce(topic, value, partition=i % PARTITIONS)
+    assert producer.flush(30) == 0
+    return values
+
+
+def assert_resumed_exactly(all_values: set[bytes], first: list[bytes], rest: list[bytes]):
+    assert len(first) == len(set(first)) and len(rest) == len(set(rest)), "a record twice"
+    assert not set(first) & set(rest), "the new member reread committed records"
+    assert set(first) | set(rest) == all_values, "records missing"
+
+
+@pytest.mark.parametrize("strategy", ["range", "roundrobin", "cooperative-sticky"])
+def test_confluent_kafka(cluster, strategy):
+    topic = f"g-confluent-{strategy}"
+    values = topic_with_records(cluster, topic)
+
+    def member():
+        c = Consumer(
+            {
+                "bootstrap.servers": cluster.bootstrap_servers,
+                "group.id": topic,
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "partition.assignment.strategy": strategy,
+                "heartbeat.interval.ms": 500,
+            }
+        )
+        c.subscribe([topic])
+        return c
+
+    a = member()
+    first: list[bytes] = []
+    deadline = time.monotonic() + 60
+    while len(first) < FIRST and time.monotonic() < deadline:
+        m = a.poll(0.2)
+        if m is not None and m.error() is None:
+            first.append(m.value())
+    a.commit(asynchronous=False)
+    b = member()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # rebalance: both members hold partitions
+        for c in (a, b):
+            m = c.poll(0.1)
+            assert m is None or m.error() is not None or m.value() not in first
+        split = [len(c.assignment()) for c in (a, b)]
+        if sum(split) == PARTITIONS and min(split) > 0:
+            break
+    assert sum(split) == PARTITIONS and min(split) > 0, split
+    a.close()
+    b.close()
+    c = member()
+    rest: list[bytes] = []
+    deadline = time.monotonic() + 60
+    while len(rest) < RECORDS - FIRST and time.monotonic() < deadline:
+        m = c.poll(0.2)
+        if m is not None and m.error() is None:
+            rest.append(m.value())
+    c.close()
+    assert_resumed_exactly(values, first, rest)
+
+
+def test_kafka_python(cluster):
+    from kafka import KafkaConsumer
+
+    topic = "g-kafka-python"
+    values = topic_with_records(cluster, topic)
+
+    def member():
+        return KafkaConsumer(
+            topic,
+            bootstrap_servers=cluster.bootstrap_servers,
+            group_id=topic,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            heartbeat_interval_ms=500,
+        )
+
+    a = member()
+    first: list[bytes] = []
+    deadline = time.monotonic() + 60
+    while len(first) < FIRST and time.monotonic() < deadline:
+        for records in a.poll(200, max_records=FIRST - len(first)).values():
+            first += [r.value for r in records]
+    a.commit()
+    b = member()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        for c in (a, b):
+            for records in c.poll(100, max_records=1).values():
+                assert all(r.value not in first for r in records)
+        split = [len(c.assignment()) for c in (a, b)]
+        if sum(split) == PARTITIONS and min(split) > 0:
+            break
+    assert sum(split) == PARTITIONS and min(split) > 0, split
+    a.close(autocommit=False)
+    b.close(autocommit=False)
+    c = member()
+    rest: list[bytes] = []
+    deadline = time.monotonic() + 60
+    while len(rest) < RECORDS - FIRST and time.monotonic() < deadline:
+        for records in c.poll(200).values():
+            rest += [r.value for r in records]
+    c.close(autocommit=False)
+    assert_resumed_exactly(values, first, rest)
+
+
+def test_aiokafka(cluster):
+    from aiokafka import AIOKafkaConsumer
+
+    topic = "g-aiokafka"
+    values = topic_with_records(cluster, topic)
+
+    async def scenario():
+        def member():
+            return AIOKafkaConsumer(
+                topic,
+                bootstrap_servers=cluster.bootstrap_servers,
+                group_id=topic,
+                auto_offset_reset="earliest",
+                enable_auto_commit=False,
+                heartbeat_interval_ms=500,
+            )
+
+        a = member()
+        await a.start()
+        first: list[bytes] = []
+        while len(first) < FIRST:
+            batch = await a.getmany(timeout_ms=200, max_records=FIRST - len(first))
+            first += [r.value for records in batch.values() for r in records]
+        await a.commit()
+        b = member()
+        await b.start()
+        for _ in range(300):
+            for c in (a, b):
+                batch = await c.getmany(timeout_ms=100, max_records=1)
+                assert all(r.value not in first for rs in batch.values() for r in rs)
+            split = [len(c.assignment()) for c in (a, b)]
+            if sum(split) == PARTITIONS and min(split) > 0:
+                break
+        assert sum(split) == PARTITIONS and min(split) > 0, split
+        await a.stop()
+        await b.stop()
+        c = member()
+        await c.start()
+        rest: list[bytes] = []
+        for _ in range(300):
+            if len(rest) >= RECORDS - FIRST:
+                break
+            batch = await c.getmany(timeout_ms=200)
+            rest += [r.value for records in batch.values() for r in records]
+        await c.stop()
+        return first, rest
+
+    first, rest = asyncio.run(asyncio.wait_for(scenario(), 120))
+    assert_resumed_exactly(values, first, rest)
+
+
+@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed")
+def test_kcat_balanced_consumer(cluster):
+    topic = "g-kcat"
+    values = topic_with_records(cluster, topic)
+
+    def kcat(count: int | None) -> list[bytes]:
+        args = ["kcat", "-b", cluster.bootstrap_servers, "-G", topic, topic, "-e", "-q"]
+        args += ["-f", "%s\n", "-X", "auto.offset.reset=earliest"]
+        if count is not None:
+            args += ["-c", str(count)]
+        done = subprocess.run(args, capture_output=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split()
+
+    first = kcat(FIRST)  # reads FIRST records, commits them as it leaves
+    rest = kcat(None)  # resumes at the group's committed offsets, to the end
+    assert len(first) == FIRST
+    assert_resumed_exactly(values, first, rest)
+
+
+@pytest.mark.skipif(
+    shutil.which("node") is None or not (JS_DIR / "node_modules").exists(),
+    reason="Node.js or tests/js/node_modules is missing (make test runs npm ci)",
+)
+def test_kafkajs(cluster):
+    topic = "g-kafkajs"
+    values = topic_with_records(cluster, topic)
+    script = """
+const { Kafka, logLevel } = require('kafkajs')
+const [brokers, topic, want] = process.argv.slice(1)
+const kafka = new Kafka({ clientId: 'kjs', brokers: brokers.split(','), logLevel: logLevel.ERROR })
+async function member(limit) {
+  const consumer = kafka.consumer({ groupId: topic, heartbeatInterval: 500 })
+  await consumer.connect()
+  await consumer.subscribe({ topic, fromBeginning: true })
+  const got = []
+  let done
+  const finished = new Promise(resolve => { done = resolve })
+  await consumer.run({
+    autoCommit: false,
+    eachMessage: async ({ partition, message }) => {
+      if (got.length >= limit) return
+      got.push(message.value.toString())
+      await consumer.commitOffsets([{ topic, partition, offset: (BigInt(message.offset) + 1n).toString() }])
+      if (got.length >= limit) done()
+    },
+  })
+  const timer = setTimeout(done, 60000)
+  await finished
+  clearTimeout(timer)
+  await consumer.disconnect()
+  return got
+}
+async function main() {
+  const got = await member(parseInt(want))
+  console.log(JSON.stringify(got))
+}
+main().catch(e => { console.error(e); process.exit(1) })
+"""
+
+    def run(limit: int) -> list[bytes]:
+        done = subprocess.run(
+            ["node", "-e", script, cluster.bootstrap_servers, topic, str(limit)],
+            cwd=JS_DIR,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        return [v.encode() for v in json.loads(done.stdout)]
+
+    first = run(FIRST)
+    rest = run(RECORDS - FIRST)
+    assert_resumed_exactly(values, first, rest)
