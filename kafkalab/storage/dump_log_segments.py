@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from kafkalab.records.record_batch import CorruptRecordError, ensure_valid
@@ -44,8 +44,18 @@ def _payload(data: bytes | None) -> str:
         return "0x" + data.hex()
 
 
-def dump_log(path: Path, *, print_data_log: bool, problems: list[str]) -> Iterator[str]:
-    """Lines describing every batch of a `.log` file (and its records if asked)."""
+RecordDecoder = Callable[[bytes | None, bytes | None], str]
+
+
+def dump_log(
+    path: Path,
+    *,
+    print_data_log: bool,
+    problems: list[str],
+    decoder: RecordDecoder | None = None,
+) -> Iterator[str]:
+    """Lines describing every batch of a `.log` file (and its records if asked;
+    `decoder(key, value)` says what a record means, e.g. a __consumer_offsets one)."""
     from kafkalab.records.control_record import parse_control_record
     from kafkalab.records.memory_records import decode_batch
 
@@ -93,6 +103,8 @@ def dump_log(path: Path, *, print_data_log: bool, problems: list[str]) -> Iterat
                             f" endTxnMarker: {marker.type.name} "
                             f"coordinatorEpoch: {marker.coordinator_epoch}"
                         )
+                    elif decoder is not None:
+                        line += f" {decoder(record.key, record.value)}"
                     else:
                         if record.key is not None:
                             line += f" key: {_payload(record.key)}"
@@ -208,6 +220,7 @@ def dump_paths(
     *,
     print_data_log: bool = False,
     verify_index_only: bool = False,
+    decoder: RecordDecoder | None = None,
 ) -> tuple[list[str], list[str]]:
     """Dump every file (directories expand to their segment files).
     Returns (lines, problems)."""
@@ -228,7 +241,9 @@ def dump_paths(
             problems.append(f"{path}: no such file")
             continue
         if path.suffix == LOG_FILE_SUFFIX:
-            lines += dump_log(path, print_data_log=print_data_log, problems=problems)
+            lines += dump_log(
+                path, print_data_log=print_data_log, problems=problems, decoder=decoder
+            )
         elif path.suffix == INDEX_FILE_SUFFIX:
             lines += dump_offset_index(path, verify_only=verify_index_only, problems=problems)
         elif path.suffix == TIME_INDEX_FILE_SUFFIX:
@@ -261,12 +276,28 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="check index entries against the log without printing them",
     )
+    parser.add_argument(
+        "--offsets-decoder",
+        action="store_true",
+        help="decode __consumer_offsets records: committed offsets and group metadata "
+        "(implies --print-data-log)",
+    )
     parser.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
+    decoder = None
+    if args.offsets_decoder:
+        # The command line is a tool at the top of the house (Kafka: kafka.tools.
+        # DumpLogSegments), so it may know the coordinator's record formats.
+        from kafkalab.coordinator.group.coordinator_records import describe_record
+
+        decoder = describe_record
     lines, problems = dump_paths(
-        args.paths, print_data_log=args.print_data_log, verify_index_only=args.verify_index_only
+        args.paths,
+        print_data_log=args.print_data_log or decoder is not None,
+        verify_index_only=args.verify_index_only,
+        decoder=decoder,
     )
     for line in lines:
         print(line)

@@ -278,3 +278,31 @@ main().catch(e => { console.error(e); process.exit(1) })
     first = run(FIRST)
     rest = run(RECORDS - FIRST)
     assert_resumed_exactly(values, first, rest)
+
+
+def test_dump_log_decodes_committed_offsets(cluster):
+    """A commit is a record in __consumer_offsets, in Kafka's own format: dump-log
+    --offsets-decoder reads it back from the coordinator's partition files."""
+    import sys
+
+    from confluent_kafka import TopicPartition
+
+    from kafkalab.cluster.failover import current_leader
+    from kafkalab.coordinator.group.coordinator_records import OFFSETS_TOPIC, partition_for
+
+    topic = "g-dump"
+    topic_with_records(cluster, topic)
+    c = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": topic})
+    c.commit(offsets=[TopicPartition(topic, 0, 7)], asynchronous=False)  # a group of none
+    c.close()
+    partition = partition_for(topic, 6)
+    leader = current_leader(cluster, OFFSETS_TOPIC, partition)
+    path = cluster.broker_dir(leader) / f"{OFFSETS_TOPIC}-{partition}"
+    done = subprocess.run(
+        [sys.executable, "-m", "kafkalab", "dump-log", str(path), "--offsets-decoder"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"offset_commit::group={topic},partition={topic}-0 :: offset=7," in done.stdout
