@@ -1,10 +1,39 @@
-"""The teaching Admin client: create, delete and list topics (Kafka: Admin / KafkaAdminClient)."""
+"""The teaching Admin client (Kafka: Admin / KafkaAdminClient): topics, and consumer
+groups as kafka-consumer-groups.sh sees them.
+
+Groups live on their coordinators: FindCoordinator names the broker that leads
+the group's __consumer_offsets partition, and DescribeGroups, OffsetFetch,
+OffsetCommit and DeleteGroups go there. ListGroups asks every broker, each for
+the groups it coordinates.
+"""
 
 from __future__ import annotations
 
-from kafkalab.client.network_client import NetworkClient
+import time
+from dataclasses import dataclass
+
+from kafkalab.client.network_client import BrokerConnection, NetworkClient
 from kafkalab.errors import Errors, KafkaError
 from kafkalab.protocol.api_keys import ApiKeys
+from kafkalab.protocol.consumer_protocol import decode_assignment
+
+RETRIABLE = (Errors.COORDINATOR_NOT_AVAILABLE, Errors.COORDINATOR_LOAD_IN_PROGRESS)
+
+
+@dataclass(frozen=True)
+class GroupMember:
+    member_id: str
+    client_id: str
+    host: str
+    partitions: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True)
+class GroupDescription:
+    group_id: str
+    state: str
+    protocol: str
+    members: tuple[GroupMember, ...]
 
 
 class Admin:
@@ -39,7 +68,7 @@ class Admin:
 
     def delete_topic(self, name: str) -> None:
         response = self.client.any_connection().request(
-            20, {"topic_names": [name], "timeout_ms": 30_000}
+            ApiKeys.DELETE_TOPICS, {"topic_names": [name], "timeout_ms": 30_000}
         )
         (result,) = response["responses"]
         if result["error_code"]:
@@ -53,6 +82,117 @@ class Admin:
             for t in response["topics"]
             if t["error_code"] == Errors.NONE
         }
+
+    # -- consumer groups ------------------------------------------------------------------------
+
+    def coordinator(self, group_id: str, timeout_s: float = 30) -> BrokerConnection:
+        """The connection to the group's coordinator (FindCoordinator, retried while
+        the coordinator is not there yet)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            r = self.client.any_connection().request(
+                ApiKeys.FIND_COORDINATOR, {"key": group_id, "key_type": 0}
+            )
+            error = Errors(r["error_code"])
+            if error == Errors.NONE:
+                self.client.refresh_metadata([])
+                return self.client.connection(r["node_id"])
+            if error not in RETRIABLE or time.monotonic() > deadline:
+                raise KafkaError(error, f"FindCoordinator for group {group_id!r}")
+            time.sleep(0.2)
+
+    def list_groups(self) -> list[tuple[str, str]]:
+        """(group id, protocol type) of every group, from every broker."""
+        self.client.refresh_metadata([])
+        out = []
+        for node in sorted(self.client.nodes):
+            r = self.client.connection(node).request(ApiKeys.LIST_GROUPS, {})
+            if r["error_code"]:
+                raise KafkaError(r["error_code"], f"ListGroups on broker {node}")
+            out += [(g["group_id"], g["protocol_type"]) for g in r["groups"]]
+        return sorted(out)
+
+    def describe_group(self, group_id: str) -> GroupDescription:
+        r = self.coordinator(group_id).request(ApiKeys.DESCRIBE_GROUPS, {"groups": [group_id]})
+        (g,) = r["groups"]
+        if g["error_code"]:
+            raise KafkaError(g["error_code"], f"DescribeGroups {group_id!r}")
+        members = []
+        for m in g["members"]:
+            assigned = ()
+            if g["protocol_type"] == "consumer" and m["member_assignment"]:
+                assigned = tuple(decode_assignment(m["member_assignment"]).partitions)
+            members.append(GroupMember(m["member_id"], m["client_id"], m["client_host"], assigned))
+        return GroupDescription(group_id, g["group_state"], g["protocol_data"], tuple(members))
+
+    def group_offsets(self, group_id: str) -> dict[tuple[str, int], int]:
+        """The group's committed offsets (OffsetFetch of all its partitions)."""
+        r = self.coordinator(group_id).request(
+            ApiKeys.OFFSET_FETCH, {"group_id": group_id, "topics": None}
+        )
+        if r.get("error_code"):
+            raise KafkaError(r["error_code"], f"OffsetFetch {group_id!r}")
+        return {
+            (t["name"], p["partition_index"]): p["committed_offset"]
+            for t in r["topics"]
+            for p in t["partitions"]
+            if p["committed_offset"] >= 0
+        }
+
+    def alter_group_offsets(self, group_id: str, offsets: dict[tuple[str, int], int]) -> None:
+        """Commit these offsets for a group with no members (the coordinator refuses
+        a live group: UNKNOWN_MEMBER_ID / REBALANCE_IN_PROGRESS, as Kafka does)."""
+        topics: dict[str, list[dict]] = {}
+        for (topic, partition), offset in sorted(offsets.items()):
+            topics.setdefault(topic, []).append(
+                {"partition_index": partition, "committed_offset": offset, "committed_metadata": ""}
+            )
+        r = self.coordinator(group_id).request(
+            ApiKeys.OFFSET_COMMIT,
+            {
+                "group_id": group_id,
+                "generation_id_or_member_epoch": -1,
+                "member_id": "",
+                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+            },
+        )
+        for t in r["topics"]:
+            for p in t["partitions"]:
+                if p["error_code"]:
+                    raise KafkaError(p["error_code"], f"{t['name']}-{p['partition_index']}")
+
+    def delete_group(self, group_id: str) -> None:
+        r = self.coordinator(group_id).request(ApiKeys.DELETE_GROUPS, {"groups_names": [group_id]})
+        (result,) = r["results"]
+        if result["error_code"]:
+            raise KafkaError(result["error_code"], f"DeleteGroups {group_id!r}")
+
+    def end_offsets(self, partitions: list[tuple[str, int]], earliest: bool = False) -> dict:
+        """Each partition's log end offset (its HW: what a consumer can reach), or
+        its log start offset with `earliest` (ListOffsets to each leader)."""
+        out = {}
+        for topic, partition in partitions:
+            leader = self.client.leader_for(topic, partition)
+            r = self.client.connection(leader).request(
+                ApiKeys.LIST_OFFSETS,
+                {
+                    "replica_id": -1,
+                    "isolation_level": 0,
+                    "topics": [
+                        {
+                            "name": topic,
+                            "partitions": [
+                                {"partition_index": partition, "timestamp": -2 if earliest else -1}
+                            ],
+                        }
+                    ],
+                },
+            )
+            p = r["topics"][0]["partitions"][0]
+            if p["error_code"]:
+                raise KafkaError(p["error_code"], f"ListOffsets {topic}-{partition}")
+            out[(topic, partition)] = p["offset"]
+        return out
 
     def close(self) -> None:
         self.client.close()

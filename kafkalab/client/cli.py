@@ -1,10 +1,13 @@
-"""`kafkalab produce`, `kafkalab consume`, `kafkalab topics`: kcat-like tools on the
+"""`kafkalab produce`, `kafkalab consume`, `kafkalab topics`, `kafkalab groups`:
+kcat-like tools (and kafka-topics.sh / kafka-consumer-groups.sh-like ones) on the
 teaching client.
 
     printf 'k1:hello\\nk2:world\\n' | kafkalab produce -b 127.0.0.1:9092 -t demo -K :
     kafkalab consume -b 127.0.0.1:9092 -t demo -o beginning -e -f '%p/%o %k=%s\\n'
     kafkalab consume -b ... -t demo -o s@1700000000000 -c 10
     kafkalab topics -b ... --create demo --partitions 3 --config retention.ms=60000
+    kafkalab groups -b ... --list | --describe G | --delete G
+    kafkalab groups -b ... --reset-offsets G --topic demo --to-earliest --execute
 
 Format tokens (as kcat's -f): %t topic, %p partition, %o offset, %k key, %s value,
 %T timestamp, %h headers, %K key length, %S value length, \\n \\t.
@@ -61,6 +64,21 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
     t.add_argument("--replication-factor", type=int, default=1)
     t.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
     t.set_defaults(func=_topics)
+
+    g = subparsers.add_parser("groups", help="list, describe, reset, delete consumer groups")
+    g.add_argument("-b", "--bootstrap-servers", required=True)
+    what = g.add_mutually_exclusive_group(required=True)
+    what.add_argument("--list", action="store_true")
+    what.add_argument("--describe", metavar="GROUP", help="members, committed offsets, lag")
+    what.add_argument("--delete", metavar="GROUP", help="only a group with no members")
+    what.add_argument("--reset-offsets", metavar="GROUP", help="only a group with no members")
+    g.add_argument("--topic", help="with --reset-offsets: the topic (all its partitions)")
+    to = g.add_mutually_exclusive_group()
+    to.add_argument("--to-earliest", action="store_true")
+    to.add_argument("--to-latest", action="store_true")
+    to.add_argument("--to-offset", type=int)
+    g.add_argument("--execute", action="store_true", help="with --reset-offsets: do it")
+    g.set_defaults(func=_groups)
 
 
 def _pairs(items: list[str], what: str) -> dict[str, str]:
@@ -206,3 +224,65 @@ def _topics(args: argparse.Namespace) -> int:
 
 
 __all__ = ["add_subcommand"]
+
+
+def _groups(args: argparse.Namespace) -> int:
+    with Admin(args.bootstrap_servers) as admin:
+        try:
+            if args.list:
+                for group_id, protocol_type in admin.list_groups():
+                    print(f"{group_id}\t{protocol_type}")
+            elif args.describe:
+                _describe_group(admin, args.describe)
+            elif args.delete:
+                admin.delete_group(args.delete)
+                print(f"deleted group {args.delete}")
+            else:
+                return _reset_offsets(admin, args)
+        except KafkaError as e:
+            print(e, file=sys.stderr)
+            return 1
+    return 0
+
+
+def _describe_group(admin: Admin, group_id: str) -> None:
+    """kafka-consumer-groups.sh --describe: a row per partition the group has
+    committed or holds, with its lag behind the log end."""
+    group = admin.describe_group(group_id)
+    committed = admin.group_offsets(group_id)
+    owner = {tp: m for m in group.members for tp in m.partitions}
+    partitions = sorted(set(committed) | set(owner))
+    ends = admin.end_offsets(partitions)
+    print(
+        f"group {group_id}: {group.state}, protocol {group.protocol or '-'}, "
+        f"{len(group.members)} member(s)"
+    )
+    print("TOPIC\tPARTITION\tCURRENT-OFFSET\tLOG-END-OFFSET\tLAG\tCONSUMER-ID\tHOST\tCLIENT-ID")
+    for tp in partitions:
+        current = committed.get(tp)
+        lag = "-" if current is None else ends[tp] - current
+        m = owner.get(tp)
+        who = "-\t-\t-" if m is None else f"{m.member_id}\t{m.host or '-'}\t{m.client_id}"
+        print(f"{tp[0]}\t{tp[1]}\t{'-' if current is None else current}\t{ends[tp]}\t{lag}\t{who}")
+
+
+def _reset_offsets(admin: Admin, args: argparse.Namespace) -> int:
+    if not args.topic or not (args.to_earliest or args.to_latest or args.to_offset is not None):
+        print(
+            "--reset-offsets needs --topic and one of --to-earliest, --to-latest, --to-offset N",
+            file=sys.stderr,
+        )
+        return 2
+    partitions = [(args.topic, p) for p in sorted(admin.client.partitions_for(args.topic))]
+    if args.to_offset is not None:
+        target = dict.fromkeys(partitions, args.to_offset)
+    else:
+        target = admin.end_offsets(partitions, earliest=args.to_earliest)
+    for (topic, partition), offset in target.items():
+        print(f"{topic}\t{partition}\t{offset}")
+    if not args.execute:
+        print("(a dry run: add --execute to commit these offsets)")
+        return 0
+    admin.alter_group_offsets(args.reset_offsets, target)
+    print(f"group {args.reset_offsets}: offsets reset")
+    return 0

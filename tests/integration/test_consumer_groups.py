@@ -306,3 +306,53 @@ def test_dump_log_decodes_committed_offsets(cluster):
     )
     assert done.returncode == 0, done.stderr
     assert f"offset_commit::group={topic},partition={topic}-0 :: offset=7," in done.stdout
+
+
+def test_kafkalab_groups_describes_resets_and_deletes(cluster):
+    """`kafkalab groups`, like kafka-consumer-groups.sh: a member's partitions and
+    lag, then (the member gone) offsets reset to the earliest, then the group deleted."""
+    import sys
+
+    topic = "g-cli"
+    topic_with_records(cluster, topic)
+    bs = cluster.bootstrap_servers
+
+    def cli(*args):
+        done = subprocess.run(
+            [sys.executable, "-m", "kafkalab", "groups", "-b", bs, *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    member = Consumer(
+        {
+            "bootstrap.servers": bs,
+            "group.id": topic,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    member.subscribe([topic])
+    read = 0
+    deadline = time.monotonic() + 60
+    while read < FIRST and time.monotonic() < deadline:
+        m = member.poll(0.2)
+        read += m is not None and m.error() is None
+    member.commit(asynchronous=False)
+    described = cli("--describe", topic)
+    assert f"group {topic}: Stable, protocol range, 1 member(s)" in described
+    rows = [line.split("\t") for line in described.splitlines()[2:]]
+    assert len(rows) == PARTITIONS and all(r[5] != "-" for r in rows)  # one owner each
+    # What is left to read: the lag of committed partitions, all of the others.
+    left = sum(int(r[4]) if r[4] != "-" else int(r[3]) for r in rows)
+    assert left == RECORDS - FIRST, described
+    assert f"{topic}\tconsumer" in cli("--list").splitlines()
+    member.close()
+    cli("--reset-offsets", topic, "--topic", topic, "--to-earliest", "--execute")
+    rows = [line.split("\t") for line in cli("--describe", topic).splitlines()[2:]]
+    assert [int(r[2]) for r in rows] == [0] * PARTITIONS
+    cli("--delete", topic)
+    assert f"{topic}\tconsumer" not in cli("--list").splitlines()
