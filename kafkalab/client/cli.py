@@ -5,6 +5,7 @@ teaching client.
     printf 'k1:hello\\nk2:world\\n' | kafkalab produce -b 127.0.0.1:9092 -t demo -K :
     kafkalab consume -b 127.0.0.1:9092 -t demo -o beginning -e -f '%p/%o %k=%s\\n'
     kafkalab consume -b ... -t demo -o s@1700000000000 -c 10
+    kafkalab consume -b ... -t demo -G my-group -o beginning -e   # as a group member
     kafkalab topics -b ... --create demo --partitions 3 --config retention.ms=60000
     kafkalab groups -b ... --list | --describe G | --delete G
     kafkalab groups -b ... --reset-offsets G --topic demo --to-earliest --execute
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 
 from kafkalab.client.admin import Admin
 from kafkalab.client.consumer import KafkaConsumer
@@ -48,6 +50,12 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
         "--offset",
         default="end",
         help="beginning | end | N (absolute) | -N (N before the end) | s@TIMESTAMP_MS",
+    )
+    c.add_argument(
+        "-G",
+        "--group",
+        help="read as a member of this consumer group (kcat -G): partitions come from the "
+        "group, start at its committed offsets (else -o beginning|end), and are committed",
     )
     c.add_argument("-c", "--count", type=int, help="stop after this many records")
     c.add_argument("-e", "--exit", action="store_true", help="stop at the end of the partitions")
@@ -153,6 +161,8 @@ def _format(fmt: str, r) -> str:
 
 
 def _consume(args: argparse.Namespace) -> int:
+    if args.group:
+        return _consume_in_group(args)
     consumer = KafkaConsumer({"bootstrap.servers": args.bootstrap_servers})
     try:
         partitions = args.partition
@@ -177,6 +187,49 @@ def _consume(args: argparse.Namespace) -> int:
         return 130
     finally:
         consumer.close()
+
+
+def _consume_in_group(args: argparse.Namespace) -> int:
+    if args.offset not in ("beginning", "end") or args.partition:
+        print("with -G, the group assigns partitions: use -o beginning|end only", file=sys.stderr)
+        return 2
+    consumer = KafkaConsumer(
+        {
+            "bootstrap.servers": args.bootstrap_servers,
+            "group.id": args.group,
+            "auto.offset.reset": "earliest" if args.offset == "beginning" else "latest",
+            "enable.auto.commit": False,  # we commit what we printed, not what poll() returned
+        }
+    )
+    consumer.subscribe([args.topic])
+    printed: dict[tuple[str, int], int] = {}  # the next offset to read, per partition
+    seen, committed_at = 0, time.monotonic()
+    try:
+        while True:
+            for record in consumer.poll(500):
+                sys.stdout.write(_format(args.format, record))
+                printed[(record.topic, record.partition)] = record.offset + 1
+                seen += 1
+                if args.count is not None and seen >= args.count:
+                    return 0
+            sys.stdout.flush()
+            if printed and time.monotonic() - committed_at > 5:
+                consumer.commit(dict(printed))
+                committed_at = time.monotonic()
+            held = sorted(consumer.assignment())
+            if args.exit and held:
+                ends = consumer.end_offsets(held)
+                if all(consumer.position(tp) >= end for tp, end in ends.items()):
+                    return 0
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        sys.stdout.flush()
+        try:
+            if printed:
+                consumer.commit(dict(printed))
+        finally:
+            consumer.close()  # leaves the group
 
 
 def _seek(consumer: KafkaConsumer, tps, spec: str) -> None:

@@ -12,6 +12,7 @@ import asyncio
 import json
 import shutil
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -356,3 +357,98 @@ def test_kafkalab_groups_describes_resets_and_deletes(cluster):
     assert [int(r[2]) for r in rows] == [0] * PARTITIONS
     cli("--delete", topic)
     assert f"{topic}\tconsumer" not in cli("--list").splitlines()
+
+
+def test_teaching_consumer(cluster):
+    """kafkalab's own KafkaConsumer: subscribe(), a rebalance with a second member,
+    commit(), and a new member resuming at the committed offsets."""
+    from kafkalab.client import KafkaConsumer
+    from kafkalab.client.consumer_coordinator import RebalanceListener
+
+    topic = "g-teaching"
+    values = topic_with_records(cluster, topic)
+    events: list[tuple[str, set]] = []
+
+    class Recorder(RebalanceListener):
+        def on_partitions_assigned(self, partitions):
+            events.append(("assigned", set(partitions)))
+
+        def on_partitions_revoked(self, partitions):
+            events.append(("revoked", set(partitions)))
+
+    def member(listener=None):
+        c = KafkaConsumer(
+            {
+                "bootstrap.servers": cluster.bootstrap_servers,
+                "group.id": topic,
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "heartbeat.interval.ms": 300,
+                "session.timeout.ms": 6000,
+                "max.poll.records": 10,
+            }
+        )
+        c.subscribe([topic], listener)
+        return c
+
+    a = member(Recorder())
+    first: list[bytes] = []
+    deadline = time.monotonic() + 60
+    while len(first) < FIRST and time.monotonic() < deadline:
+        first += [r.value for r in a.poll(200)]
+    assert events[0] == ("assigned", {(topic, p) for p in range(PARTITIONS)})
+    a.commit()
+    # Each member polls in its own thread, as an application does: a JoinGroup
+    # waits until every member has rejoined, so one thread cannot drive both.
+    b = member()
+    stop, reread = threading.Event(), []
+
+    def run_b():
+        while not stop.is_set():
+            reread.extend(r.value for r in b.poll(100) if r.value in first)
+
+    thread_b = threading.Thread(target=run_b)
+    thread_b.start()
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            reread.extend(r.value for r in a.poll(100) if r.value in first)
+            split = [len(c.assignment()) for c in (a, b)]
+            if sum(split) == PARTITIONS and min(split) > 0:
+                break
+    finally:
+        stop.set()
+        thread_b.join()
+    assert sum(split) == PARTITIONS and min(split) > 0, split
+    assert not reread, "a committed record was read again"
+    assert ("revoked", {(topic, p) for p in range(PARTITIONS)}) in events  # eager (range)
+    a.close()
+    b.close()
+    c = member()
+    rest: list[bytes] = []
+    deadline = time.monotonic() + 60
+    while len(rest) < RECORDS - FIRST and time.monotonic() < deadline:
+        rest += [r.value for r in c.poll(200)]
+    c.close()
+    assert_resumed_exactly(values, first, rest)
+
+
+def test_kafkalab_consume_in_a_group(cluster):
+    """`kafkalab consume -G`: the first run reads some records and commits them as
+    it leaves; the second run of the same group reads the rest."""
+    import sys
+
+    topic = "g-consume-cli"
+    values = topic_with_records(cluster, topic)
+
+    def consume(*extra):
+        args = [sys.executable, "-m", "kafkalab", "consume", "-b", cluster.bootstrap_servers]
+        args += ["-t", topic, "-G", topic, "-o", "beginning", "-f", "%s\\n", *extra]
+        done = subprocess.run(args, capture_output=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split()
+
+    first = consume("-c", str(FIRST))
+    rest = consume("-e")
+    assert len(first) == FIRST
+    assert_resumed_exactly(values, first, rest)
