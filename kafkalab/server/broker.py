@@ -108,6 +108,8 @@ class KafkaBroker:
             retention_check_interval_ms=config.log_retention_check_interval_ms,
             flush_check_interval_ms=config.log_flush_scheduler_interval_ms,
             checkpoint_interval_ms=config.log_flush_offset_checkpoint_interval_ms,
+            cleaner_enable=config.extra.get("log.cleaner.enable", "true").lower() == "true",
+            cleaner_backoff_ms=int(config.extra.get("log.cleaner.backoff.ms", 15_000)),
         )
         self.replica_manager = ReplicaManager(
             self.log_manager,

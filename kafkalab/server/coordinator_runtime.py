@@ -44,6 +44,7 @@ from kafkalab.storage.unified_log import AppendOrigin
 log = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
 READ_CHUNK_BYTES = 1 << 20
+OFFSETS_TOPIC_SEGMENT_BYTES = 100 * 1024 * 1024  # Kafka's offsets.topic.segment.bytes
 
 
 def now_ms() -> int:
@@ -206,7 +207,11 @@ class CoordinatorRuntime:
     async def _create(self) -> None:
         alive = len(self.metadata_cache.alive_brokers())
         factor = max(1, min(self.replication_factor, alive))
-        configs = {"cleanup.policy": "compact", "min.insync.replicas": str(min(2, factor))}
+        configs = {
+            "cleanup.policy": "compact",
+            "min.insync.replicas": str(min(2, factor)),
+            "segment.bytes": str(OFFSETS_TOPIC_SEGMENT_BYTES),
+        }
         response = await self.metadata_cache.create_topics(
             create_topics_request([self.topic], self.num_partitions, factor, configs)
         )
