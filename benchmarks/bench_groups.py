@@ -79,24 +79,23 @@ def rebalance_of_many() -> float:
         bs = cluster.bootstrap_servers
         create(bs, "many", PARTITIONS)
         first_record_s(bs, "many", "warm-up")
-        members: list[Consumer] = []
+        held = [0] * MEMBERS
         stop = threading.Event()
         start = time.perf_counter()
         members = [member(bs, "crowd", "many") for _ in range(MEMBERS)]
 
-        def poll(c: Consumer) -> None:
+        def poll(i: int) -> None:  # each member polls (and reads its assignment) alone
             while not stop.is_set():
-                c.poll(0.05)
+                members[i].poll(0.05)
+                held[i] = len(members[i].assignment())
 
-        threads = [threading.Thread(target=poll, args=(c,), daemon=True) for c in members]
+        threads = [threading.Thread(target=poll, args=(i,), daemon=True) for i in range(MEMBERS)]
         for t in threads:
             t.start()
         try:
-            while True:
-                held = [len(c.assignment()) for c in members]
-                if sum(held) == PARTITIONS and min(held) > 0:
-                    return time.perf_counter() - start
+            while not (sum(held) == PARTITIONS and min(held) > 0):
                 time.sleep(0.01)
+            return time.perf_counter() - start
         finally:
             stop.set()
             for t in threads:
