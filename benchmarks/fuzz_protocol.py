@@ -446,13 +446,14 @@ class Fuzzer:
         self.kinds: collections.Counter[str] = collections.Counter()
         self.api_keys: set[int] = set()
         self.done = 0
+        self.deadline = float("inf")  # stop sending at this time.monotonic() (--max-seconds)
 
     async def run(self) -> None:
         await asyncio.gather(*(self._worker() for _ in range(self.connections)))
 
     async def _worker(self) -> None:
         conn: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
-        while self.numbers:
+        while self.numbers and time.monotonic() < self.deadline:
             hostile = self.frames.frame(self.numbers.popleft())
             self.kinds[hostile.kind] += 1
             self.api_keys.add(hostile.api_key)
@@ -571,6 +572,7 @@ def run_fuzz(
     capture: bool = True,
     well_behaved_rate: float = 200,
     progress: bool = False,
+    max_seconds: float | None = None,
 ) -> FuzzReport:
     """Run a fuzz campaign against a fresh broker process; see the module docstring."""
     log_dir = log_dir or tempfile.mkdtemp(prefix="kafkalab-fuzz-")
@@ -631,8 +633,11 @@ def run_fuzz(
                     reporter.cancel()
 
         started = time.monotonic()
+        if max_seconds is not None:
+            fuzzer.deadline = started + max_seconds
         asyncio.run(main())
         report.wall_s = time.monotonic() - started
+        report.frames = fuzzer.done  # fewer than asked when --max-seconds ran out
         report.kinds = dict(fuzzer.kinds)
         report.api_keys_sent = sorted(fuzzer.api_keys)
         well_behaved.stop()
@@ -679,6 +684,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", type=int, action="append", help="send only frame N (repeatable)")
     parser.add_argument("--log-dir", help="the broker's log dir (default: a new temp dir)")
     parser.add_argument("--no-capture", action="store_true", help="schema samples only")
+    parser.add_argument(
+        "--max-seconds", type=float, help="stop sending after this long and report what was sent"
+    )
     args = parser.parse_args(argv)
     report = run_fuzz(
         args.frames,
@@ -689,6 +697,7 @@ def main(argv: list[str] | None = None) -> int:
         args.log_dir,
         capture=not args.no_capture,
         progress=True,
+        max_seconds=args.max_seconds,
     )
     print(report.table())
     return 0 if report.ok else 1
