@@ -95,6 +95,7 @@ class FuzzReport:
     rss_end_kb: int = 0
     sockets_start: int = 0
     sockets_end: int = 0
+    lingering_sockets: list[str] = field(default_factory=list)
     wall_s: float = 0.0
 
     @property
@@ -149,6 +150,7 @@ class FuzzReport:
             ("undecodable answers", self.undecodable_responses),
             ("valid requests refused", self.valid_refused),
             ("well-behaved errors", self.well_behaved_errors),
+            ("lingering broker sockets", self.lingering_sockets),
         ):
             for item in items[:20]:
                 lines.append(f"{title}: {item}")
@@ -177,6 +179,25 @@ def proc_status(pid: int) -> dict[str, int]:
         key, _, value = line.partition(":")
         if key in ("VmHWM", "VmRSS"):
             out[key] = int(value.split()[0])
+    return out
+
+
+def socket_peers(pid: int) -> list[str]:
+    """The process's TCP sockets as `local -> remote (state)`, to say which linger."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except FileNotFoundError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    out = []
+    for line in Path(f"/proc/{pid}/net/tcp").read_text().splitlines()[1:]:
+        cols = line.split()
+        if cols[9] in inodes:
+            local, remote = (int(a.split(":")[1], 16) for a in cols[1:3])
+            out.append(f"port {local} -> {remote} (state {cols[3]})")
     return out
 
 
@@ -259,18 +280,27 @@ def create_topic(sock: socket.socket, name: str, partitions: int) -> None:
 # -- capturing real clients' requests ---------------------------------------------------------
 
 
-def capture_librdkafka(bootstrap: str, seconds: float = 4.0) -> list[bytes]:
-    """Request frames librdkafka sends, recorded by a proxy on loopback: an
-    idempotent producer, a consumer and an admin client talk to the broker through it
-    (their metadata points them at the broker itself afterwards, so the capture
-    holds their bootstrap conversation and whatever went to the proxy)."""
+def capture_librdkafka(log_dir: str, seconds: float = 4.0) -> list[bytes]:
+    """Request frames librdkafka sends, recorded by a proxy on loopback: an idempotent
+    producer, a consumer and an admin client talk to a broker of their own through it
+    (that broker advertises the proxy's address, so every request passes it)."""
     from confluent_kafka import Consumer, Producer, TopicPartition
     from confluent_kafka.admin import AdminClient
 
-    host, port = bootstrap.split(":")
     frames: list[bytes] = []
     listener = socket.create_server(("127.0.0.1", 0))
     proxy = f"127.0.0.1:{listener.getsockname()[1]}"
+    with socket.create_server(("127.0.0.1", 0)) as free:
+        host, port = free.getsockname()  # the broker's own port (it prints the proxy's)
+    broker = BrokerProcess(
+        {
+            "log.dirs": log_dir,
+            "listeners": f"PLAINTEXT://{host}:{port}",
+            "advertised.listeners": f"PLAINTEXT://{proxy}",
+        }
+    ).start()
+    with socket.create_connection((host, port), timeout=30) as sock:
+        create_topic(sock, TARGET_TOPIC, 2)
     stop = threading.Event()
 
     def pump(src: socket.socket, dst: socket.socket, record: bool) -> None:
@@ -329,6 +359,7 @@ def capture_librdkafka(bootstrap: str, seconds: float = 4.0) -> list[bytes]:
         stop.set()
         acceptor.join()
         listener.close()
+        broker.stop()
     return frames
 
 
@@ -576,7 +607,7 @@ def run_fuzz(
 ) -> FuzzReport:
     """Run a fuzz campaign against a fresh broker process; see the module docstring."""
     log_dir = log_dir or tempfile.mkdtemp(prefix="kafkalab-fuzz-")
-    broker = BrokerProcess({"log.dirs": log_dir, "num.partitions": "1"}).start()
+    broker = BrokerProcess({"log.dirs": str(Path(log_dir) / "broker")}).start()
     pid = broker.process.pid
     host, port = broker.bootstrap_servers.split(":")
     port_n = int(port)
@@ -591,7 +622,7 @@ def run_fuzz(
         templates: list[Template] = sample_templates({k: APIS[k] for k in advertised})
         captured = 0
         if capture:
-            for frame in capture_librdkafka(broker.bootstrap_servers):
+            for frame in capture_librdkafka(str(Path(log_dir) / "capture")):
                 t = template_for(frame, APIS, source="librdkafka")
                 if t is not None:
                     templates.append(t)
@@ -652,6 +683,8 @@ def run_fuzz(
             status = proc_status(pid)
             report.rss_peak_kb, report.rss_end_kb = status["VmHWM"], status["VmRSS"]
             report.sockets_end = open_sockets(pid)
+            if report.sockets_end > report.sockets_start:
+                report.lingering_sockets = socket_peers(pid)
     finally:
         if well_behaved is not None:
             well_behaved.stop(timeout=5)

@@ -20,6 +20,7 @@ from kafkalab.protocol.fuzz import KINDS, HostileFrames, sample_templates, templ
 from kafkalab.protocol.schema import Versions
 from kafkalab.protocol.types import ArrayOf
 from kafkalab.records import build_batch
+from kafkalab.records.record_batch import ATTRIBUTES_OFFSET, CRC_OFFSET, compute_crc
 from kafkalab.replication.replica_manager import ReplicaManager
 from kafkalab.server.apis.fetch import handle_fetch
 from kafkalab.server.config import KafkaConfig
@@ -281,3 +282,21 @@ def test_frames_are_the_same_bytes_for_the_same_seed_and_use_every_mutation():
     valid = [f for f in frames if f.kind == "valid"]
     assert all(template_for(f.data) is not None for f in valid)
     assert all(template_for(f.data) is None for f in frames if f.kind == "garbage")
+
+
+# -- Produce ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("codec", [5, 6, 7])
+def test_a_batch_naming_an_undefined_compression_codec_is_refused_as_corrupt(tmp_path, codec):
+    # Found: Produce accepted a batch (its CRC re-computed) with codec bits 5; the next
+    # ListOffsets by timestamp decoded it and crashed: "5 is not a valid CompressionType".
+    apis = broker_apis(tmp_path)
+    apis.replica_manager.make_leader(TP, 0, [1], [1], 0)
+    batch = bytearray(build_batch([b"x"]))
+    struct.pack_into(">h", batch, ATTRIBUTES_OFFSET, codec)
+    struct.pack_into(">I", batch, CRC_OFFSET, compute_crc(batch, 0, len(batch)))
+    result = apis.replica_manager.append_records(*TP, bytes(batch))
+    assert result.error == Errors.CORRUPT_MESSAGE
+    assert "compression codec" in result.message
+    assert apis.replica_manager.partition(TP).log.log_end_offset == 0
