@@ -1,7 +1,11 @@
 """Protocol fuzz: hostile frames against a live broker while real clients keep working.
 
     .venv/bin/python benchmarks/fuzz_protocol.py --frames 1000000 --seed 1
-    .venv/bin/python benchmarks/fuzz_protocol.py --frames 2000 --seed 1 --only 1234   # one frame again
+    .venv/bin/python benchmarks/fuzz_protocol.py --seed 1 --no-capture --only 1234   # frame 1234 again
+
+Frame n of a seed is the same bytes for the same templates: with --no-capture
+(schema samples only) always; librdkafka's captured requests carry timestamps and
+producer ids, so with them a frame is reproduced by the same run's templates.
 
 A kafkalab broker runs in its own process. `--connections` asyncio connections
 send frames from kafkalab.protocol.fuzz.HostileFrames (mutations of a valid

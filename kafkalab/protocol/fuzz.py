@@ -25,6 +25,9 @@ mutations, each a way a real peer (buggy or malicious) goes wrong:
                             to 0, -1, its minimum or maximum
     tagged                  unknown tagged fields (KIP-482) in a flexible version,
                             some with lying sizes or counts
+    batch_field             a Produce's RecordBatch header field (codec bits, producer
+                            id, epoch, sequence, counts, timestamps) set to an extreme,
+                            with the CRC re-computed so the batch passes the CRC check
     wrong_api_key           the header names an unknown or another API
     wrong_version           the header names an unsupported or another version
     garbage                 random bytes behind a correct size prefix
@@ -32,7 +35,10 @@ mutations, each a way a real peer (buggy or malicious) goes wrong:
     valid                   the template itself, unmutated (the broker must answer)
 
 Any mutation may also be sent in many small writes (`chunks`), and several frames
-may go back to back in one write (`pipeline`).
+may go back to back in one write (`pipeline`). Templates also come from real
+clients: `template_for(frame)` maps any request frame a schema decodes completely
+(benchmarks/fuzz_protocol.py records librdkafka's through a proxy). Frame n of a
+seed is the same bytes for the same list of templates.
 """
 
 from __future__ import annotations
