@@ -45,9 +45,14 @@ from kafkalab.controller.metadata_image import (
 from kafkalab.errors import Errors, KafkaError
 from kafkalab.records import SimpleRecord, build_batch, iter_batches
 from kafkalab.storage.log_config import LogConfig
+from kafkalab.storage.log_manager import check_topic_name
 from kafkalab.storage.unified_log import AppendOrigin, UnifiedLog
 
 METADATA_TOPIC = "__cluster_metadata"
+#: Kafka's ReplicationControlManager.MAX_PARTITIONS_PER_BATCH (KAFKA-17870): more
+#: partitions than this in one CreateTopics request is refused with POLICY_VIOLATION,
+#: so a hostile num_partitions (2**31 - 1) never becomes records, files or memory.
+MAX_PARTITIONS_PER_BATCH = 10_000
 NO_LEADER = -1
 
 
@@ -203,8 +208,18 @@ class QuorumController:
         """Create a topic, its replicas placed by Kafka's rack-unaware assignment or,
         with `assignments` ({partition: [broker, ...]}), where the caller says; the
         first replica of each partition is its preferred leader."""
+        try:
+            check_topic_name(name)  # a broker could not create its directory
+        except ValueError as e:
+            raise KafkaError(Errors.INVALID_TOPIC_EXCEPTION, str(e)) from None
         if name in self.topics:
             raise KafkaError(Errors.TOPIC_ALREADY_EXISTS, f"topic '{name}' already exists")
+        if max(partitions, len(assignments or ())) > MAX_PARTITIONS_PER_BATCH:
+            raise KafkaError(
+                Errors.POLICY_VIOLATION,
+                f"Excessively large number of partitions per request ({partitions}; at most "
+                f"{MAX_PARTITIONS_PER_BATCH}): create them in several requests",
+            )
         alive = sorted(self.alive())
         if assignments:
             if sorted(assignments) != list(range(len(assignments))):

@@ -193,6 +193,12 @@ def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeade
             f"batch at position {pos} claims batchLength {header.batch_length}, "
             f"smaller than a header ({RECORD_BATCH_OVERHEAD - LOG_OVERHEAD})"
         )
+    if header.attributes & COMPRESSION_CODEC_MASK > CompressionType.ZSTD:
+        raise InvalidRecordError(
+            f"batch at position {pos} names compression codec "
+            f"{header.attributes & COMPRESSION_CODEC_MASK}, which Kafka does not define "
+            "(0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd)"
+        )
     return header
 
 

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from kafkalab.controller.metadata_image import BrokerRegistration, PartitionRegistration, TopicInfo
+from kafkalab.controller.quorum_controller import MAX_PARTITIONS_PER_BATCH
 from kafkalab.errors import Errors
 from kafkalab.protocol.api_keys import ApiKeys
 from kafkalab.replication.replica_manager import ReplicaManager
@@ -137,7 +138,30 @@ class StandaloneMetadataCache:
     async def create_topics(self, body: dict) -> dict:
         existing = self.topics()
         out = []
+        # Kafka refuses a request for more than MAX_PARTITIONS_PER_BATCH partitions in
+        # all, every topic of it, before creating anything (KAFKA-17870).
+        total = sum(
+            max(
+                len(t["assignments"]),
+                self.config.num_partitions if t["num_partitions"] == -1 else t["num_partitions"],
+                0,
+            )
+            for t in body["topics"]
+        )
         for topic in body["topics"]:
+            if total > MAX_PARTITIONS_PER_BATCH:
+                message = (
+                    f"Excessively large number of partitions per request ({total}; at most "
+                    f"{MAX_PARTITIONS_PER_BATCH}): create them in several requests"
+                )
+                out.append(
+                    {
+                        "name": topic["name"],
+                        "error_code": int(Errors.POLICY_VIOLATION),
+                        "error_message": message,
+                    }
+                )
+                continue
             name = topic["name"]
             error, message = Errors.NONE, None
             partitions = topic["num_partitions"]

@@ -128,10 +128,11 @@ class SocketServer:
         task = asyncio.current_task()
         self._connections.add(task)
         peer = writer.get_extra_info("peername")
+        conn = _Connection(reader)
         try:
             while True:
                 try:
-                    prefix = await reader.readexactly(4)
+                    prefix = await conn.read_prefix()
                 except (asyncio.IncompleteReadError, ConnectionError):
                     return  # the client closed the connection
                 (size,) = _SIZE.unpack(prefix)
@@ -151,7 +152,7 @@ class SocketServer:
                     return
                 self._busy += 1
                 try:
-                    response = await self._process(frame, peer)
+                    response = await self._process(frame, peer, conn)
                     if response is False:
                         return
                     if response is not None:
@@ -160,15 +161,17 @@ class SocketServer:
                     self._busy -= 1
         except asyncio.CancelledError:
             pass
-        except ConnectionError:
-            pass  # the client went away while we answered: nothing to do
+        except (ConnectionError, _PeerGone) as e:
+            # The client went away (before or while we answered): not a broker error.
+            log.debug("connection from %s closed by the client: %r", peer, e)
         except Exception:
             log.exception("closing connection from %s after an error", peer)
         finally:
             self._connections.discard(task)
+            conn.close()
             writer.close()
 
-    async def _process(self, frame: bytes, peer: Any) -> list[Any] | None | bool:
+    async def _process(self, frame: bytes, peer: Any, conn: _Connection) -> list[Any] | None | bool:
         """Response parts, None (no response), or False (close the connection)."""
         r = Reader(frame)
         try:
@@ -210,7 +213,10 @@ class SocketServer:
         await self.channel.put(Request(header, api, body, future))
         result = await future
         if inspect.isawaitable(result):
-            result = await result  # a request parked in a purgatory
+            # A request parked in a purgatory (or waiting for the controller): if the
+            # client leaves meanwhile, close now, as Kafka does, instead of holding the
+            # connection until the request's own timeout (a hostile max_wait_ms: days).
+            result = await conn.unless_peer_leaves(result)
         if result is None:
             return None
         if result is CLOSE_CONNECTION:
@@ -223,11 +229,56 @@ class SocketServer:
             if isinstance(part, (bytes, bytearray)):
                 writer.write(part)
                 continue
-            # A FileRecords slice: send it straight from the segment file.
-            await writer.drain()
-            with open(part.fileno(), "rb", closefd=False, buffering=0) as f:
-                await loop.sendfile(writer.transport, f, part.start, part.size_in_bytes())
+            # A FileRecords slice (pinned: its own descriptor): send it straight from
+            # the segment file, then let the descriptor go.
+            try:
+                await writer.drain()
+                with open(part.fileno(), "rb", closefd=False, buffering=0) as f:
+                    await loop.sendfile(writer.transport, f, part.start, part.size_in_bytes())
+            finally:
+                part.close()
         await writer.drain()
+
+
+class _PeerGone(Exception):
+    """The client closed its connection while its request was parked."""
+
+
+class _Connection:
+    """A connection's reading side, with the one thing a processor reads ahead: while
+    a request is parked, the next frame's size prefix, which is also how it learns
+    that the client has gone (end of stream) without reading past a frame."""
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self.reader = reader
+        self.ahead: asyncio.Future | None = None
+
+    async def read_prefix(self) -> bytes:
+        if self.ahead is None:
+            return await self.reader.readexactly(4)
+        ahead, self.ahead = self.ahead, None
+        return await ahead
+
+    async def unless_peer_leaves(self, awaitable: Any) -> Any:
+        result = asyncio.ensure_future(awaitable)
+        if self.ahead is None:
+            self.ahead = asyncio.ensure_future(self.reader.readexactly(4))
+        await asyncio.wait({result, self.ahead}, return_when=asyncio.FIRST_COMPLETED)
+        if result.done() or self.ahead.exception() is None:
+            return await result  # answered, or the next request is already coming
+        # The client is gone. The request finishes on its own (a purgatory times it out;
+        # a topic creation completes); nobody reads its answer.
+        result.add_done_callback(_log_failure)
+        raise _PeerGone(repr(self.ahead.exception()))
+
+    def close(self) -> None:
+        if self.ahead is not None and not self.ahead.done():
+            self.ahead.cancel()
+
+
+def _log_failure(task: asyncio.Future) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("a request whose client left failed", exc_info=task.exception())
 
 
 __all__ = ["SocketServer"]

@@ -42,6 +42,8 @@ class LogOffsetPosition:
 class FileRecords:
     """An open `.log` file, or a slice [start, end) of one."""
 
+    _owns_fd = False  # a pinned slice closes its own descriptor
+
     def __init__(self, path: Path, fd: int, start: int, end: int | None, is_slice: bool) -> None:
         self.path = path
         self._fd = fd
@@ -89,6 +91,23 @@ class FileRecords:
         start = self._start + position
         return FileRecords(self.path, self._fd, start, start + size, True)
 
+    def pinned(self) -> FileRecords:
+        """This range with a file descriptor of its own (a dup), closed by `close()`
+        or when the slice is collected. What a response that is sent later must hold:
+        by then the segment may be closed (its topic deleted, retention), and its
+        descriptor number given to another file or socket, so that a plain slice
+        would send some other file's bytes. (Kafka keeps deleted segments open for
+        file.delete.delay.ms for the same reason.)"""
+        pinned = FileRecords(
+            self.path, os.dup(self._fd), self._start, self._start + self._size, True
+        )
+        pinned._owns_fd = True
+        return pinned
+
+    def __del__(self) -> None:
+        if self._owns_fd:
+            self.close()
+
     # -- writes (whole files only) -------------------------------------------------------
 
     def append(self, data: bytes | bytearray | memoryview) -> int:
@@ -119,7 +138,7 @@ class FileRecords:
         os.fsync(self._fd)
 
     def close(self) -> None:
-        if not self.is_slice and self._fd >= 0:
+        if (self._owns_fd or not self.is_slice) and self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
 

@@ -41,8 +41,12 @@ def handle_fetch(apis: KafkaApis, header: RequestHeader, body: dict) -> Any:
     if not apis.hears(replica_id):
         return CLOSE_CONNECTION
     rm = apis.replica_manager
+    # A negative partition_max_bytes asks for nothing: read as 0 (so at most the one
+    # whole batch a consumer needs to make progress), never handed to the log as is.
     partitions = [
-        FetchPartition(t["topic"], p["partition"], p["fetch_offset"], p["partition_max_bytes"])
+        FetchPartition(
+            t["topic"], p["partition"], p["fetch_offset"], max(0, p["partition_max_bytes"])
+        )
         for t in body["topics"]
         for p in t["partitions"]
     ]
@@ -86,7 +90,8 @@ def fetch_response(
         )
         records = None
         if result.info is not None and result.size:
-            records = result.info.records
+            # pinned: the response is sent later, maybe after this segment is closed
+            records = result.info.records.pinned()
             remaining -= result.size
             min_one = False
         topics.setdefault(p.topic, []).append(
