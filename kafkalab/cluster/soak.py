@@ -7,7 +7,7 @@
 A three-broker cluster (RF=3, min.insync.replicas=2, the labs' fast failover
 timeouts) takes a steady idempotent acks=all librdkafka load (ProducerWorkload)
 while a consumer reads along from offset 0. One fault at a time, each kind
-chosen with `random.Random(seed)`:
+chosen with `random.Random(seed)` (`schedule`):
 
     leader-kill      SIGKILL the partition's leader; timed: the kill -> the
                      first record acknowledged by its successor (the failover
@@ -60,6 +60,17 @@ SOAK_BROKER_PROPS = {"replica.lag.time.max.ms": "2000"}
 #: librdkafka logs every refused connection (level 3) and closed one (level 4 to
 #: 6); a soak kills brokers on purpose, so its clients log only critical errors.
 QUIET_CLIENT = {"log_level": 2}
+
+
+def schedule(faults: int, seed: int, kinds: Sequence[str] = FAULT_KINDS) -> list[str]:
+    """The kinds of the soak's faults, in order: `random.Random(seed)` choosing
+    among `kinds` (the brokers each fault hits are chosen by a second generator,
+    so a seed's schedule does not depend on them)."""
+    for kind in kinds:
+        if kind not in FAULT_KINDS:
+            raise ValueError(f"unknown fault kind {kind!r}; choose from {FAULT_KINDS}")
+    rng = random.Random(seed)
+    return [rng.choice(list(kinds)) for _ in range(faults)]
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
@@ -353,15 +364,13 @@ def run_soak(
     cluster_kwargs: dict | None = None,
     log: Callable[[str], None] = _log,
 ) -> SoakReport:
-    """`faults` faults of `kinds` (chosen with `random.Random(seed)`) under load;
+    """`faults` faults of `kinds` (in the order `schedule` gives) under load;
     `settle_s` of load between two faults. Returns the report; never raises for
     what the soak finds (a hang or a failed step is `report.error`)."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    for kind in kinds:
-        if kind not in FAULT_KINDS:
-            raise ValueError(f"unknown fault kind {kind!r}; choose from {FAULT_KINDS}")
-    rng = random.Random(seed)
+    plan = schedule(faults, seed, kinds)
+    rng = random.Random(f"targets-{seed}")
     report = SoakReport(faults=faults, seed=seed, kinds=tuple(kinds))
     settings = {**LABS_FAILOVER, **(cluster_kwargs or {})}
     settings["broker_props"] = {
@@ -398,8 +407,7 @@ def run_soak(
         reader.start()
         try:
             time.sleep(settle_s)
-            for number in range(1, faults + 1):
-                kind = rng.choice(list(kinds))
+            for number, kind in enumerate(plan, 1):
                 try:
                     record = soak.apply(number, kind)
                 except Exception as e:  # a hang or a failed step ends the soak
