@@ -296,8 +296,10 @@ class Soak:
         elif kind == "follower-pause":
             target = self.rng.choice(self.followers(leader))
             self.cluster.pause(target)
-            time.sleep(self.pause_s)
-            self.cluster.resume(target)
+            try:
+                time.sleep(self.pause_s)
+            finally:
+                self.cluster.resume(target)
         elif kind == "power-failure":
             target = self.rng.choice(sorted(self.cluster.brokers))
             self.cluster.power_failure(target)
@@ -309,8 +311,10 @@ class Soak:
         elif kind == "link-cut":
             target = self.rng.choice(self.followers(leader))
             self.cluster.cut_link(leader, target)
-            time.sleep(self.cut_s)
-            self.cluster.heal_links()
+            try:
+                time.sleep(self.cut_s)
+            finally:
+                self.cluster.heal_links()
         elif kind == "rolling-restart":
             target = -1
             self.cluster.rolling_restart(self.recovery_timeout_s)
