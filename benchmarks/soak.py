@@ -18,7 +18,7 @@ import json
 import os
 import sys
 
-from kafkalab.cluster.soak import FAULT_KINDS, percentile, run_soak
+from kafkalab.cluster.soak import ALL_KINDS, FAULT_KINDS, percentile, run_soak
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,7 +26,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--faults", type=int, default=100, help="how many faults (default 100)")
     parser.add_argument("--seed", type=int, default=0, help="chooses the faults (default 0)")
     parser.add_argument(
-        "--kinds", nargs="+", choices=FAULT_KINDS, default=list(FAULT_KINDS), help="fault kinds"
+        "--kinds",
+        nargs="+",
+        choices=ALL_KINDS,
+        default=list(FAULT_KINDS),
+        help="fault kinds (default: all but leader-pause)",
     )
     parser.add_argument("--rate", type=float, default=200, help="records per second (200)")
     args = parser.parse_args(argv)

@@ -22,6 +22,12 @@ chosen with `random.Random(seed)` (`schedule`):
     rolling-restart  SIGTERM every broker in turn (a controlled shutdown each),
                      each once nothing is under-replicated
 
+and, only when asked for (EXTRA_KINDS):
+
+    leader-pause     SIGSTOP the leader until a successor leads, SIGCONT it
+                     `pause_s` later: a zombie leader that wakes up believing it
+                     still leads, with producers' requests in its sockets
+
 After each fault the soak waits until the broker is back and the partition is
 fully replicated again (a fault that never heals is a hang: the soak stops and
 says where). At the end the load stops, the healed partition is read back,
@@ -51,6 +57,9 @@ from kafkalab.cluster.workload import (
 )
 
 FAULT_KINDS = ("leader-kill", "follower-pause", "power-failure", "link-cut", "rolling-restart")
+#: Kinds a soak applies only when asked for (`kinds=`): not in the default mix.
+EXTRA_KINDS = ("leader-pause",)
+ALL_KINDS = FAULT_KINDS + EXTRA_KINDS
 
 #: Broker settings of the soak on top of LABS_FAILOVER's: a follower that cannot
 #: fetch leaves the ISR after 2 s (Kafka's default, 30 s, would hold every acks=all
@@ -67,8 +76,8 @@ def schedule(faults: int, seed: int, kinds: Sequence[str] = FAULT_KINDS) -> list
     among `kinds` (the brokers each fault hits are chosen by a second generator,
     so a seed's schedule does not depend on them)."""
     for kind in kinds:
-        if kind not in FAULT_KINDS:
-            raise ValueError(f"unknown fault kind {kind!r}; choose from {FAULT_KINDS}")
+        if kind not in ALL_KINDS:
+            raise ValueError(f"unknown fault kind {kind!r}; choose from {ALL_KINDS}")
     rng = random.Random(seed)
     return [rng.choice(list(kinds)) for _ in range(faults)]
 
@@ -315,11 +324,19 @@ class Soak:
                 time.sleep(self.cut_s)
             finally:
                 self.cluster.heal_links()
+        elif kind == "leader-pause":
+            target = leader
+            self.cluster.pause(leader)
+            try:
+                self.leader(not_in=[leader])  # fenced and replaced while it sleeps
+                time.sleep(self.pause_s)
+            finally:
+                self.cluster.resume(leader)
         elif kind == "rolling-restart":
             target = -1
             self.cluster.rolling_restart(self.recovery_timeout_s)
         else:
-            raise ValueError(f"unknown fault kind {kind!r}; choose from {FAULT_KINDS}")
+            raise ValueError(f"unknown fault kind {kind!r}; choose from {ALL_KINDS}")
         self.cluster.wait_fully_replicated(self.recovery_timeout_s)
         return FaultRecord(
             number, kind, target, target == leader, time.monotonic() - start, failover_ms
