@@ -7,7 +7,8 @@ verdict with evidence:
 
     lost          acknowledged, but not in the final log
     duplicated    one value at more than one offset in the final log
-    reordered     a was acknowledged before b was sent, yet b sits before a
+    reordered     a was acknowledged before b was sent, yet b sits before a; or
+                  one consumer read an offset at or below one it had read before
     moved         acknowledged (or read) at one offset, found at another or not at all
                   (a read of something the final log does not hold at that offset)
     diverged      two replicas hold different bytes below the high watermark
@@ -43,6 +44,7 @@ class Op:
     value: bytes
     offset: int = -1
     error: str = ""
+    reader: str = ""  # which consumer read it (reads only)
 
 
 @dataclass
@@ -55,9 +57,17 @@ class History:
         self._lock = threading.Lock()
         self._counter = itertools.count()
 
-    def _add(self, kind: str, tp: Partition, value: bytes, offset: int = -1, error: str = ""):
+    def _add(
+        self,
+        kind: str,
+        tp: Partition,
+        value: bytes,
+        offset: int = -1,
+        error: str = "",
+        reader: str = "",
+    ) -> None:
         with self._lock:
-            self.ops.append(Op(next(self._counter), kind, tp, bytes(value), offset, error))
+            self.ops.append(Op(next(self._counter), kind, tp, bytes(value), offset, error, reader))
 
     def send(self, topic: str, partition: int, value: bytes) -> None:
         self._add("send", (topic, partition), value)
@@ -69,8 +79,9 @@ class History:
         """The client gave up on the send: it may or may not be in the log."""
         self._add("fail", (topic, partition), value, error=error)
 
-    def read(self, topic: str, partition: int, offset: int, value: bytes) -> None:
-        self._add("read", (topic, partition), value, offset)
+    def read(self, topic: str, partition: int, offset: int, value: bytes, reader: str = "") -> None:
+        """`reader` names the consumer: one reader's reads must come in log order."""
+        self._add("read", (topic, partition), value, offset, reader=reader)
 
     def final_log(self, topic: str, partition: int, records: list[tuple[int, bytes]]) -> None:
         """(offset, value) of every record in the healed partition, in offset order."""
@@ -186,6 +197,21 @@ def check(history: History) -> Verdict:
                         "yet at": offset,
                     }
                 )
+    # One consumer reads forward: each of its reads at a later offset than the last.
+    last_read: dict[tuple[str, Partition], Op] = {}
+    for op in reads:
+        previous = last_read.get((op.reader, op.tp))
+        if previous is not None and op.offset <= previous.offset:
+            reordered.append(
+                {
+                    "partition": op.tp,
+                    "reader": op.reader,
+                    "read": op.value,
+                    "at": op.offset,
+                    "after reading offset": previous.offset,
+                }
+            )
+        last_read[(op.reader, op.tp)] = op
     diverged = []
     for tp, by_broker in history.replicas.items():
         brokers = sorted(by_broker)

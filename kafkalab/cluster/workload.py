@@ -49,6 +49,9 @@ class ProducerWorkload:
             }
         )
         self.sent = self.acked = self.failed = 0
+        #: Wall-clock time (ms since the epoch, as the processes' events.jsonl) of
+        #: every acknowledgement, in the order they came: failover times read them.
+        self.ack_times_ms: list[float] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="producer-workload")
 
@@ -56,6 +59,7 @@ class ProducerWorkload:
         value = msg.value()
         if err is None:
             self.acked += 1
+            self.ack_times_ms.append(time.time() * 1000)
             self.history.ack(self.topic, msg.partition(), value, msg.offset())
         else:
             self.failed += 1

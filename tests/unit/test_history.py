@@ -88,6 +88,26 @@ def test_a_read_the_final_log_does_not_hold_is_reported():
     assert verdict.moved[0]["read at"] == 2 and verdict.moved[0]["final log there"] is None
 
 
+def test_one_consumer_reading_an_offset_again_or_going_back_is_reordered():
+    h = produced(4)
+    h.read("t", 0, 1, b"1", reader="c1")
+    h.read("t", 0, 2, b"2", reader="c1")
+    h.read("t", 0, 0, b"0", reader="c2")  # another consumer: its own order
+    h.read("t", 0, 2, b"2", reader="c1")  # c1 reads offset 2 again (a rewind)
+    verdict = check(h)
+    assert [(r["reader"], r["at"], r["after reading offset"]) for r in verdict.reordered] == [
+        ("c1", 2, 2)
+    ]
+    assert not verdict.valid
+
+
+def test_one_consumer_skipping_forward_is_in_order():
+    h = produced(4)
+    h.read("t", 0, 0, b"0", reader="c1")
+    h.read("t", 0, 3, b"3", reader="c1")  # a seek forward is no reordering
+    assert check(h).valid
+
+
 def test_replicas_that_differ_below_the_hw_diverged(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     for d in (a, b):

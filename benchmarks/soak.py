@@ -1,0 +1,81 @@
+"""Soak: many faults in a row under an acks=all load, then the history checker's verdict.
+
+Run on purpose (it takes minutes; not part of `make bench`); CI runs a slice
+(tests/faults/test_soak.py). See kafkalab/cluster/soak.py for the faults.
+
+    .venv/bin/python benchmarks/soak.py                              # 100 faults of every kind, seed 0
+    .venv/bin/python benchmarks/soak.py --kinds leader-kill --faults 100
+    .venv/bin/python benchmarks/soak.py --faults 10 --seed 7 --kinds leader-kill power-failure
+
+Prints one line per fault, then the report; writes benchmarks/results/soak.json;
+exits 1 when the verdict is not valid.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from kafkalab.cluster.soak import ALL_KINDS, FAULT_KINDS, percentile, run_soak
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--faults", type=int, default=100, help="how many faults (default 100)")
+    parser.add_argument("--seed", type=int, default=0, help="chooses the faults (default 0)")
+    parser.add_argument(
+        "--kinds",
+        nargs="+",
+        choices=ALL_KINDS,
+        default=list(FAULT_KINDS),
+        help="fault kinds (default: all but leader-pause)",
+    )
+    parser.add_argument("--rate", type=float, default=200, help="records per second (200)")
+    args = parser.parse_args(argv)
+    print(
+        f"== soak: {args.faults} faults ({', '.join(args.kinds)}), seed {args.seed}, "
+        f"{args.rate:g} records/s acks=all",
+        flush=True,
+    )
+    report = run_soak(faults=args.faults, seed=args.seed, kinds=args.kinds, rate=args.rate)
+    print(report.table())
+    v = report.verdict
+    fo = report.failovers_ms
+    result = {
+        "faults": args.faults,
+        "seed": args.seed,
+        "kinds": args.kinds,
+        "survived": report.survived,
+        "by_kind": report.by_kind,
+        "acknowledged": report.acknowledged,
+        "failed_sends": report.failed_sends,
+        "lost": None if v is None else len(v.lost),
+        "duplicated": None if v is None else len(v.duplicated),
+        "reordered": None if v is None else len(v.reordered),
+        "moved": None if v is None else len(v.moved),
+        "read": report.read,
+        "read_gaps": len(report.read_gaps),
+        "failover_ms": {
+            "p50": percentile(fo, 50),
+            "p99": percentile(fo, 99),
+            "max": max(fo, default=None),
+            "n": len(fo),
+        },
+        "byte_identical": report.byte_identical,
+        "high_watermark": report.high_watermark,
+        "elapsed_s": report.elapsed_s,
+        "valid": report.valid,
+        "error": report.error,
+    }
+    out = os.path.join(os.path.dirname(__file__), "results")
+    os.makedirs(out, exist_ok=True)
+    name = "soak.json" if args.kinds == list(FAULT_KINDS) else f"soak-{'-'.join(args.kinds)}.json"
+    with open(os.path.join(out, name), "w") as f:
+        json.dump(result, f, indent=2)
+    return 0 if report.valid else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

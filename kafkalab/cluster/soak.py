@@ -1,0 +1,471 @@
+"""A soak: many faults in a row on a live cluster, then the history checker's verdict.
+
+    report = run_soak(faults=100, seed=0)          # random kinds, chosen by the seed
+    print(report.table())
+    assert report.valid
+
+A three-broker cluster (RF=3, min.insync.replicas=2, the labs' fast failover
+timeouts) takes a steady idempotent acks=all librdkafka load (ProducerWorkload)
+while a consumer reads along from offset 0. One fault at a time, each kind
+chosen with `random.Random(seed)` (`schedule`):
+
+    leader-kill      SIGKILL the partition's leader; timed: the kill -> the
+                     first record acknowledged by its successor (the failover
+                     time); then the broker is started again
+    follower-pause   SIGSTOP a follower for `pause_s`, then SIGCONT (the
+                     controller fences it meanwhile, the ISR shrinks and grows)
+    power-failure    SIGKILL a broker (any one, the leader too) and cut its logs
+                     back to their recovery points: unflushed data is gone
+    link-cut         cut the replication link between the leader and a follower
+                     both ways for `cut_s` (longer than replica.lag.time.max.ms:
+                     the follower leaves the ISR), then heal it
+    rolling-restart  SIGTERM every broker in turn (a controlled shutdown each),
+                     each once nothing is under-replicated
+
+and, only when asked for (EXTRA_KINDS):
+
+    leader-pause     SIGSTOP the leader until a successor leads, SIGCONT it
+                     `pause_s` later: a zombie leader that wakes up believing it
+                     still leads, with producers' requests in its sockets
+
+After each fault the soak waits until the broker is back and the partition is
+fully replicated again (a fault that never heals is a hang: the soak stops and
+says where). At the end the load stops, the healed partition is read back,
+every replica's batches below the high watermark are compared byte for byte,
+and `check` judges the whole history: nothing acknowledged may be lost,
+duplicated or reordered, the consumer may read only what stays, in order.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from kafkalab.cluster.failover import LABS_FAILOVER, LABS_PRODUCER, current_leader, read_timeline
+from kafkalab.cluster.history import History, Verdict, check
+from kafkalab.cluster.local_cluster import LocalCluster
+from kafkalab.cluster.workload import (
+    ProducerWorkload,
+    read_final_log,
+    record_replicas,
+    wait_for_replicas_in_sync,
+)
+
+FAULT_KINDS = ("leader-kill", "follower-pause", "power-failure", "link-cut", "rolling-restart")
+#: Kinds a soak applies only when asked for (`kinds=`): not in the default mix.
+EXTRA_KINDS = ("leader-pause",)
+ALL_KINDS = FAULT_KINDS + EXTRA_KINDS
+
+#: Broker settings of the soak on top of LABS_FAILOVER's: a follower that cannot
+#: fetch leaves the ISR after 2 s (Kafka's default, 30 s, would hold every acks=all
+#: write for 30 s on each cut link).
+SOAK_BROKER_PROPS = {"replica.lag.time.max.ms": "2000"}
+
+#: librdkafka logs every refused connection (level 3) and closed one (level 4 to
+#: 6); a soak kills brokers on purpose, so its clients log only critical errors.
+QUIET_CLIENT = {"log_level": 2}
+
+
+def schedule(faults: int, seed: int, kinds: Sequence[str] = FAULT_KINDS) -> list[str]:
+    """The kinds of the soak's faults, in order: `random.Random(seed)` choosing
+    among `kinds` (the brokers each fault hits are chosen by a second generator,
+    so a seed's schedule does not depend on them)."""
+    for kind in kinds:
+        if kind not in ALL_KINDS:
+            raise ValueError(f"unknown fault kind {kind!r}; choose from {ALL_KINDS}")
+    rng = random.Random(seed)
+    return [rng.choice(list(kinds)) for _ in range(faults)]
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The nearest-rank percentile (q in 0..100) of `values`; None when empty."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
+
+
+class ReadAlong:
+    """A thread with a librdkafka consumer assigned to one partition from offset 0,
+    recording every record it reads into the history (as reader `name`)."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        topic: str,
+        history: History,
+        partition: int = 0,
+        name: str = "read-along",
+        config: dict | None = None,
+    ) -> None:
+        from confluent_kafka import Consumer, TopicPartition
+
+        self.topic, self.partition, self.history, self.name = topic, partition, history, name
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap_servers,
+                "group.id": f"kafkalab-{name}",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                **(config or {}),
+            }
+        )
+        self.consumer.assign([TopicPartition(topic, partition, 0)])
+        self.read = 0
+        self.last_offset = -1
+        self.gaps: list[tuple[int, int]] = []  # (last offset read, next offset read)
+        self.errors: Counter[str] = Counter()  # client-side errors seen (transient ones too)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name=name)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            m = self.consumer.poll(0.2)
+            if m is None:
+                continue
+            if m.error() is not None:
+                self.errors[m.error().name()] += 1
+                continue
+            offset = m.offset()
+            self.history.read(self.topic, m.partition(), offset, m.value(), reader=self.name)
+            # The soak's records are contiguous: no transactions, no compaction.
+            if offset > self.last_offset + 1:
+                self.gaps.append((self.last_offset, offset))
+            self.last_offset = max(self.last_offset, offset)
+            self.read += 1
+
+    def start(self) -> ReadAlong:
+        self._thread.start()
+        return self
+
+    def wait_for(self, offset: int, timeout_s: float = 60) -> bool:
+        """Wait until the consumer has read `offset`; False on timeout."""
+        deadline = time.monotonic() + timeout_s
+        while self.last_offset < offset and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return self.last_offset >= offset
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.consumer.close()
+
+
+@dataclass
+class FaultRecord:
+    number: int
+    kind: str
+    target: int  # the broker it hit (-1: every broker, a rolling restart)
+    was_leader: bool
+    seconds: float  # the fault applied -> fully replicated again
+    failover_ms: float | None = None
+
+
+@dataclass
+class SoakReport:
+    faults: int  # asked for
+    seed: int
+    kinds: tuple[str, ...]
+    records: list[FaultRecord] = field(default_factory=list)
+    error: str | None = None  # why the soak stopped early (a hang, a failed step)
+    sent: int = 0
+    acknowledged: int = 0
+    failed_sends: int = 0  # the client gave up (may or may not be in the log)
+    unknown: int = 0  # no outcome at the end
+    final_records: int = 0
+    read: int = 0
+    read_gaps: list[tuple[int, int]] = field(default_factory=list)
+    read_all: bool = False  # the consumer read up to the last record of the final log
+    high_watermark: int = 0
+    replicas_compared: int = 0
+    batches_compared: int = 0
+    verdict: Verdict | None = None
+    elapsed_s: float = 0.0
+
+    @property
+    def survived(self) -> int:
+        return len(self.records)
+
+    @property
+    def by_kind(self) -> dict[str, int]:
+        counts = Counter(r.kind for r in self.records)
+        return {k: counts[k] for k in self.kinds if counts[k]}
+
+    @property
+    def failovers_ms(self) -> list[float]:
+        return [r.failover_ms for r in self.records if r.failover_ms is not None]
+
+    @property
+    def byte_identical(self) -> bool:
+        return self.verdict is not None and not self.verdict.diverged and self.replicas_compared > 1
+
+    @property
+    def valid(self) -> bool:
+        return (
+            self.error is None
+            and self.survived == self.faults
+            and self.verdict is not None
+            and self.verdict.valid
+            and self.byte_identical
+            and not self.read_gaps
+            and self.read_all
+        )
+
+    def rows(self) -> list[tuple[str, str]]:
+        v = self.verdict
+        fo = self.failovers_ms
+
+        def ms(x: float | None) -> str:
+            return "-" if x is None else f"{x:,.0f} ms"
+
+        kinds = ", ".join(f"{k} {n}" for k, n in self.by_kind.items()) or "-"
+        return [
+            ("faults survived", f"{self.survived} of {self.faults} (seed {self.seed})"),
+            ("by kind", kinds),
+            ("records sent", f"{self.sent:,}"),
+            ("acknowledged", f"{self.acknowledged:,}"),
+            ("failed sends / unknown", f"{self.failed_sends} / {self.unknown}"),
+            ("lost", "-" if v is None else str(len(v.lost))),
+            ("duplicated", "-" if v is None else str(len(v.duplicated))),
+            ("reordered", "-" if v is None else str(len(v.reordered))),
+            ("moved", "-" if v is None else str(len(v.moved))),
+            ("read along", f"{self.read:,} ({len(self.read_gaps)} gaps)"),
+            (
+                "failover (leader kill -> ack)",
+                f"p50 {ms(percentile(fo, 50))}, p99 {ms(percentile(fo, 99))}, "
+                f"max {ms(max(fo, default=None))} (n={len(fo)})",
+            ),
+            (
+                "replicas below the HW",
+                f"{'byte-identical' if self.byte_identical else 'DIFFER'}: "
+                f"{self.replicas_compared} replicas, {self.batches_compared:,} batches each, "
+                f"HW {self.high_watermark:,}",
+            ),
+            ("elapsed", f"{self.elapsed_s:,.0f} s"),
+            (
+                "verdict",
+                ("valid" if self.valid else "INVALID") + (f": {self.error}" if self.error else ""),
+            ),
+        ]
+
+    def table(self) -> str:
+        rows = self.rows()
+        width = max(len(k) for k, _ in rows)
+        lines = [f"{k:<{width}}  {v}" for k, v in rows]
+        if self.verdict is not None and not self.verdict.valid:
+            lines.append(self.verdict.summary())
+        return "\n".join(lines)
+
+
+def _log(line: str) -> None:
+    print(line, flush=True)
+
+
+class Soak:
+    """The soak's steps on one cluster, topic and load (see `run_soak`)."""
+
+    def __init__(
+        self,
+        cluster: LocalCluster,
+        topic: str,
+        workload: ProducerWorkload,
+        rng: random.Random,
+        pause_s: float = 1.5,
+        cut_s: float = 3.0,
+        recovery_timeout_s: float = 120,
+    ) -> None:
+        self.cluster, self.topic, self.workload, self.rng = cluster, topic, workload, rng
+        self.pause_s, self.cut_s, self.recovery_timeout_s = pause_s, cut_s, recovery_timeout_s
+
+    def leader(self, not_in: Sequence[int] = ()) -> int:
+        deadline = time.monotonic() + self.recovery_timeout_s
+        while True:
+            leader = current_leader(self.cluster, self.topic, 0, self.recovery_timeout_s)
+            if leader not in not_in:
+                return leader
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{self.topic}-0 still led by {leader}")
+            time.sleep(0.05)
+
+    def followers(self, leader: int) -> list[int]:
+        return [b for b in sorted(self.cluster.brokers) if b != leader]
+
+    def apply(self, number: int, kind: str) -> FaultRecord:
+        start = time.monotonic()
+        leader = self.leader()
+        failover_ms = None
+        if kind == "leader-kill":
+            target = leader
+            failover_ms = self.kill_leader(leader)
+        elif kind == "follower-pause":
+            target = self.rng.choice(self.followers(leader))
+            self.cluster.pause(target)
+            try:
+                time.sleep(self.pause_s)
+            finally:
+                self.cluster.resume(target)
+        elif kind == "power-failure":
+            target = self.rng.choice(sorted(self.cluster.brokers))
+            self.cluster.power_failure(target)
+            if target == leader:
+                self.leader(not_in=[target])
+            else:
+                time.sleep(self.pause_s)
+            self.cluster.restart(target)
+        elif kind == "link-cut":
+            target = self.rng.choice(self.followers(leader))
+            self.cluster.cut_link(leader, target)
+            try:
+                time.sleep(self.cut_s)
+            finally:
+                self.cluster.heal_links()
+        elif kind == "leader-pause":
+            target = leader
+            self.cluster.pause(leader)
+            try:
+                self.leader(not_in=[leader])  # fenced and replaced while it sleeps
+                time.sleep(self.pause_s)
+            finally:
+                self.cluster.resume(leader)
+        elif kind == "rolling-restart":
+            target = -1
+            self.cluster.rolling_restart(self.recovery_timeout_s)
+        else:
+            raise ValueError(f"unknown fault kind {kind!r}; choose from {ALL_KINDS}")
+        self.cluster.wait_fully_replicated(self.recovery_timeout_s)
+        return FaultRecord(
+            number, kind, target, target == leader, time.monotonic() - start, failover_ms
+        )
+
+    def kill_leader(self, leader: int) -> float:
+        """SIGKILL the leader, start it again once a successor acknowledged a
+        record; return the kill -> that first acknowledgement, in ms."""
+        acks = self.workload.ack_times_ms
+        seen = len(acks)
+        killed_ms = time.time() * 1000
+        self.cluster.kill(leader)
+        self.leader(not_in=[leader])
+        # An ack in flight at the kill came from the old leader: the first one that
+        # counts comes after the successor applied its leadership (its own record).
+        first = None
+        deadline = time.monotonic() + self.recovery_timeout_s
+        while first is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+            later = [t for t in acks[seen:] if t > killed_ms + 50]
+            if not later:
+                continue
+            timeline = read_timeline(self.cluster, self.topic, 0, leader, killed_ms, None)
+            applied = timeline.leader_applied_ms or timeline.elected_ms or killed_ms
+            first = next((t for t in later if t > applied), None)
+        self.cluster.restart(leader)
+        if first is None:
+            raise TimeoutError(
+                f"no record acknowledged within {self.recovery_timeout_s} s of killing "
+                f"leader {leader}"
+            )
+        return first - killed_ms
+
+
+def run_soak(
+    faults: int = 100,
+    seed: int = 0,
+    kinds: Sequence[str] = FAULT_KINDS,
+    topic: str = "soak",
+    rate: float = 200,
+    settle_s: float = 0.5,
+    pause_s: float = 1.5,
+    cut_s: float = 3.0,
+    recovery_timeout_s: float = 120,
+    base_dir=None,
+    cluster_kwargs: dict | None = None,
+    log: Callable[[str], None] = _log,
+) -> SoakReport:
+    """`faults` faults of `kinds` (in the order `schedule` gives) under load;
+    `settle_s` of load between two faults. Returns the report; never raises for
+    what the soak finds (a hang or a failed step is `report.error`)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    plan = schedule(faults, seed, kinds)
+    rng = random.Random(f"targets-{seed}")
+    report = SoakReport(faults=faults, seed=seed, kinds=tuple(kinds))
+    settings = {**LABS_FAILOVER, **(cluster_kwargs or {})}
+    settings["broker_props"] = {
+        **LABS_FAILOVER["broker_props"],
+        **SOAK_BROKER_PROPS,
+        **(cluster_kwargs or {}).get("broker_props", {}),
+    }
+    began = time.monotonic()
+    history = History()
+    with LocalCluster(brokers=3, base_dir=base_dir, **settings) as cluster:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        new = NewTopic(topic, 1, 3, config={"min.insync.replicas": "2"})
+        for future in admin.create_topics([new]).values():
+            future.result(30)
+        del admin  # it would keep dialling the bootstrap brokers the faults restart
+        wait_for_replicas_in_sync(cluster, topic)
+        workload = ProducerWorkload(
+            cluster.bootstrap_servers,
+            topic,
+            history,
+            acks="all",
+            rate=rate,
+            config={
+                **LABS_PRODUCER,
+                **QUIET_CLIENT,
+                "message.timeout.ms": int(recovery_timeout_s * 1000),
+            },
+        )
+        reader = ReadAlong(
+            cluster.bootstrap_servers, topic, history, config={**LABS_PRODUCER, **QUIET_CLIENT}
+        )
+        soak = Soak(cluster, topic, workload, rng, pause_s, cut_s, recovery_timeout_s)
+        workload.start()
+        reader.start()
+        try:
+            time.sleep(settle_s)
+            for number, kind in enumerate(plan, 1):
+                try:
+                    record = soak.apply(number, kind)
+                except Exception as e:  # a hang or a failed step ends the soak
+                    report.error = f"fault {number} ({kind}): {type(e).__name__}: {e}"
+                    log(f"[{number:>4}/{faults}] {kind}: FAILED: {report.error}")
+                    break
+                report.records.append(record)
+                fo = (
+                    "" if record.failover_ms is None else f", failover {record.failover_ms:,.0f} ms"
+                )
+                where = "all" if record.target < 0 else f"broker {record.target}"
+                role = " (leader)" if record.was_leader else ""
+                log(
+                    f"[{number:>4}/{faults}] {kind:<15} {where}{role}: healed in "
+                    f"{record.seconds:.1f} s{fo}; acknowledged {workload.acked:,}, "
+                    f"read {reader.read:,}, {time.monotonic() - began:,.0f} s"
+                )
+                time.sleep(settle_s)
+        finally:
+            report.unknown = workload.stop(recovery_timeout_s)
+            report.sent, report.failed_sends = workload.sent, workload.failed
+        try:
+            rows = wait_for_replicas_in_sync(cluster, topic, timeout=recovery_timeout_s)
+            final = read_final_log(cluster.bootstrap_servers, topic, 0, history)
+            report.final_records = len(final)
+            report.read_all = reader.wait_for(final[-1][0] if final else -1, recovery_timeout_s)
+            record_replicas(cluster, topic, 0, history)
+            report.high_watermark = int(rows.HW.min())
+        except Exception as e:
+            report.error = report.error or f"final read: {type(e).__name__}: {e}"
+        finally:
+            reader.stop()
+        report.read, report.read_gaps = reader.read, list(reader.gaps)
+        replicas = history.replicas.get((topic, 0), {})
+        report.replicas_compared = len(replicas)
+        report.batches_compared = min((len(b) for b in replicas.values()), default=0)
+        report.verdict = check(history)
+        report.acknowledged = report.verdict.acknowledged
+    report.elapsed_s = time.monotonic() - began
+    return report
