@@ -8,16 +8,6 @@
 
 from __future__ import annotations
 
-BASE_DDL = (
-    "key binary, value binary, topic string, partition int, offset long, "
-    "timestamp timestamp, timestampType int"
-)
-HEADERS_DDL = "headers array<struct<key: string, value: binary>>"
-
-
-def read_schema_ddl(include_headers: bool) -> str:
-    return f"{BASE_DDL}, {HEADERS_DDL}" if include_headers else BASE_DDL
-
 
 def read_schema(include_headers: bool):
     """The source's schema as a pyspark StructType (every field nullable, as Spark's)."""
