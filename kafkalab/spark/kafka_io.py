@@ -23,7 +23,7 @@ from kafkalab.spark.offsets import (
 from kafkalab.spark.options import OffsetSpec, ReadOptions, Subscription, WriteOptions
 
 MESSAGES_PER_CONSUME = 20_000
-METADATA_TIMEOUT_S = 30.0
+METADATA_TIMEOUT_S = 10.0  # per attempt; fetchOffset.numRetries more
 
 _DATA_LOSS_HINT = (
     "Some data may have been lost because it is no longer available in Kafka: aged out by "
@@ -190,86 +190,91 @@ def check_data_loss(message: str, fail_on_data_loss: bool) -> None:
 
 def read_range(opts: ReadOptions, r: OffsetRange, schema) -> Iterator:
     """Yield Arrow record batches of `schema` holding records [from, until) of one
-    topic partition, read with a librdkafka consumer assigned to it."""
+    topic partition, read with a librdkafka consumer assigned to it.
+
+    Records below `until` that are not there yet (a new leader whose high
+    watermark still lags after a failover) are waited for, up to
+    kafkaConsumer.pollTimeoutMs; offsets that are gone (retention) or never come
+    are data loss, handled as failOnDataLoss says."""
     from confluent_kafka import Consumer, KafkaError
     from confluent_kafka import TopicPartition as TP
 
+    start, until = r.from_offset, r.until_offset
+    if start >= until:
+        return
+    name = f"{r.topic}-{r.partition}"
     consumer = Consumer(opts.consumer_config("executor"))
     try:
-        tp = TP(r.topic, r.partition)
-        low, high = consumer.get_watermark_offsets(tp, timeout=METADATA_TIMEOUT_S, cached=False)
-        start, until = r.from_offset, r.until_offset
-        if start < low:
-            check_data_loss(
-                f"Cannot read {r.topic}-{r.partition} from offset {start}: its earliest offset "
-                f"is now {low} ({low - start} records gone).",
-                opts.fail_on_data_loss,
-            )
-            start = low
-        if until > high:
-            check_data_loss(
-                f"Cannot read {r.topic}-{r.partition} up to offset {until}: its latest offset "
-                f"is now {high}.",
-                opts.fail_on_data_loss,
-            )
-            until = high
-        if start >= until:
-            return
         consumer.assign([TP(r.topic, r.partition, start)])
         columns = _Columns(r.topic, r.partition, schema)
-        want = until - start
         timeout_s = opts.poll_timeout_ms / 1000
         last_progress = time.monotonic()
-        done = False
-        while not done:
-            msgs = consumer.consume(min(MESSAGES_PER_CONSUME, want + 1), timeout=0.2)
-            if not msgs:
-                if time.monotonic() - last_progress > timeout_s:
-                    raise TimeoutError(
-                        f"Cannot fetch records of {r.topic}-{r.partition} from offset {start} "
-                        f"within kafkaConsumer.pollTimeoutMs={opts.poll_timeout_ms}"
-                    )
-                continue
-            last_progress = time.monotonic()
-            records = msgs
-            if any(m.error() is not None for m in msgs):
+        while start < until:
+            msgs = consumer.consume(min(MESSAGES_PER_CONSUME, until - start + 1), timeout=0.2)
+            records, eof_at = msgs, None
+            if msgs and any(m.error() is not None for m in msgs):
                 records = []
                 for m in msgs:
                     err = m.error()
                     if err is None:
                         records.append(m)
                     elif err.code() == KafkaError._PARTITION_EOF:
-                        if m.offset() >= until:
-                            done = True
-                        elif not records and m.offset() <= start:
-                            pass  # nothing new yet: keep polling until the timeout
+                        eof_at = m.offset()
                     elif err.code() in (
                         KafkaError._AUTO_OFFSET_RESET,
                         KafkaError.OFFSET_OUT_OF_RANGE,
                     ):
+                        low, high = _watermarks(consumer, TP(r.topic, r.partition), timeout_s)
+                        if low <= start < high:
+                            consumer.assign([TP(r.topic, r.partition, start)])
+                            continue  # a stale answer during a leader change: go on
                         check_data_loss(
-                            f"Offset {start} of {r.topic}-{r.partition} is out of range: {err}.",
+                            f"Offset {start} of {name} is out of range (earliest {low}, latest "
+                            f"{high}); the query had to read up to {until}.",
                             opts.fail_on_data_loss,
                         )
-                        low, _ = consumer.get_watermark_offsets(
-                            tp, timeout=METADATA_TIMEOUT_S, cached=False
-                        )
+                        if start >= high:
+                            return
                         start = low
-                        consumer.assign([TP(r.topic, r.partition, low)])
+                        consumer.assign([TP(r.topic, r.partition, start)])
                     elif err.fatal() or not err.retriable():
-                        raise RuntimeError(f"Reading {r.topic}-{r.partition} failed: {err}")
+                        raise RuntimeError(f"Reading {name} failed: {err}")
             if records:
                 offsets = [m.offset() for m in records]
                 cut = len(offsets)
-                if offsets[-1] >= until - 1:
-                    done = True
-                    while cut and offsets[cut - 1] >= until:
-                        cut -= 1
+                while cut and offsets[cut - 1] >= until:
+                    cut -= 1
                 if cut:
                     yield columns.batch(records[:cut], offsets[:cut])
-                    start = offsets[cut - 1] + 1
+                start = until if cut < len(offsets) else offsets[-1] + 1
+                last_progress = time.monotonic()
+            elif eof_at is not None and eof_at > start:
+                # Offsets [start, eof) hold no records for us (transaction markers,
+                # aborted or compacted records): the position moved past them.
+                start = min(eof_at, until)
+                last_progress = time.monotonic()
+            elif time.monotonic() - last_progress > timeout_s:
+                check_data_loss(
+                    f"Cannot fetch records [{start}, {until}) of {name} within "
+                    f"kafkaConsumer.pollTimeoutMs={opts.poll_timeout_ms}: they did not become "
+                    "readable (the partition's high watermark stayed below them).",
+                    opts.fail_on_data_loss,
+                )
+                return
     finally:
         consumer.close()
+
+
+def _watermarks(consumer, tp, timeout_s: float) -> tuple[int, int]:
+    """(earliest, latest) of one partition, retried through a leader change."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return consumer.get_watermark_offsets(tp, timeout=5, cached=False)
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 class _Columns:
