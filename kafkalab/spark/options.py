@@ -119,10 +119,12 @@ class WriteOptions:
 
     def producer_config(self) -> dict[str, str | int | bool]:
         """Idempotent and acks=all unless the user says otherwise (Kafka's own
-        producer defaults since 3.0)."""
+        producer defaults since 3.0), and the Java client's partitioner (murmur2 of
+        the key), so a key lands on the partition Spark's own Kafka sink would pick."""
         return {
             "acks": "all",
             "enable.idempotence": True,
+            "partitioner": "murmur2_random",
             "linger.ms": 20,
             "batch.size": 1_000_000,
             "queue.buffering.max.messages": 1_000_000,

@@ -160,6 +160,7 @@ def test_write_options():
     assert config["acks"] == "1" and config["linger.ms"] == "5"
     defaults = parse_write_options(BS).producer_config()
     assert defaults["acks"] == "all" and defaults["enable.idempotence"] is True
+    assert defaults["partitioner"] == "murmur2_random"  # the Java client's, as Spark's sink
     assert parse_write_options(BS).topic is None
     with pytest.raises(KafkaSourceOptionError, match="bootstrap.servers"):
         parse_write_options({"topic": "t"})
