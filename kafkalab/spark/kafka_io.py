@@ -196,7 +196,7 @@ def read_range(opts: ReadOptions, r: OffsetRange, schema) -> Iterator:
     watermark still lags after a failover) are waited for, up to
     kafkaConsumer.pollTimeoutMs; offsets that are gone (retention) or never come
     are data loss, handled as failOnDataLoss says."""
-    from confluent_kafka import Consumer, KafkaError
+    from confluent_kafka import Consumer, KafkaError, Message
     from confluent_kafka import TopicPartition as TP
 
     start, until = r.from_offset, r.until_offset
@@ -212,7 +212,7 @@ def read_range(opts: ReadOptions, r: OffsetRange, schema) -> Iterator:
         while start < until:
             msgs = consumer.consume(min(MESSAGES_PER_CONSUME, until - start + 1), timeout=0.2)
             records, eof_at = msgs, None
-            if msgs and any(m.error() is not None for m in msgs):
+            if msgs and any(map(Message.error, msgs)):  # a KafkaError is truthy
                 records = []
                 for m in msgs:
                     err = m.error()
@@ -240,7 +240,7 @@ def read_range(opts: ReadOptions, r: OffsetRange, schema) -> Iterator:
                     elif err.fatal() or not err.retriable():
                         raise RuntimeError(f"Reading {name} failed: {err}")
             if records:
-                offsets = [m.offset() for m in records]
+                offsets = list(map(Message.offset, records))
                 cut = len(offsets)
                 while cut and offsets[cut - 1] >= until:
                     cut -= 1
@@ -290,22 +290,23 @@ class _Columns:
     def batch(self, msgs: list, offsets: list[int]):
         import pyarrow as pa
         import pyarrow.compute as pc
+        from confluent_kafka import Message
 
         n = len(msgs)
-        stamps = [m.timestamp() for m in msgs]
-        kinds, millis = zip(*stamps, strict=True)
+        # map() over Message's C methods: no Python frame per record.
+        kinds, millis = zip(*map(Message.timestamp, msgs), strict=True)
         arrays = [
-            pa.array([m.key() for m in msgs], pa.binary()),
-            pa.array([m.value() for m in msgs], pa.binary()),
-            pa.array([self.topic] * n, pa.string()),
-            pa.array([self.partition] * n, pa.int32()),
+            pa.array(list(map(Message.key, msgs)), pa.binary()),
+            pa.array(list(map(Message.value, msgs)), pa.binary()),
+            pa.repeat(pa.scalar(self.topic, pa.string()), n),
+            pa.repeat(pa.scalar(self.partition, pa.int32()), n),
             pa.array(offsets, pa.int64()),
             pc.multiply(pa.array(millis, pa.int64()), 1000).cast(self.schema.field(5).type),
             pc.subtract(pa.array(kinds, pa.int32()), 1),  # librdkafka's 0/1/2 -> Kafka's -1/0/1
         ]
         if self.headers:
-            hs = [m.headers() for m in msgs]
-            arrays.append(pa.array([h or None for h in hs], self.schema.field(7).type))
+            hs = [h or None for h in map(Message.headers, msgs)]
+            arrays.append(pa.array(hs, self.schema.field(7).type))
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
 
