@@ -1,0 +1,359 @@
+"""The options of Spark's Kafka source and sink: parsed and checked before any job runs.
+
+Names, defaults and rules follow Spark's Kafka integration guide. Option names
+are case-insensitive (Spark lower-cases them); every `kafka.`-prefixed option
+goes to librdkafka without its prefix (`kafka.isolation.level` ->
+`isolation.level`), except the Kafka settings Spark itself refuses.
+
+    opts = parse_read_options({"kafka.bootstrap.servers": "h:9092", "subscribe": "t"}, streaming=False)
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from kafkalab.spark.errors import KafkaSourceOptionError
+from kafkalab.spark.offsets import (
+    EARLIEST,
+    LATEST,
+    PartitionOffsets,
+    TopicPartition,
+    parse_partition_list,
+    parse_partition_offsets,
+)
+
+# Kafka settings Spark's source and sink refuse, and what to do instead.
+_REFUSED_KAFKA_PARAMS = {
+    "auto.offset.reset": "set the source option 'startingOffsets' to 'earliest' or 'latest' to "
+    "say where to start; offsets are tracked by the query, not by the Kafka consumer",
+    "key.deserializer": "keys are always read as bytes; use DataFrame operations "
+    "(e.g. CAST(key AS STRING)) to deserialize them",
+    "value.deserializer": "values are always read as bytes; use DataFrame operations "
+    "(e.g. CAST(value AS STRING)) to deserialize them",
+    "key.serializer": "keys are always written as bytes or strings; use DataFrame operations "
+    "to serialize them into either",
+    "value.serializer": "values are always written as bytes or strings; use DataFrame "
+    "operations to serialize them into either",
+    "enable.auto.commit": "the source never commits offsets to Kafka; the query's checkpoint "
+    "holds them",
+    "interceptor.classes": "the source always reads keys and values as bytes; interceptors "
+    "are not supported",
+}
+_SUBSCRIPTIONS = ("subscribe", "subscribepattern", "assign")
+_UNSUPPORTED = {
+    "minoffsetspertrigger": "kafkalab.spark does not implement minOffsetsPerTrigger / "
+    "maxTriggerDelay yet; use a processing-time trigger instead",
+    "maxtriggerdelay": "kafkalab.spark does not implement minOffsetsPerTrigger / "
+    "maxTriggerDelay yet; use a processing-time trigger instead",
+}
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """Exactly one of: a topic list, a topic pattern (full match, internal topics
+    excluded), or fixed partitions."""
+
+    kind: str  # subscribe | subscribePattern | assign
+    topics: tuple[str, ...] = ()
+    pattern: str = ""
+    partitions: tuple[TopicPartition, ...] = ()
+
+    def matches(self, topic: str) -> bool:
+        if self.kind == "subscribe":
+            return topic in self.topics
+        if self.kind == "subscribePattern":
+            return not topic.startswith("__") and re.fullmatch(self.pattern, topic) is not None
+        return any(t == topic for t, _ in self.partitions)
+
+
+@dataclass(frozen=True)
+class OffsetSpec:
+    """Where a read starts or ends: `earliest`, `latest`, per-partition offsets
+    (-2 earliest, -1 latest), one timestamp for all partitions, or a timestamp
+    per partition (the first offset whose timestamp is >= it)."""
+
+    kind: str  # earliest | latest | offsets | timestamp | timestamps
+    offsets: PartitionOffsets = field(default_factory=dict)
+    timestamp: int = 0
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    bootstrap_servers: str
+    subscription: Subscription
+    starting: OffsetSpec
+    ending: OffsetSpec
+    fail_on_data_loss: bool = True
+    min_partitions: int | None = None
+    max_records_per_partition: int | None = None
+    max_offsets_per_trigger: int | None = None
+    include_headers: bool = False
+    starting_by_timestamp_strategy: str = "error"
+    poll_timeout_ms: int = 120_000
+    fetch_offset_num_retries: int = 3
+    fetch_offset_retry_interval_ms: int = 10
+    group_id: str = ""
+    kafka_params: dict[str, str] = field(default_factory=dict)
+
+    def consumer_config(self, role: str) -> dict[str, str | int | bool]:
+        """librdkafka settings for a consumer on the driver or an executor."""
+        return {
+            **self.kafka_params,
+            "bootstrap.servers": self.bootstrap_servers,
+            "group.id": self.kafka_params.get("group.id", f"{self.group_id}-{role}"),
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "auto.offset.reset": "error",
+            "enable.partition.eof": True,
+        }
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    bootstrap_servers: str
+    topic: str | None
+    kafka_params: dict[str, str] = field(default_factory=dict)
+
+    def producer_config(self) -> dict[str, str | int | bool]:
+        """Idempotent and acks=all unless the user says otherwise (Kafka's own
+        producer defaults since 3.0), and the Java client's partitioner (murmur2 of
+        the key), so a key lands on the partition Spark's own Kafka sink would pick."""
+        return {
+            "acks": "all",
+            "enable.idempotence": True,
+            "partitioner": "murmur2_random",
+            "linger.ms": 20,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 1_000_000,
+            **self.kafka_params,
+            "bootstrap.servers": self.bootstrap_servers,
+            # Only failures come back to Python: no Python call per delivered record.
+            "delivery.report.only.error": True,
+        }
+
+
+def _lower(options: Mapping[str, str]) -> dict[str, str]:
+    return {k.lower(): v for k, v in options.items()}
+
+
+def _kafka_params(opts: dict[str, str]) -> dict[str, str]:
+    if not opts.get("kafka.bootstrap.servers", "").strip():
+        raise KafkaSourceOptionError(
+            "Option 'kafka.bootstrap.servers' must be specified for configuring the Kafka "
+            "client, e.g. .option('kafka.bootstrap.servers', 'host1:9092,host2:9092')"
+        )
+    params = {}
+    for key, value in opts.items():
+        if not key.startswith("kafka."):
+            continue
+        name = key[len("kafka.") :]
+        if name in _REFUSED_KAFKA_PARAMS:
+            raise KafkaSourceOptionError(
+                f"Kafka option '{name}' is not supported: {_REFUSED_KAFKA_PARAMS[name]}."
+            )
+        if name != "bootstrap.servers":
+            params[name] = value
+    return params
+
+
+def _bool(opts: dict[str, str], name: str, default: bool) -> bool:
+    raw = opts.get(name.lower())
+    if raw is None:
+        return default
+    if raw.strip().lower() not in ("true", "false"):
+        raise KafkaSourceOptionError(f"Option '{name}' must be true or false, got {raw!r}")
+    return raw.strip().lower() == "true"
+
+
+def _positive_int(opts: dict[str, str], name: str) -> int | None:
+    raw = opts.get(name.lower())
+    if raw is None:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise KafkaSourceOptionError(f"Option '{name}' must be a positive integer, got {raw!r}")
+    return value
+
+
+def _subscription(opts: dict[str, str]) -> Subscription:
+    given = [k for k in _SUBSCRIPTIONS if k in opts]
+    if not given:
+        raise KafkaSourceOptionError(
+            "One of the options 'subscribe', 'subscribePattern' or 'assign' must be specified "
+            "for the Kafka source, e.g. .option('subscribe', 'topic1,topic2')"
+        )
+    if len(given) > 1:
+        names = {"subscribe": "subscribe", "subscribepattern": "subscribePattern"}
+        both = ", ".join(f"'{names.get(k, k)}'" for k in given)
+        raise KafkaSourceOptionError(
+            f"Only one of the options 'subscribe', 'subscribePattern' or 'assign' can be "
+            f"specified for the Kafka source; got {both}. Keep one."
+        )
+    kind = given[0]
+    value = opts[kind]
+    if kind == "subscribe":
+        topics = tuple(t.strip() for t in value.split(",") if t.strip())
+        if not topics:
+            raise KafkaSourceOptionError(
+                f"No topics to subscribe to: option 'subscribe' is {value!r}; give a "
+                "comma-separated list of topics"
+            )
+        return Subscription("subscribe", topics=topics)
+    if kind == "subscribepattern":
+        if not value.strip():
+            raise KafkaSourceOptionError(
+                f"Pattern to subscribe is empty: option 'subscribePattern' is {value!r}"
+            )
+        try:
+            re.compile(value)
+        except re.error as e:
+            raise KafkaSourceOptionError(
+                f"Option 'subscribePattern' is not a valid regular expression ({e}): {value!r}"
+            ) from None
+        return Subscription("subscribePattern", pattern=value)
+    return Subscription("assign", partitions=tuple(parse_partition_list(value, "assign")))
+
+
+def _timestamp(raw: str, name: str) -> int:
+    try:
+        return int(raw)
+    except ValueError:
+        raise KafkaSourceOptionError(
+            f"Option '{name}' must be a timestamp in milliseconds since the epoch, got {raw!r}"
+        ) from None
+
+
+def _by_timestamp(raw: str, name: str) -> PartitionOffsets:
+    stamps = parse_partition_offsets(raw, name)
+    for tp, ts in stamps.items():
+        if ts < 0:
+            raise KafkaSourceOptionError(
+                f"Option '{name}': timestamp {ts} for {tp[0]}-{tp[1]} must not be negative"
+            )
+    return stamps
+
+
+def _starting(opts: dict[str, str], streaming: bool | None) -> OffsetSpec:
+    # Precedence, as Spark: startingTimestamp > startingOffsetsByTimestamp > startingOffsets.
+    if "startingtimestamp" in opts:
+        ts = _timestamp(opts["startingtimestamp"], "startingTimestamp")
+        return OffsetSpec("timestamp", timestamp=ts)
+    if "startingoffsetsbytimestamp" in opts:
+        stamps = _by_timestamp(opts["startingoffsetsbytimestamp"], "startingOffsetsByTimestamp")
+        return OffsetSpec("timestamps", offsets=stamps)
+    raw = opts.get("startingoffsets", "latest" if streaming else "earliest").strip()
+    if raw.lower() == "earliest":
+        return OffsetSpec("earliest")
+    if raw.lower() == "latest":
+        if streaming is False:
+            raise KafkaSourceOptionError(
+                "Starting offset can't be 'latest' for batch queries on Kafka: a batch read "
+                "would be empty. Use startingOffsets 'earliest' or per-partition offsets."
+            )
+        return OffsetSpec("latest")
+    offsets = parse_partition_offsets(raw, "startingOffsets")
+    for tp, off in offsets.items():
+        if off < EARLIEST:
+            raise KafkaSourceOptionError(
+                f"Option 'startingOffsets': offset {off} for {tp[0]}-{tp[1]} is not an offset "
+                "(use -2 for earliest, -1 for latest, or 0 and up)"
+            )
+        if off == LATEST and streaming is False:
+            raise KafkaSourceOptionError(
+                f"Starting offset for {tp[0]}-{tp[1]} can't be latest (-1) for batch queries "
+                "on Kafka."
+            )
+    return OffsetSpec("offsets", offsets=offsets)
+
+
+def _ending(opts: dict[str, str], streaming: bool | None) -> OffsetSpec:
+    given = [
+        k for k in ("endingtimestamp", "endingoffsetsbytimestamp", "endingoffsets") if k in opts
+    ]
+    if streaming:
+        if given:
+            raise KafkaSourceOptionError(
+                f"Option '{given[0]}' is not valid in streaming queries: a stream has no end. "
+                "Use a batch read (spark.read) to stop at an offset."
+            )
+        return OffsetSpec("latest")
+    if "endingtimestamp" in opts:
+        return OffsetSpec(
+            "timestamp", timestamp=_timestamp(opts["endingtimestamp"], "endingTimestamp")
+        )
+    if "endingoffsetsbytimestamp" in opts:
+        stamps = _by_timestamp(opts["endingoffsetsbytimestamp"], "endingOffsetsByTimestamp")
+        return OffsetSpec("timestamps", offsets=stamps)
+    raw = opts.get("endingoffsets", "latest").strip()
+    if raw.lower() == "latest":
+        return OffsetSpec("latest")
+    if raw.lower() == "earliest":
+        raise KafkaSourceOptionError(
+            "Ending offset can't be 'earliest' for batch queries on Kafka: the read would be "
+            "empty. Use endingOffsets 'latest' or per-partition offsets."
+        )
+    offsets = parse_partition_offsets(raw, "endingOffsets")
+    for tp, off in offsets.items():
+        if off == EARLIEST:
+            raise KafkaSourceOptionError(
+                f"Ending offset for {tp[0]}-{tp[1]} can't be earliest (-2) for batch queries "
+                "on Kafka."
+            )
+        if off < LATEST:
+            raise KafkaSourceOptionError(
+                f"Option 'endingOffsets': offset {off} for {tp[0]}-{tp[1]} is not an offset "
+                "(use -1 for latest, or 0 and up)"
+            )
+    return OffsetSpec("offsets", offsets=offsets)
+
+
+def parse_read_options(options: Mapping[str, str], streaming: bool | None) -> ReadOptions:
+    """Check every source option; raise KafkaSourceOptionError naming the first bad one.
+    `streaming=None`: not known yet (the schema is asked for before Spark says whether
+    the read is a batch or a stream); the checks that depend on it wait."""
+    opts = _lower(options)
+    params = _kafka_params(opts)
+    for key, why in _UNSUPPORTED.items():
+        if key in opts:
+            raise KafkaSourceOptionError(why)
+    subscription = _subscription(opts)
+    strategy = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
+    if strategy not in ("error", "latest"):
+        raise KafkaSourceOptionError(
+            f"Option 'startingOffsetsByTimestampStrategy' must be 'error' or 'latest', got "
+            f"{opts['startingoffsetsbytimestampstrategy']!r}"
+        )
+    max_per_trigger = _positive_int(opts, "maxOffsetsPerTrigger")
+    prefix = opts.get("groupidprefix", "spark-kafka-source")
+    return ReadOptions(
+        bootstrap_servers=opts["kafka.bootstrap.servers"],
+        subscription=subscription,
+        starting=_starting(opts, streaming),
+        ending=_ending(opts, streaming),
+        fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
+        min_partitions=_positive_int(opts, "minPartitions"),
+        max_records_per_partition=_positive_int(opts, "maxRecordsPerPartition"),
+        max_offsets_per_trigger=max_per_trigger,
+        include_headers=_bool(opts, "includeHeaders", False),
+        starting_by_timestamp_strategy=strategy,
+        poll_timeout_ms=_positive_int(opts, "kafkaConsumer.pollTimeoutMs") or 120_000,
+        fetch_offset_num_retries=_positive_int(opts, "fetchOffset.numRetries") or 3,
+        fetch_offset_retry_interval_ms=_positive_int(opts, "fetchOffset.retryIntervalMs") or 10,
+        group_id=f"{prefix}-{uuid.uuid4()}",
+        kafka_params=params,
+    )
+
+
+def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
+    opts = _lower(options)
+    params = _kafka_params(opts)
+    topic = opts.get("topic")
+    if topic is not None and not topic.strip():
+        raise KafkaSourceOptionError("Option 'topic' is empty; name the topic to write to")
+    return WriteOptions(opts["kafka.bootstrap.servers"], topic, params)
