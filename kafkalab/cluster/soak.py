@@ -262,6 +262,21 @@ class SoakReport:
         return "\n".join(lines)
 
 
+def diagnose(cluster: LocalCluster, topic: str, lines: int = 3) -> str:
+    """What to look at when a fault did not heal: every replica as its broker
+    last reported it, and each process's last warnings."""
+    import pandas as pd
+
+    with pd.option_context("display.width", 200, "display.max_columns", None):
+        out = [str(cluster.describe(topic))]
+    for name, process in [("controller", cluster.controller), *cluster.brokers.items()]:
+        if process is None:
+            continue
+        warnings = [x.rstrip() for x in process.output if " WARNING " in x or " ERROR " in x]
+        out += [f"  {name}: {x}" for x in warnings[-lines:]]
+    return "\n".join(out)
+
+
 def _log(line: str) -> None:
     print(line, flush=True)
 
@@ -434,6 +449,7 @@ def run_soak(
                 except Exception as e:  # a hang or a failed step ends the soak
                     report.error = f"fault {number} ({kind}): {type(e).__name__}: {e}"
                     log(f"[{number:>4}/{faults}] {kind}: FAILED: {report.error}")
+                    log(diagnose(cluster, topic))
                     break
                 report.records.append(record)
                 fo = (

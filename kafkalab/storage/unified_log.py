@@ -114,6 +114,20 @@ class FetchIsolation(Enum):
     TXN_COMMITTED = "last stable offset"
 
 
+def _whole_batches_length(buf: bytes) -> int:
+    """How many bytes at the start of `buf` are whole batches, by their length
+    fields: all of it but a trailing partial batch. An impossible length keeps
+    everything (the append's validation then refuses it as corrupt)."""
+    pos = 0
+    while True:
+        size = peek_size(buf, pos)
+        if size is None or pos + size > len(buf):
+            return pos
+        if size < RECORD_BATCH_OVERHEAD:
+            return len(buf)
+        pos += size
+
+
 @dataclass(slots=True)  # not frozen: built on every append, and frozen init is slow
 class LogAppendInfo:
     """What an append did (Kafka: LogAppendInfo)."""
@@ -448,6 +462,16 @@ class UnifiedLog:
         fetcher then truncates and fetches again).
         """
         buf = bytes(records)
+        # A fetch response is a byte range of the leader's file cut at the fetch's
+        # max bytes: it may end inside a batch. Keep the whole batches (Kafka:
+        # trimInvalidBytes); the next fetch starts where they end.
+        whole = _whole_batches_length(buf)
+        if whole == 0:  # not even one whole batch: nothing to append
+            return LogAppendInfo(
+                self.log_end_offset, self.log_end_offset - 1, -1, -1, -1,
+                self.log_start_offset, 0, 0, 0,
+            )  # fmt: skip
+        buf = buf[:whole]
         headers = self._validate(buf, AppendOrigin.REPLICATION)
         expected = self.log_end_offset
         gaps = self.config.compact

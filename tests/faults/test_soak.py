@@ -1,12 +1,18 @@
 """The soak's CI slice: six faults of every kind on a live cluster under an
 idempotent acks=all load with a consumer reading along; the verdict must be
-valid (benchmarks/soak.py runs the full 100)."""
+valid (benchmarks/soak.py runs the full 100). And what the soak found, each as
+a regression test of its own."""
 
 from __future__ import annotations
 
 import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 
+from kafkalab.cluster import LocalCluster
+from kafkalab.cluster.history import History, check
 from kafkalab.cluster.soak import FAULT_KINDS, percentile, run_soak, schedule
+from kafkalab.cluster.workload import record_replicas, wait_for_replicas_in_sync
 
 #: Seed 1's first six faults cover every kind (two leader kills among them).
 SLICE_SEED, SLICE_FAULTS = 1, 6
@@ -47,3 +53,35 @@ def test_a_slice_of_the_soak_loses_nothing(tmp_path):
     assert report.replicas_compared == 3 and report.batches_compared > 0, table
     assert report.byte_identical, table
     assert report.valid, table
+
+
+def test_a_follower_more_than_a_fetch_behind_catches_up(tmp_path):
+    """Found by the soak (a power failure wiped a follower of a 120,000-record
+    log): a follower fetches at most 1 MiB a partition, the leader cuts that
+    byte range inside a batch, and the follower refused the whole response as
+    CORRUPT_MESSAGE, again and again: it never caught up and the partition
+    stayed under-replicated. Now it appends the whole batches and fetches on."""
+    with LocalCluster(brokers=3, base_dir=tmp_path, session_timeout_ms=1500) as cluster:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        new = NewTopic("behind", 1, replica_assignment=[[1, 2, 3]])
+        for future in admin.create_topics([new]).values():
+            future.result(10)
+        wait_for_replicas_in_sync(cluster, "behind")
+        cluster.kill(3)
+        producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
+        for n in range(30_000):  # about 3.5 MiB: several fetches' worth
+            while True:
+                try:
+                    producer.produce("behind", b"%06d" % n + b"x" * 100, partition=0)
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+        assert producer.flush(60) == 0
+        cluster.restart(3)
+        rows = wait_for_replicas_in_sync(cluster, "behind", timeout=60)
+        assert set(rows.LEO) == {30_000}
+        history = History()
+        record_replicas(cluster, "behind", 0, history)
+        verdict = check(history)
+        assert len(history.replicas[("behind", 0)]) == 3
+        assert not verdict.diverged, verdict.summary()

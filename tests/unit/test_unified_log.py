@@ -243,6 +243,34 @@ def test_follower_append_keeps_offsets_and_refuses_gaps_or_going_back(tmp_path, 
     log.close()
 
 
+def test_follower_append_keeps_the_whole_batches_of_a_fetch_cut_inside_one(tmp_path, clock):
+    """A fetch response is a byte range of the leader's file, cut at the fetch's
+    max bytes, so it may end inside a batch. The follower appends the whole
+    batches and fetches the rest next time (Kafka: trimInvalidBytes). Found by
+    the soak: a follower more than a fetch's 1 MiB behind refused every
+    fetch as CORRUPT_MESSAGE and never caught up."""
+    leader = UnifiedLog(tmp_path / "leader" / "t-0", clock=clock)
+    for i in range(6):
+        leader.append_as_leader(batch(bytes([65 + i]) * 100, partition_leader_epoch=0))
+    one = len(batch(b"A" * 100))
+    follower = UnifiedLog(tmp_path / "follower" / "t-0", clock=clock)
+    cut = leader.read(0, one * 2 + one // 2).read_bytes()  # two batches and half a third
+    info = follower.append_as_follower(cut)
+    assert (info.first_offset, info.num_batches, follower.log_end_offset) == (0, 2, 2)
+    assert follower.size == one * 2  # nothing of the half batch was written
+    half = leader.read(2, one // 2, min_one_message=False).read_bytes()  # part of one batch
+    assert follower.append_as_follower(half).num_batches == 0 and follower.log_end_offset == 2
+    follower.append_as_follower(leader.read(2, 1 << 20).read_bytes())
+    assert read_all(follower) == read_all(leader)
+    corrupt = bytearray(leader.read(0, 1 << 20).read_bytes())
+    corrupt[one + 30] ^= 0xFF  # a whole batch that is damaged is still refused
+    other = UnifiedLog(tmp_path / "other" / "t-0", clock=clock)
+    with pytest.raises(CorruptRecordError):
+        other.append_as_follower(corrupt)
+    for log in (leader, follower, other):
+        log.close()
+
+
 def test_appends_refuse_bad_batches_and_write_nothing(tmp_path, clock):
     log = UnifiedLog(tmp_path / "t-0", LogConfig(max_message_bytes=500), clock=clock)
     good = batch(b"ok")
