@@ -198,8 +198,9 @@ def rebalance_timeline_plot(
             if not parts or stop <= t:
                 continue
             ax.broken_barh([(t, stop - t)], (y - 0.35, 0.7), color=colours[m], alpha=0.85)
-            label = ",".join(str(p) for _, p in sorted(parts))
-            ax.text(t + 0.02, y, label, va="center", fontsize=8, color="white", clip_on=True)
+            if stop - t > 0.04 * end:  # room for a label
+                label = ",".join(str(p) for _, p in sorted(parts))
+                ax.text(t + 0.01 * end, y, label, va="center", fontsize=8, color="white")
     gaps = unowned_intervals(samples, partitions, end)
     for t, stop, n in gaps:
         ax.broken_barh(
