@@ -44,6 +44,9 @@ class RequestHeader:
     api_version: int
     correlation_id: int
     client_id: str | None
+    # Not on the wire: where the request came from, "/<ip>" as Kafka writes it
+    # (Kafka: RequestContext.clientAddress); the socket server fills it in.
+    client_host: str = ""
 
 
 def request_header_version(api: Api | None, version: int) -> int:

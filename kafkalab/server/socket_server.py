@@ -25,6 +25,7 @@ broker and other connections go on.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import logging
 import struct
@@ -179,6 +180,8 @@ class SocketServer:
         except ProtocolError as e:
             log.warning("closing connection from %s: bad request header: %s", peer, e)
             return False
+        if isinstance(peer, tuple) and peer:
+            header = dataclasses.replace(header, client_host=f"/{peer[0]}")
         api = self.schemas.get(header.api_key)
         if api is None:
             log.warning("closing connection from %s: unknown API key %d", peer, header.api_key)

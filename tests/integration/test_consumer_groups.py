@@ -347,6 +347,7 @@ def test_kafkalab_groups_describes_resets_and_deletes(cluster):
     assert f"group {topic}: Stable, protocol range, 1 member(s)" in described
     rows = [line.split("\t") for line in described.splitlines()[2:]]
     assert len(rows) == PARTITIONS and all(r[5] != "-" for r in rows)  # one owner each
+    assert {r[6] for r in rows} == {"/127.0.0.1"}  # the member's host, as Kafka writes it
     # What is left to read: the lag of committed partitions, all of the others.
     left = sum(int(r[4]) if r[4] != "-" else int(r[3]) for r in rows)
     assert left == RECORDS - FIRST, described

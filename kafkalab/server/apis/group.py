@@ -78,7 +78,7 @@ async def handle_join_group(apis: KafkaApis, header: RequestHeader, body: dict) 
         rebalance_timeout_ms=body["rebalance_timeout_ms"] if version >= 1 else None,
         group_instance_id=body.get("group_instance_id") if version >= 5 else None,
         client_id=header.client_id or "",
-        client_host="",
+        client_host=header.client_host,
         require_known_member_id=version >= 4,
     )
     return {
