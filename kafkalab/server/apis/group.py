@@ -185,13 +185,7 @@ async def handle_offset_commit(apis: KafkaApis, header: RequestHeader, body: dic
         group_instance_id=body.get("group_instance_id") if version >= 7 else None,
         expire_timestamp_ms=expire,
     )
-    topics: dict[str, list[dict]] = {}
-    for (topic, index), error in result.partitions.items():
-        topics.setdefault(topic, []).append({"partition_index": index, "error_code": int(error)})
-    return {
-        "throttle_time_ms": 0,
-        "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
-    }
+    return {"throttle_time_ms": 0, "topics": _errors_by_topic(result.partitions)}
 
 
 def handle_offset_fetch(apis: KafkaApis, header: RequestHeader, body: dict) -> dict:
@@ -205,28 +199,22 @@ def handle_offset_fetch(apis: KafkaApis, header: RequestHeader, body: dict) -> d
     result = coordinator.fetch_offsets(
         body["group_id"], partitions, require_stable=body.get("require_stable", False)
     )
-    topics: dict[str, list[dict]] = {}
-    for (topic, index), p in result.partitions.items():
-        topics.setdefault(topic, []).append(
+    error = result.error
+    # v0-v1 have no top-level error: it goes on every partition.
+    everywhere = header.api_version < 2 and error != Errors.NONE
+    topics = _by_topic(
+        (
+            tp,
             {
-                "partition_index": index,
                 "committed_offset": p.offset,
                 "committed_leader_epoch": p.leader_epoch,
                 "metadata": p.metadata,
-                "error_code": int(p.error),
-            }
+                "error_code": int(error if everywhere else p.error),
+            },
         )
-    error = result.error
-    if header.api_version < 2 and error != Errors.NONE:
-        # v0-v1 have no top-level error: it goes on every partition.
-        for parts in topics.values():
-            for p in parts:
-                p["error_code"] = int(error)
-    return {
-        "throttle_time_ms": 0,
-        "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
-        "error_code": int(error),
-    }
+        for tp, p in result.partitions.items()
+    )
+    return {"throttle_time_ms": 0, "topics": topics, "error_code": int(error)}
 
 
 def handle_describe_groups(apis: KafkaApis, header: RequestHeader, body: dict) -> dict:
@@ -287,11 +275,20 @@ async def handle_offset_delete(apis: KafkaApis, header: RequestHeader, body: dic
         (t["name"], p["partition_index"]) for t in body["topics"] for p in t["partitions"]
     ]
     result = await runtime.call(runtime.coordinator.delete_offsets, body["group_id"], partitions)
-    topics: dict[str, list[dict]] = {}
-    for (topic, index), error in result.partitions.items():
-        topics.setdefault(topic, []).append({"partition_index": index, "error_code": int(error)})
     return {
         "error_code": int(result.error),
         "throttle_time_ms": 0,
-        "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+        "topics": _errors_by_topic(result.partitions),
     }
+
+
+def _by_topic(rows) -> list[dict]:
+    """((topic, partition), fields) pairs as a response's topics[].partitions[]."""
+    topics: dict[str, list[dict]] = {}
+    for (topic, index), fields in rows:
+        topics.setdefault(topic, []).append({"partition_index": index, **fields})
+    return [{"name": t, "partitions": ps} for t, ps in topics.items()]
+
+
+def _errors_by_topic(errors: dict) -> list[dict]:
+    return _by_topic((tp, {"error_code": int(e)}) for tp, e in errors.items())
