@@ -147,7 +147,7 @@ class SocketServer:
                     )
                     return
                 try:
-                    frame = await reader.readexactly(size)
+                    frame = await conn.readexactly(size)
                 except (asyncio.IncompleteReadError, ConnectionError):
                     log.warning("closing connection from %s: frame cut short", peer)
                     return
@@ -247,32 +247,70 @@ class _PeerGone(Exception):
     """The client closed its connection while its request was parked."""
 
 
+#: How much of what a client pipelines behind a parked request a processor reads ahead
+#: (to see the client leave); past it, it reads no more until the answer (Kafka mutes).
+READ_AHEAD_BYTES = 64 * 1024
+
+
 class _Connection:
-    """A connection's reading side, with the one thing a processor reads ahead: while
-    a request is parked, the next frame's size prefix, which is also how it learns
-    that the client has gone (end of stream) without reading past a frame."""
+    """A connection's reading side. While a request is parked, it reads ahead what the
+    client sends next (at most READ_AHEAD_BYTES, kept for the next frames): that is how
+    it learns that the client has gone (end of stream) even when the client had already
+    pipelined its next request."""
 
     def __init__(self, reader: asyncio.StreamReader) -> None:
         self.reader = reader
-        self.ahead: asyncio.Future | None = None
+        self.stash = bytearray()  # read ahead, not yet framed
+        self.eof = False
+        self.ahead: asyncio.Future | None = None  # a pending read-ahead
+
+    async def readexactly(self, n: int) -> bytes:
+        while len(self.stash) < n:
+            if self.ahead is not None:
+                await self._collect()  # bytes read ahead come before the reader's
+            elif self.eof:
+                raise asyncio.IncompleteReadError(bytes(self.stash), n)
+            elif not self.stash:
+                return await self.reader.readexactly(n)  # the usual case
+            else:
+                self.stash += await self.reader.readexactly(n - len(self.stash))
+        # What was read ahead (a pipelined request) is served at once, even while
+        # another read-ahead still waits for more.
+        out = bytes(self.stash[:n])
+        del self.stash[:n]
+        return out
 
     async def read_prefix(self) -> bytes:
-        if self.ahead is None:
-            return await self.reader.readexactly(4)
-        ahead, self.ahead = self.ahead, None
-        return await ahead
+        return await self.readexactly(4)
+
+    async def _collect(self) -> None:
+        if self.ahead is not None:
+            ahead, self.ahead = self.ahead, None
+            chunk = await ahead
+            if chunk:
+                self.stash += chunk
+            else:
+                self.eof = True
 
     async def unless_peer_leaves(self, awaitable: Any) -> Any:
         result = asyncio.ensure_future(awaitable)
-        if self.ahead is None:
-            self.ahead = asyncio.ensure_future(self.reader.readexactly(4))
-        await asyncio.wait({result, self.ahead}, return_when=asyncio.FIRST_COMPLETED)
-        if result.done() or self.ahead.exception() is None:
-            return await result  # answered, or the next request is already coming
+        while not self.eof:
+            if self.ahead is None and len(self.stash) < READ_AHEAD_BYTES:
+                self.ahead = asyncio.ensure_future(
+                    self.reader.read(READ_AHEAD_BYTES - len(self.stash))
+                )
+            waiting = {result} if self.ahead is None else {result, self.ahead}
+            await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+            if result.done():
+                return await result
+            try:
+                await self._collect()
+            except ConnectionError:
+                self.eof = True
         # The client is gone. The request finishes on its own (a purgatory times it out;
         # a topic creation completes); nobody reads its answer.
         result.add_done_callback(_log_failure)
-        raise _PeerGone(repr(self.ahead.exception()))
+        raise _PeerGone("end of stream while a request was parked")
 
     def close(self) -> None:
         if self.ahead is not None and not self.ahead.done():

@@ -300,3 +300,76 @@ def test_a_batch_naming_an_undefined_compression_codec_is_refused_as_corrupt(tmp
     assert result.error == Errors.CORRUPT_MESSAGE
     assert "compression codec" in result.message
     assert apis.replica_manager.partition(TP).log.log_end_offset == 0
+
+
+def test_a_client_that_pipelined_behind_a_parked_request_and_left_is_let_go(caplog):
+    # Found by the million-frame run: 19 connections left in CLOSE_WAIT. The fuzzer sends
+    # a probe behind each frame; behind a parked Fetch (max_wait_ms 2**31-1) the broker
+    # read the probe's size prefix, took it for "the client is still there", and stopped
+    # watching, so the client's leaving went unseen until the wait ran out.
+    apis = Parked()
+    fetch = encode_request(RequestHeader(3, 1, 1, "t"), {"topics": []})
+    probe = encode_request(RequestHeader(18, 0, 2, "probe"), {})
+    writer = GoneWriter(fail_on_drain=False)
+
+    async def scenario():
+        server = await run_processor(apis, fetch + probe, writer)
+        assert writer.closed and not server._connections
+        assert len(apis.futures) == 1 and not apis.futures[0].done()
+        apis.futures[0].set_result({"throttle_time_ms": 0, "topics": []})
+
+    with caplog.at_level(logging.DEBUG):
+        asyncio.run(scenario())
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+def test_requests_pipelined_behind_a_parked_one_are_answered_in_order():
+    class Answers:
+        def __init__(self) -> None:
+            self.parked: asyncio.Future | None = None
+
+        def handle(self, header, body):
+            if header.correlation_id == 1:  # the first one waits, as a long poll does
+                self.parked = asyncio.get_running_loop().create_future()
+                asyncio.get_running_loop().call_later(0.05, self.parked.set_result, {})
+                return self.parked
+            return {}
+
+    class Collecting(GoneWriter):
+        def __init__(self) -> None:
+            super().__init__(fail_on_drain=False)
+            self.data = bytearray()
+
+        def write(self, data) -> None:
+            self.data += data
+
+    frames = b"".join(encode_request(RequestHeader(18, 0, i, "t"), {}) for i in range(1, 6))
+    writer = Collecting()
+    server = SocketServer(
+        Answers(), "127.0.0.1", 0, max_request_bytes=1 << 20, queued_max_requests=10, num_handlers=1
+    )
+
+    async def scenario():
+        server._handlers = [asyncio.create_task(server._handler())]
+        reader = asyncio.StreamReader()
+        reader.feed_data(frames)
+        task = asyncio.create_task(server._processor(reader, writer))
+        await asyncio.sleep(0.3)
+        # Answered while the client is still there and sends nothing more (a read-ahead
+        # waiting for more bytes must not hold back what it already read).
+        assert answered_ids() == [1, 2, 3, 4, 5]
+        reader.feed_eof()
+        await asyncio.wait_for(task, 10)
+        for t in server._handlers:
+            t.cancel()
+
+    def answered_ids() -> list[int]:
+        ids, at = [], 0
+        while at < len(writer.data):
+            (size,) = struct.unpack_from(">i", writer.data, at)
+            ids.append(struct.unpack_from(">i", writer.data, at + 4)[0])
+            at += 4 + size
+        return ids
+
+    asyncio.run(scenario())
+    assert answered_ids() == [1, 2, 3, 4, 5]
