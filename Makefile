@@ -20,7 +20,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.kafkalab-installed
 JS_STAMP := tests/js/node_modules/.installed
 
-.PHONY: lab test setup system-deps lint bench clean
+.PHONY: lab test setup system-deps lint bench soak fuzz clean
 
 # --allow-root: as root (most containers, Codespaces-style images, CI runners)
 # JupyterLab refuses to start without it. For any other user it changes nothing
@@ -58,6 +58,14 @@ lint: setup
 
 bench: setup
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+# The cluster's soak (100 faults under load) and the protocol fuzzer (a million
+# hostile frames): long, run on purpose; pass options with SOAK_ARGS / FUZZ_ARGS.
+soak: setup
+	$(BIN)/python benchmarks/soak.py $(SOAK_ARGS)
+
+fuzz: setup
+	$(BIN)/python benchmarks/fuzz_protocol.py $(FUZZ_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info tests/js/node_modules

@@ -4,6 +4,8 @@ SIGTERMed in turn: a controlled shutdown) that loses nothing and fails no send."
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -35,7 +37,11 @@ def cluster(tmp_path):
         brokers=3,
         base_dir=tmp_path,
         session_timeout_ms=1500,
-        broker_props={"broker.heartbeat.interval.ms": "100"},
+        # As the soak: a follower that stops fetching leaves the ISR after 2 s, not 30 s.
+        # (With Kafka's 30 s, a rolling restart here sometimes stalled acks=all sends
+        # for the whole message.timeout.ms: a follower still in the ISR was not
+        # fetching for a while. Not diagnosed yet; see the issue's closing note.)
+        broker_props={"broker.heartbeat.interval.ms": "100", "replica.lag.time.max.ms": "2000"},
     ) as c:
         yield c
 
@@ -61,13 +67,16 @@ def test_a_failover_has_every_phase_in_order(cluster):
 def test_a_rolling_restart_loses_nothing_and_fails_no_send(cluster):
     create(cluster, "roll")
     history = History()
-    workload = ProducerWorkload(cluster.bootstrap_servers, "roll", history, acks="all").start()
+    workload = ProducerWorkload(
+        cluster.bootstrap_servers, "roll", history, acks="all", config=LABS_PRODUCER
+    ).start()
     try:
         cluster.rolling_restart()
     finally:
         unknown = workload.stop()
     assert unknown == 0
-    assert workload.failed == 0, "a send failed during the rolling restart"
+    errors = Counter(op.error for op in history.ops if op.kind == "fail")
+    assert workload.failed == 0, f"sends failed during the rolling restart: {errors}"
     wait_for_replicas_in_sync(cluster, "roll")
     read_final_log(cluster.bootstrap_servers, "roll", 0, history)
     record_replicas(cluster, "roll", 0, history)
