@@ -25,17 +25,24 @@ TopicPartition = tuple[str, int]
 PartitionOffsets = dict[TopicPartition, int]
 
 
-def parse_partition_offsets(text: str, option: str = "startingOffsets") -> PartitionOffsets:
-    """`{"topicA": {"0": 23, "1": -1}}` -> {("topicA", 0): 23, ("topicA", 1): -1}."""
-    example = '{"topicA":{"0":23,"1":-1},"topicB":{"0":-2}}'
+def _per_topic_json(text: str, option: str, example: str, per_topic: type) -> dict:
+    """An option's JSON object of topic -> `per_topic` (dict or list), or a
+    KafkaSourceOptionError that shows `example`."""
     try:
         doc = json.loads(text)
     except (json.JSONDecodeError, TypeError) as e:
         raise KafkaSourceOptionError(
             f"Option '{option}' is not valid JSON ({e}). Expected e.g. {example}, got {text!r}"
         ) from None
-    if not isinstance(doc, dict) or not all(isinstance(v, dict) for v in doc.values()):
+    if not isinstance(doc, dict) or not all(isinstance(v, per_topic) for v in doc.values()):
         raise KafkaSourceOptionError(f"Option '{option}': expected e.g. {example}, got {text!r}")
+    return doc
+
+
+def parse_partition_offsets(text: str, option: str = "startingOffsets") -> PartitionOffsets:
+    """`{"topicA": {"0": 23, "1": -1}}` -> {("topicA", 0): 23, ("topicA", 1): -1}."""
+    example = '{"topicA":{"0":23,"1":-1},"topicB":{"0":-2}}'
+    doc = _per_topic_json(text, option, example, dict)
     out: PartitionOffsets = {}
     for topic, partitions in doc.items():
         for partition, offset in partitions.items():
@@ -56,14 +63,7 @@ def parse_partition_offsets(text: str, option: str = "startingOffsets") -> Parti
 def parse_partition_list(text: str, option: str = "assign") -> list[TopicPartition]:
     """`{"topicA": [0, 1]}` -> [("topicA", 0), ("topicA", 1)]."""
     example = '{"topicA":[0,1],"topicB":[2,4]}'
-    try:
-        doc = json.loads(text)
-    except (json.JSONDecodeError, TypeError) as e:
-        raise KafkaSourceOptionError(
-            f"Option '{option}' is not valid JSON ({e}). Expected e.g. {example}, got {text!r}"
-        ) from None
-    if not isinstance(doc, dict) or not all(isinstance(v, list) for v in doc.values()):
-        raise KafkaSourceOptionError(f"Option '{option}': expected e.g. {example}, got {text!r}")
+    doc = _per_topic_json(text, option, example, list)
     out: list[TopicPartition] = []
     for topic, partitions in doc.items():
         for p in partitions:

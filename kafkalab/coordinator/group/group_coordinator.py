@@ -1119,6 +1119,32 @@ class GroupCoordinator:
     # SyncGroup, Heartbeat, LeaveGroup
     # ======================================================================================
 
+    def _member_of_generation(
+        self,
+        group_id: str,
+        api: str,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+    ) -> tuple[GroupMetadata | None, Errors | None]:
+        """The checks SyncGroup and Heartbeat share, in Kafka's order: the group is
+        ours and loaded, exists and is alive, knows this member, and is in the
+        generation the member names. (group, None) when all pass."""
+        error = self._validate_group_status(group_id, api)
+        if error is not None:
+            return None, error
+        group = self.groups.get(group_id)
+        if group is None:
+            return None, Errors.UNKNOWN_MEMBER_ID
+        if group.is_(DEAD):
+            return None, Errors.COORDINATOR_NOT_AVAILABLE
+        error = self._validate_current_member(group, member_id, group_instance_id)
+        if error is not None:
+            return None, error
+        if generation_id != group.generation_id:
+            return None, Errors.ILLEGAL_GENERATION
+        return group, None
+
     @staticmethod
     def _validate_current_member(
         group: GroupMetadata, member_id: str, instance_id: str | None
@@ -1159,19 +1185,11 @@ class GroupCoordinator:
             effects.append(Respond(request, SyncGroupResult(error)))
             return self._end(effects, now_ms)
 
-        error = self._validate_group_status(group_id, "sync_group")
+        group, error = self._member_of_generation(
+            group_id, "sync_group", member_id, group_instance_id, generation_id
+        )
         if error is not None:
             return answer(error)
-        group = self.groups.get(group_id)
-        if group is None:
-            return answer(Errors.UNKNOWN_MEMBER_ID)
-        if group.is_(DEAD):
-            return answer(Errors.COORDINATOR_NOT_AVAILABLE)
-        error = self._validate_current_member(group, member_id, group_instance_id)
-        if error is not None:
-            return answer(error)
-        if generation_id != group.generation_id:
-            return answer(Errors.ILLEGAL_GENERATION)
         if protocol_type is not None and protocol_type != group.protocol_type:
             return answer(Errors.INCONSISTENT_GROUP_PROTOCOL)
         if protocol_name is not None and protocol_name != group.protocol_name:
@@ -1220,19 +1238,11 @@ class GroupCoordinator:
             effects.append(Respond(effects.request, HeartbeatResult(error)))
             return self._end(effects, now_ms)
 
-        error = self._validate_group_status(group_id, "heartbeat")
+        group, error = self._member_of_generation(
+            group_id, "heartbeat", member_id, group_instance_id, generation_id
+        )
         if error is not None:
             return answer(error)
-        group = self.groups.get(group_id)
-        if group is None:
-            return answer(Errors.UNKNOWN_MEMBER_ID)
-        if group.is_(DEAD):
-            return answer(Errors.COORDINATOR_NOT_AVAILABLE)
-        error = self._validate_current_member(group, member_id, group_instance_id)
-        if error is not None:
-            return answer(error)
-        if generation_id != group.generation_id:
-            return answer(Errors.ILLEGAL_GENERATION)
         if group.is_(EMPTY):
             return answer(Errors.UNKNOWN_MEMBER_ID)
         self._schedule_heartbeat(group, group.get(member_id), now_ms)
