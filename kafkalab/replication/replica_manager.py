@@ -276,12 +276,12 @@ class ReplicaManager:
 
         self._isr_expiration = self._schedule(self.replica_lag_time_max_ms / 2000, tick)
 
-    def apply_isr_change(self, tp: TopicPartition, isr: list[int], partition_epoch: int) -> None:
+    def apply_isr_change(self, tp: TopicPartition, isr: list[int], partition_epoch: int) -> bool:
         """The controller committed an ISR for `tp` (AlterPartition answered, or the
-        metadata log says so)."""
-        part = self.partitions[tp]
-        part.apply_isr_change(isr, partition_epoch)
+        metadata log says so). False when it was older than the ISR applied."""
+        applied = self.partitions[tp].apply_isr_change(isr, partition_epoch)
         self._hw_moved(tp)
+        return applied
 
     def _hw_moved(self, tp: TopicPartition) -> None:
         self.delayed_produce.check_and_complete(tp)
