@@ -35,6 +35,7 @@ from kafkalab.replication.delayed_operation import DelayedOperationPurgatory
 from kafkalab.replication.delayed_produce import AppendResult
 from kafkalab.replication.partition import IsrChange, Partition, Role, TruncationRule
 from kafkalab.storage.log_manager import LogManager
+from kafkalab.storage.producer_state_manager import ProducerStateEntry
 from kafkalab.storage.unified_log import AppendOrigin, FetchIsolation
 
 TopicPartition = tuple[str, int]
@@ -250,6 +251,13 @@ class ReplicaManager:
         return ReadResult(
             Errors.NONE, log.high_watermark, log.log_start_offset, last_stable, info, aborted
         )
+
+    def active_producer_state(self, tp: TopicPartition) -> list[ProducerStateEntry]:
+        """The producers the leader of `tp` knows, oldest id first (Kafka:
+        activeProducerState, for DescribeProducers). Leader only."""
+        part = self.leader_partition(tp)
+        producers = part.log.producer_state.producers
+        return [producers[pid] for pid in sorted(producers)]
 
     # -- the leader's view of its followers ---------------------------------------------------
 
