@@ -247,7 +247,10 @@ class UnifiedLog:
         with the producer state rebuilt up to the segment)."""
         state = self.producer_state
         rebuild = rebuild_txn_index or set()
-        replay_from = min(rebuild) if rebuild else self.log_end_offset
+        # From the high watermark at the latest: transactions completed at or past
+        # it are still unstable, and only a replay re-learns them (a snapshot does
+        # not keep completed transactions).
+        replay_from = min(min(rebuild, default=self.log_end_offset), self.high_watermark)
         start = max(state.load_snapshot(replay_from, self.log_end_offset), self.log_start_offset)
         for segment in self._segments[max(0, self._floor_index(start)) :]:
             position = 0
@@ -974,9 +977,9 @@ class UnifiedLog:
         self.active_segment.truncate_to(offset)
         self._log_end_offset = self.active_segment.read_next_offset()
         self.recovery_point = min(self.recovery_point, self._log_end_offset)
+        self.high_watermark = min(self.high_watermark, self._log_end_offset)
         self._rebuild_producer_state()
         self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
-        self.high_watermark = min(self.high_watermark, self._log_end_offset)
         return True
 
     def _note_truncation(self, offset: int) -> None:
