@@ -175,6 +175,27 @@ def test_recovery_rebuilds_the_txnindex_and_forgets_replicated_markers(tmp_path)
     crashed.close()
 
 
+def test_a_damaged_txnindex_is_rebuilt_even_after_a_clean_shutdown(tmp_path):
+    config = LogConfig(segment_bytes=300)
+    log = UnifiedLog(tmp_path / "t-0", config)
+    log.append_as_leader(txn_batch(1, 0))
+    log.append_as_leader(marker(1, commit=False), origin=COORDINATOR)
+    while len(log.segments) < 3:
+        log.append_as_leader(build_batch([b"filler"] * 4))
+    log.update_high_watermark(log.log_end_offset)
+    want = log.collect_aborted_transactions(0, log.log_end_offset)
+    hw = log.high_watermark
+    log.close()
+    index = tmp_path / "t-0" / "00000000000000000000.txnindex"
+    with open(index, "ab") as f:
+        f.write(b"\x00\x00torn")  # half an entry: the sanity check refuses the file
+    reopened = UnifiedLog(tmp_path / "t-0", config, high_watermark=hw, clean_shutdown=True)
+    assert (0, 0) in reopened.recovered
+    assert reopened.collect_aborted_transactions(0, reopened.log_end_offset) == want
+    assert index.stat().st_size == ENTRY_SIZE
+    reopened.close()
+
+
 def test_followers_keep_the_same_txnindex(tmp_path):
     leader = UnifiedLog(tmp_path / "l-0")
     follower = UnifiedLog(tmp_path / "f-0")
