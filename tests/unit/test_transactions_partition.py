@@ -104,6 +104,18 @@ def test_txnindex_is_kafkas_byte_format(tmp_path):
         + (3).to_bytes(8, "big")
         + (4).to_bytes(8, "big")
     )
+    from kafkalab.viz import index_entries  # what the labs show of it
+
+    table = index_entries(tmp_path / "t-0" / "00000000000000000000.txnindex")
+    assert table.to_dict("records") == [
+        {
+            "version": 0,
+            "producer id": 9,
+            "first offset": 0,
+            "last offset": 3,
+            "last stable offset": 4,
+        }
+    ]
 
 
 def test_a_segment_without_aborts_has_no_txnindex(tmp_path):
