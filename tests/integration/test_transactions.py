@@ -1,0 +1,186 @@
+"""Transactions with confluent-kafka (librdkafka) against one broker: the
+transaction coordinator, __transaction_state, markers in the partitions, fencing,
+and dump-log decoding the coordinator's records."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kafkalab.coordinator.group.coordinator_records import partition_for
+from kafkalab.records import iter_batches
+from kafkalab.records.control_record import parse_control_record
+from kafkalab.server.broker import BrokerThread
+
+pytestmark = pytest.mark.timeout(180)
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    with BrokerThread(
+        {
+            "log.dirs": str(tmp_path_factory.mktemp("txn-broker")),
+            "transaction.state.log.num.partitions": "4",
+            "offsets.topic.num.partitions": "4",
+            "transaction.max.timeout.ms": "120000",
+        }
+    ) as b:
+        yield b
+
+
+def make_topic(bs: str, partitions: int = 2) -> str:
+    topic = f"txn-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bs})
+    for f in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+        f.result(10)
+    return topic
+
+
+def txn_producer(bs: str, tid: str, **extra) -> Producer:
+    return Producer(
+        {
+            "bootstrap.servers": bs,
+            "transactional.id": tid,
+            "transaction.timeout.ms": 60_000,
+            **extra,
+        }
+    )
+
+
+def batches(broker, topic: str, partition: int) -> list:
+    """Every batch of the partition's log, read from disk."""
+    d = Path(broker.config.log_dirs[0]) / f"{topic}-{partition}"
+    out = []
+    for f in sorted(d.glob("*.log")):
+        out += list(iter_batches(f.read_bytes()))
+    return out
+
+
+def completed(broker, tid: str) -> str:
+    """The transaction's state once its markers are all written (EndTxn is answered
+    at Prepare*, before the markers, as in Kafka)."""
+    coordinator = broker.broker.transaction_coordinator.coordinator
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        (d,) = coordinator.describe_transactions([tid])
+        if d.state.startswith("Complete"):
+            return d
+        time.sleep(0.05)
+    raise AssertionError(f"{tid}: markers not written in 30 s ({d.state})")
+
+
+def markers(broker, topic, partition) -> list[str]:
+    return [
+        parse_control_record(b.records[0]).type.name
+        for b in batches(broker, topic, partition)
+        if b.header.is_control_batch
+    ]
+
+
+def test_commit_and_abort_write_markers(broker):
+    bs = broker.bootstrap_servers
+    topic = make_topic(bs)
+    p = txn_producer(bs, "tx-commit-abort")
+    p.init_transactions(30)
+    p.begin_transaction()
+    for i in range(10):
+        p.produce(topic, b"committed-%d" % i, partition=i % 2)
+    p.commit_transaction(30)
+    p.begin_transaction()
+    for i in range(4):
+        p.produce(topic, b"aborted-%d" % i, partition=0)
+    p.flush(30)
+    p.abort_transaction(30)
+    d = completed(broker, "tx-commit-abort")
+    assert d.state == "CompleteAbort" and d.producer_epoch == 0
+    assert markers(broker, topic, 0) == ["COMMIT", "ABORT"]
+    assert markers(broker, topic, 1) == ["COMMIT"]
+    data = [b for b in batches(broker, topic, 0) if not b.header.is_control_batch]
+    assert data and all(b.header.is_transactional for b in data)
+
+
+def test_a_second_producer_fences_the_first(broker):
+    bs = broker.bootstrap_servers
+    topic = make_topic(bs)
+    first = txn_producer(bs, "tx-fence")
+    first.init_transactions(30)
+    first.begin_transaction()
+    first.produce(topic, b"zombie", partition=0)
+    first.flush(30)
+    second = txn_producer(bs, "tx-fence")
+    second.init_transactions(60)  # aborts the first's open transaction, then a new epoch
+    second.begin_transaction()
+    second.produce(topic, b"winner", partition=0)
+    second.commit_transaction(30)
+    with pytest.raises(KafkaException) as fenced:
+        first.produce(topic, b"zombie-2", partition=1)
+        first.commit_transaction(30)
+    assert fenced.value.args[0].code() in (
+        KafkaError._FENCED,
+        KafkaError.PRODUCER_FENCED,
+        KafkaError.INVALID_PRODUCER_EPOCH,
+    )
+    d = completed(broker, "tx-fence")
+    # epoch 1 fenced the first producer while its transaction was aborted; the
+    # retried InitProducerId then got epoch 2
+    assert (d.state, d.producer_epoch) == ("CompleteCommit", 2)
+    assert markers(broker, topic, 0) == ["ABORT", "COMMIT"]
+
+
+def test_send_offsets_to_transaction(broker):
+    bs = broker.bootstrap_servers
+    topic = make_topic(bs, 1)
+    p = txn_producer(bs, "tx-offsets")
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(topic, b"x", partition=0)
+    c = Consumer({"bootstrap.servers": bs, "group.id": "tx-offsets-group"})
+    try:
+        p.send_offsets_to_transaction(
+            [TopicPartition(topic, 0, 1)], c.consumer_group_metadata(), 30
+        )
+    except KafkaException as e:
+        # TxnOffsetCommit comes with the group side (helper/txn-client): librdkafka
+        # refuses it as unsupported, after AddOffsetsToTxn has been answered
+        assert e.args[0].code() == KafkaError._UNSUPPORTED_FEATURE, e
+        assert e.args[0].txn_requires_abort()
+        coordinator = broker.broker.transaction_coordinator.coordinator
+        (d,) = coordinator.describe_transactions(["tx-offsets"])
+        assert ("__consumer_offsets", partition_for("tx-offsets-group", 4)) in d.partitions
+        p.abort_transaction(30)
+    else:
+        p.commit_transaction(30)
+    finally:
+        c.close()
+    assert completed(broker, "tx-offsets").state in ("CompleteCommit", "CompleteAbort")
+
+
+def test_dump_log_decodes_the_transaction_state(broker):
+    bs = broker.bootstrap_servers
+    topic = make_topic(bs, 1)
+    p = txn_producer(bs, "tx-dump")
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(topic, b"v", partition=0)
+    p.commit_transaction(30)
+    completed(broker, "tx-dump")
+    coordinator = broker.broker.transaction_coordinator.coordinator
+    partition = coordinator.partition_for("tx-dump")
+    d = Path(broker.config.log_dirs[0]) / f"__transaction_state-{partition}"
+    out = subprocess.run(
+        [sys.executable, "-m", "kafkalab", "dump-log", "--transaction-log-decoder", str(d)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    lines = [line for line in out.splitlines() if "transactionalId=tx-dump" in line]
+    states = [line.split("state=")[1].split(",")[0] for line in lines]
+    assert states == ["Empty", "Ongoing", "PrepareCommit", "CompleteCommit"]
+    assert f"partitions=[{topic}-0]" in lines[1]
