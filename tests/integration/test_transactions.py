@@ -184,3 +184,30 @@ def test_dump_log_decodes_the_transaction_state(broker):
     states = [line.split("state=")[1].split(",")[0] for line in lines]
     assert states == ["Empty", "Ongoing", "PrepareCommit", "CompleteCommit"]
     assert f"partitions=[{topic}-0]" in lines[1]
+
+
+def test_the_broken_coordinator_lets_the_zombie_commit(tmp_path):
+    """kafkalab.transaction.init.epoch.rule=no-bump (the spec's
+    MC_transactions_no_epoch_bump): the second instance gets the same epoch, so the
+    first, a zombie, is not fenced and its commit goes through."""
+    with BrokerThread(
+        {
+            "log.dirs": str(tmp_path),
+            "transaction.state.log.num.partitions": "4",
+            "kafkalab.transaction.init.epoch.rule": "no-bump",
+        }
+    ) as b:
+        bs = b.bootstrap_servers
+        topic = make_topic(bs)
+        zombie = txn_producer(bs, "tx-zombie")
+        zombie.init_transactions(30)
+        zombie.begin_transaction()
+        zombie.produce(topic, b"before", partition=0)
+        assert zombie.flush(30) == 0
+        second = txn_producer(bs, "tx-zombie")
+        second.init_transactions(60)  # aborts the open transaction, keeps the epoch
+        assert completed(b, "tx-zombie").producer_epoch == 0
+        zombie.produce(topic, b"zombie", partition=1)
+        zombie.commit_transaction(30)  # with Kafka's rule: PRODUCER_FENCED
+        assert completed(b, "tx-zombie").state == "CompleteCommit"
+        assert markers(b, topic, 1) == ["COMMIT"]
