@@ -211,3 +211,69 @@ def test_the_broken_coordinator_lets_the_zombie_commit(tmp_path):
         zombie.commit_transaction(30)  # with Kafka's rule: PRODUCER_FENCED
         assert completed(b, "tx-zombie").state == "CompleteCommit"
         assert markers(b, topic, 1) == ["COMMIT"]
+
+
+def test_the_admin_apis_on_the_wire(broker):
+    """FindCoordinator key type 1, InitProducerId's timeout cap, DescribeTransactions,
+    ListTransactions and the old clients' INVALID_PRODUCER_EPOCH, as raw requests."""
+    import asyncio
+
+    from kafkalab.protocol.api_keys import ApiKeys
+    from kafkalab.protocol.messages import APIS
+    from kafkalab.server.inter_broker_connection import InterBrokerConnection
+
+    bs = broker.bootstrap_servers
+    topic = make_topic(bs, 1)
+    p = txn_producer(bs, "tx-admin")
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(topic, b"open", partition=0)
+    assert p.flush(30) == 0
+    host, port = bs.rsplit(":", 1)
+
+    async def ask():
+        conn = InterBrokerConnection(host, int(port), APIS)
+        try:
+            found = await conn.request(
+                ApiKeys.FIND_COORDINATOR, 1, {"key": "tx-admin", "key_type": 1}
+            )
+            too_long = await conn.request(
+                ApiKeys.INIT_PRODUCER_ID,
+                1,
+                {"transactional_id": "tx-other", "transaction_timeout_ms": 120_001},
+            )
+            described = await conn.request(
+                ApiKeys.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": ["tx-admin", "nope"]}
+            )
+            listed = await conn.request(
+                ApiKeys.LIST_TRANSACTIONS,
+                0,
+                {"state_filters": ["Ongoing", "Bogus"], "producer_id_filters": []},
+            )
+            d = described["transaction_states"][0]
+            stale = await conn.request(
+                ApiKeys.END_TXN,
+                1,
+                {
+                    "transactional_id": "tx-admin",
+                    "producer_id": d["producer_id"],
+                    "producer_epoch": d["producer_epoch"] - 1,
+                    "committed": True,
+                },
+            )
+            return found, too_long, described, listed, stale
+        finally:
+            conn.close()
+
+    found, too_long, described, listed, stale = asyncio.run(ask())
+    assert (found["error_code"], found["port"]) == (0, int(port))
+    assert too_long["error_code"] == 50  # INVALID_TRANSACTION_TIMEOUT
+    mine, nope = described["transaction_states"]
+    assert (mine["error_code"], mine["transaction_state"]) == (0, "Ongoing")
+    assert mine["topic_partitions"] == [{"name": topic, "partition_indexes": [0]}]
+    assert nope["error_code"] == 105  # TRANSACTIONAL_ID_NOT_FOUND
+    assert listed["unknown_state_filters"] == ["Bogus"]
+    assert "tx-admin" in [t["transactional_id"] for t in listed["transaction_states"]]
+    assert all(t["transaction_state"] == "Ongoing" for t in listed["transaction_states"])
+    assert stale["error_code"] == 47  # INVALID_PRODUCER_EPOCH: EndTxn v1 predates PRODUCER_FENCED
+    p.abort_transaction(30)
