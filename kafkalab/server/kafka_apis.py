@@ -15,6 +15,7 @@ one module per API family:
     apis/txn.py           InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn,
                           WriteTxnMarkers, DescribeTransactions, ListTransactions
                           (the transaction coordinator)
+    apis/producers.py     DescribeProducers (a partition leader's producer state)
     apis/group.py         FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
                           OffsetCommit, OffsetFetch, DescribeGroups, ListGroups,
                           DeleteGroups, OffsetDelete (the group coordinator)
@@ -43,6 +44,7 @@ from kafkalab.server.apis import (
     list_offsets,
     metadata,
     produce,
+    producers,
     topics,
     txn,
 )
@@ -81,6 +83,7 @@ HANDLERS: dict[ApiKeys, Handler] = {
     ApiKeys.LIST_GROUPS: group.handle_list_groups,
     ApiKeys.DELETE_GROUPS: group.handle_delete_groups,
     ApiKeys.OFFSET_DELETE: group.handle_offset_delete,
+    ApiKeys.DESCRIBE_PRODUCERS: producers.handle_describe_producers,
 }
 
 
