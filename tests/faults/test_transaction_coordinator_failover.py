@@ -21,6 +21,7 @@ from kafkalab.coordinator.transaction.transaction_log import (
 from kafkalab.records import iter_batches
 from kafkalab.records.control_record import parse_control_record
 from kafkalab.storage.dump_log_segments import dump_paths
+from tests.integration.test_transactions import read_all as read_all_from
 
 TXN_PARTITIONS = 3
 PROPS = {
@@ -76,6 +77,10 @@ def txn_states(cluster, broker_id: int, tid: str) -> list[tuple[str, int]]:
     return out
 
 
+def read_all(cluster, topic: str, partitions: int, isolation: str) -> list[bytes]:
+    return read_all_from(cluster.bootstrap_servers, topic, partitions, isolation)
+
+
 def wait_for(what, timeout_s: float = 60):
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -122,6 +127,11 @@ def test_commit_abort_and_fencing_on_the_cluster(cluster):
         )
 
     wait_for(replicated)
+    committed = {b"c-%d" % i for i in range(20)}
+    assert sorted(read_all(cluster, "txn-data", 2, "read_committed")) == sorted(committed)
+    assert sorted(read_all(cluster, "txn-data", 2, "read_uncommitted")) == sorted(
+        committed | {b"a"}
+    )
     states = txn_states(cluster, current_leader(cluster, "txn-data", 0), "cluster-app")
     assert [s for s, _ in states[:4]] == ["Empty", "Ongoing", "PrepareCommit", "CompleteCommit"]
 
@@ -157,4 +167,5 @@ def test_the_coordinator_dies_between_end_txn_and_the_markers(cluster):
         return ("CompleteCommit", 0) in txn_states(cluster, survivor, tid)
 
     wait_for(completed, 90)
+    assert read_all(cluster, "txn-lonely", 1, "read_committed") == [b"v"]
     cluster.start_broker(coordinator)

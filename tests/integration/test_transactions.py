@@ -63,6 +63,36 @@ def batches(broker, topic: str, partition: int) -> list:
     return out
 
 
+def read_all(bs: str, topic: str, partitions: int, isolation: str) -> list[bytes]:
+    """Every record a consumer with this isolation.level sees, read up to the end of
+    each partition (the LSO under read_committed)."""
+    c = Consumer(
+        {
+            "bootstrap.servers": bs,
+            "group.id": f"reader-{uuid.uuid4().hex[:6]}",
+            "isolation.level": isolation,
+            "enable.partition.eof": True,
+            "enable.auto.commit": False,
+        }
+    )
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    values, at_end = [], set()
+    deadline = time.monotonic() + 30
+    try:
+        while len(at_end) < partitions and time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is None:
+                continue
+            if m.error() is None:
+                values.append(m.value())
+            elif m.error().code() == KafkaError._PARTITION_EOF:
+                at_end.add(m.partition())
+    finally:
+        c.close()
+    assert len(at_end) == partitions, f"{topic}: not every partition read to its end"
+    return values
+
+
 def completed(broker, tid: str) -> str:
     """The transaction's state once its markers are all written (EndTxn is answered
     at Prepare*, before the markers, as in Kafka)."""
@@ -104,6 +134,12 @@ def test_commit_and_abort_write_markers(broker):
     assert markers(broker, topic, 1) == ["COMMIT"]
     data = [b for b in batches(broker, topic, 0) if not b.header.is_control_batch]
     assert data and all(b.header.is_transactional for b in data)
+    committed = {b"committed-%d" % i for i in range(10)}
+    aborted = {b"aborted-%d" % i for i in range(4)}
+    seen = read_all(broker.bootstrap_servers, topic, 2, "read_committed")
+    assert sorted(seen) == sorted(committed), "read_committed sees exactly the committed records"
+    everything = read_all(broker.bootstrap_servers, topic, 2, "read_uncommitted")
+    assert sorted(everything) == sorted(committed | aborted)
 
 
 def test_a_second_producer_fences_the_first(broker):
@@ -277,3 +313,25 @@ def test_the_admin_apis_on_the_wire(broker):
     assert all(t["transaction_state"] == "Ongoing" for t in listed["transaction_states"])
     assert stale["error_code"] == 47  # INVALID_PRODUCER_EPOCH: EndTxn v1 predates PRODUCER_FENCED
     p.abort_transaction(30)
+
+
+def test_an_open_transaction_holds_read_committed_back(broker):
+    """The LSO stays at the open transaction's first offset: read_committed readers
+    see neither it nor what comes after it, until the commit marker is written."""
+    bs = broker.bootstrap_servers
+    topic = make_topic(bs, 1)
+    plain = Producer({"bootstrap.servers": bs, "acks": "all"})
+    plain.produce(topic, b"before", partition=0)
+    assert plain.flush(30) == 0
+    p = txn_producer(bs, "tx-open")
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(topic, b"in-txn", partition=0)
+    assert p.flush(30) == 0
+    plain.produce(topic, b"after", partition=0)
+    assert plain.flush(30) == 0
+    assert read_all(bs, topic, 1, "read_committed") == [b"before"]
+    assert read_all(bs, topic, 1, "read_uncommitted") == [b"before", b"in-txn", b"after"]
+    p.commit_transaction(30)
+    completed(broker, "tx-open")
+    assert read_all(bs, topic, 1, "read_committed") == [b"before", b"in-txn", b"after"]
