@@ -335,3 +335,32 @@ def test_an_open_transaction_holds_read_committed_back(broker):
     p.commit_transaction(30)
     completed(broker, "tx-open")
     assert read_all(bs, topic, 1, "read_committed") == [b"before", b"in-txn", b"after"]
+
+
+def test_a_hung_producers_transaction_times_out(tmp_path):
+    """transaction.timeout.ms passes with the transaction open: the coordinator
+    aborts it with a bumped epoch (fencing the producer), the ABORT marker moves the
+    LSO on, and read_committed readers see what came after but not the hung records."""
+    with BrokerThread(
+        {
+            "log.dirs": str(tmp_path),
+            "transaction.state.log.num.partitions": "2",
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms": "200",
+        }
+    ) as b:
+        bs = b.bootstrap_servers
+        topic = make_topic(bs, 1)
+        hung = txn_producer(bs, "tx-hung", **{"transaction.timeout.ms": 1000})
+        hung.init_transactions(30)
+        hung.begin_transaction()
+        hung.produce(topic, b"never-committed", partition=0)
+        assert hung.flush(30) == 0
+        plain = Producer({"bootstrap.servers": bs, "acks": "all"})
+        plain.produce(topic, b"after", partition=0)
+        assert plain.flush(30) == 0
+        d = completed(b, "tx-hung")  # nobody ends it: the timeout does
+        assert (d.state, d.producer_epoch) == ("CompleteAbort", 1)
+        assert markers(b, topic, 0) == ["ABORT"]
+        assert read_all(bs, topic, 1, "read_committed") == [b"after"]
+        with pytest.raises(KafkaException):
+            hung.commit_transaction(10)  # the producer has been fenced

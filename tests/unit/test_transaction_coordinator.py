@@ -64,6 +64,8 @@ def test_markers_written_one_partition_at_a_time():
     h.markers.clear()
     h.run(h.coordinator.markers_written("app-1", pid, epoch, [T0], h.now))
     assert h.state("app-1").pending_markers == {T1} and not h.appends
+    (d,) = h.coordinator.describe_transactions(["app-1"])
+    assert (d.state, d.partitions) == ("PrepareAbort", {T1})  # those still without a marker
     assert h.coordinator.markers_pending("app-1", pid, epoch) == {T1}
     h.run(h.coordinator.markers_written("app-1", pid, epoch, [T1], h.now))
     h.complete_appends()

@@ -743,6 +743,8 @@ class TransactionCoordinator:
                 out.append(DescribedTransaction(error, tid))
                 continue
             s = meta.state
+            # while markers are written, only the partitions still without one (Kafka)
+            prepared = s.state in (PREPARE_COMMIT, PREPARE_ABORT)
             out.append(
                 DescribedTransaction(
                     Errors.NONE,
@@ -752,7 +754,7 @@ class TransactionCoordinator:
                     meta.start_ms,
                     s.producer_id,
                     s.producer_epoch,
-                    frozenset(s.partitions),
+                    frozenset(s.pending_markers if prepared else s.partitions),
                 )
             )
         return out
