@@ -155,7 +155,10 @@ class KafkaBroker:
         self.group_coordinator.metadata_cache = metadata
         self.transaction_coordinator.metadata_cache = metadata
         self.marker_channel = TransactionMarkerChannelManager(
-            metadata, self.transaction_coordinator
+            metadata,
+            self.transaction_coordinator,
+            int(config.extra.get("retry.backoff.ms", 100)),
+            request_timeout_ms=int(config.extra.get("request.timeout.ms", 30_000)),
         )
         self.transaction_coordinator.effect_handler = self.marker_channel.send
         self.metadata_cache = metadata

@@ -6,8 +6,8 @@ lands here: for each partition of the transaction, a WriteTxnMarkers request to
 the partition's leader (looked up in the MetadataCache each round, so a leader
 change is followed), over an InterBrokerConnection per broker (this broker's own
 partitions too, as Kafka does). Partitions the leader answers NONE are reported to
-the coordinator (`markers_written`); the rest are tried again after
-`retry_backoff_ms`, for as long as the coordinator still wants them
+the coordinator (`markers_written`); the rest (refused, or no answer within
+`request_timeout_ms`) are tried again after `retry_backoff_ms`, for as long as the coordinator still wants them
 (`markers_pending`: a failover or a newer epoch ends the delivery). A partition
 whose topic is gone from the metadata counts as written, as in Kafka.
 """
@@ -38,10 +38,12 @@ class TransactionMarkerChannelManager:
         runtime: CoordinatorRuntime,
         retry_backoff_ms: int = 100,
         connect: Callable[[str, int], InterBrokerConnection] | None = None,
+        request_timeout_ms: int = 30_000,
     ) -> None:
         self.metadata_cache = metadata_cache
         self.runtime = runtime
         self.retry_backoff_ms = retry_backoff_ms
+        self.request_timeout_ms = request_timeout_ms
         self._connect = connect or (lambda host, port: InterBrokerConnection(host, port, APIS))
         self._connections: dict[tuple[int, str, int], InterBrokerConnection] = {}
         self._tasks: set[asyncio.Task] = set()
@@ -130,11 +132,16 @@ class TransactionMarkerChannelManager:
             ]
         }
         try:
-            response = await conn.request(
-                ApiKeys.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION, body
+            response = await asyncio.wait_for(
+                conn.request(ApiKeys.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION, body),
+                self.request_timeout_ms / 1000,
             )
-        except KafkaError as err:
-            log.info("markers to broker %d: %s", broker.broker_id, err)
+        except (KafkaError, TimeoutError) as err:
+            # a hung leader (paused, partitioned) must not hold the markers forever:
+            # drop the connection, and the next round asks whoever leads by then
+            log.info("markers to broker %d: %s", broker.broker_id, err or "timed out")
+            conn.close()
+            self._connections.pop(key, None)
             return set()
         done: set[TopicPartition] = set()
         for marker in response["markers"]:

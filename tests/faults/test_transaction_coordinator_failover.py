@@ -28,6 +28,7 @@ PROPS = {
     "transaction.state.log.num.partitions": str(TXN_PARTITIONS),
     "offsets.topic.num.partitions": "3",
     "replica.lag.time.max.ms": "2000",
+    "request.timeout.ms": "3000",  # the marker channel gives up on a hung leader sooner
 }
 
 
@@ -169,3 +170,39 @@ def test_the_coordinator_dies_between_end_txn_and_the_markers(cluster):
     wait_for(completed, 90)
     assert read_all(cluster, "txn-lonely", 1, "read_committed") == [b"v"]
     cluster.start_broker(coordinator)
+
+
+def test_the_partition_leader_dies_during_the_commit(cluster):
+    """EndTxn is answered, then the data partition's leader hangs and is killed
+    before its marker is written: the marker channel follows the leadership to the
+    new leader, the transaction completes, and read_committed sees it whole."""
+    tid = "leader-dies"
+    create(cluster, "txn-moving", partitions=1, rf=3)
+    coordinator = current_leader(cluster, TRANSACTION_STATE_TOPIC, partition_for(tid, 3))
+    leader = current_leader(cluster, "txn-moving", 0)
+    if leader == coordinator:  # move the partition's leadership off the coordinator
+        cluster.kill(leader)
+        cluster.start_broker(leader)
+        coordinator = current_leader(cluster, TRANSACTION_STATE_TOPIC, partition_for(tid, 3))
+        leader = current_leader(cluster, "txn-moving", 0)
+    if leader == coordinator:
+        pytest.skip("the data leader and the coordinator stayed on one broker")
+    p = producer(cluster, tid)
+    p.init_transactions(60)
+    p.begin_transaction()
+    values = [b"m-%d" % i for i in range(10)]
+    for v in values:
+        p.produce("txn-moving", v, partition=0)
+    assert p.flush(30) == 0
+    cluster.pause(leader)
+    try:
+        p.commit_transaction(60)  # PrepareCommit is written; the marker is not
+        assert markers(cluster, leader, "txn-moving", 0) == []
+    finally:
+        cluster.kill(leader)
+    new_leader = current_leader(cluster, "txn-moving", 0)
+    assert new_leader != leader
+    wait_for(lambda: markers(cluster, new_leader, "txn-moving", 0) == ["COMMIT"], 90)
+    wait_for(lambda: ("CompleteCommit", 0) in txn_states(cluster, coordinator, tid), 90)
+    assert sorted(read_all(cluster, "txn-moving", 1, "read_committed")) == sorted(values)
+    cluster.start_broker(leader)
