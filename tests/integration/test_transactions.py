@@ -4,6 +4,7 @@ and dump-log decoding the coordinator's records."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import time
@@ -364,3 +365,93 @@ def test_a_hung_producers_transaction_times_out(tmp_path):
         assert read_all(bs, topic, 1, "read_committed") == [b"after"]
         with pytest.raises(KafkaException):
             hung.commit_transaction(10)  # the producer has been fenced
+
+
+# -- the other clients ------------------------------------------------------------------------
+
+
+def assert_committed_only(bs: str, topic: str, committed: list[bytes], aborted: list[bytes]):
+    assert sorted(read_all(bs, topic, 1, "read_committed")) == sorted(committed)
+    assert sorted(read_all(bs, topic, 1, "read_uncommitted")) == sorted(committed + aborted)
+
+
+def test_kafka_python_transactions(broker):
+    from kafka import KafkaProducer
+
+    bs = broker.bootstrap_servers
+    topic = make_topic(bs, 1)
+    p = KafkaProducer(bootstrap_servers=bs, transactional_id="tx-kafka-python")
+    try:
+        p.init_transactions()
+        p.begin_transaction()
+        p.send(topic, b"kp-committed", partition=0)
+        p.commit_transaction()
+        p.begin_transaction()
+        p.send(topic, b"kp-aborted", partition=0)
+        p.flush()
+        p.abort_transaction()
+    finally:
+        p.close()
+    assert completed(broker, "tx-kafka-python").state == "CompleteAbort"
+    assert_committed_only(bs, topic, [b"kp-committed"], [b"kp-aborted"])
+
+
+def test_aiokafka_transactions(broker):
+    """aiokafka speaks version 0 of every transactional API."""
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+
+    bs = broker.bootstrap_servers
+    topic = make_topic(bs, 1)
+
+    async def run():
+        p = AIOKafkaProducer(bootstrap_servers=bs, transactional_id="tx-aiokafka")
+        await p.start()
+        try:
+            async with p.transaction():
+                await p.send_and_wait(topic, b"aio-committed", partition=0)
+            await p.begin_transaction()
+            await p.send_and_wait(topic, b"aio-aborted", partition=0)
+            await p.abort_transaction()
+        finally:
+            await p.stop()
+
+    asyncio.run(run())
+    assert completed(broker, "tx-aiokafka").state == "CompleteAbort"
+    assert_committed_only(bs, topic, [b"aio-committed"], [b"aio-aborted"])
+
+
+JS_DIR = Path(__file__).resolve().parents[1] / "js"
+
+
+@pytest.mark.skipif(
+    shutil.which("node") is None or not (JS_DIR / "node_modules").exists(),
+    reason="Node.js or tests/js/node_modules is missing (make test runs npm ci)",
+)
+def test_kafkajs_transactions(broker):
+    bs = broker.bootstrap_servers
+    topic = make_topic(bs, 1)
+    script = """
+const { Kafka, logLevel } = require('kafkajs')
+const [brokers, topic] = process.argv.slice(1)
+const kafka = new Kafka({ clientId: 'kjs-txn', brokers: [brokers], logLevel: logLevel.ERROR })
+async function main() {
+  const producer = kafka.producer({ transactionalId: 'tx-kafkajs', idempotent: true, maxInFlightRequests: 1 })
+  await producer.connect()
+  let txn = await producer.transaction()
+  await txn.send({ topic, messages: [{ value: 'kjs-committed', partition: 0 }] })
+  await txn.commit()
+  txn = await producer.transaction()
+  await txn.send({ topic, messages: [{ value: 'kjs-aborted', partition: 0 }] })
+  await txn.abort()
+  await producer.disconnect()
+}
+main().catch(e => { console.error(e); process.exit(1) })
+"""
+    done = subprocess.run(
+        ["node", "-e", script, bs, topic], cwd=JS_DIR, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert completed(broker, "tx-kafkajs").state == "CompleteAbort"
+    assert_committed_only(bs, topic, [b"kjs-committed"], [b"kjs-aborted"])
