@@ -7,6 +7,7 @@ a model of committed and pending offsets."""
 from __future__ import annotations
 
 import hypothesis.strategies as st
+from group_harness import Harness
 from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
@@ -20,8 +21,6 @@ from kafkalab.coordinator.group.results import (
     TxnMarker,
 )
 from kafkalab.errors import Errors as E
-
-from group_harness import Harness
 
 TP = ("t", 0)
 
