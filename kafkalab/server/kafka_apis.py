@@ -16,7 +16,8 @@ one module per API family:
                           and TxnOffsetCommit join it with the transaction coordinator
     apis/group.py         FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
                           OffsetCommit, OffsetFetch, DescribeGroups, ListGroups,
-                          DeleteGroups, OffsetDelete (the group coordinator)
+                          DeleteGroups, OffsetDelete, TxnOffsetCommit (the group
+                          coordinator)
 
 A handler gets the request header and body (dicts as declared in
 kafkalab.protocol.messages) and returns the response body, or an awaitable of
@@ -74,6 +75,7 @@ HANDLERS: dict[ApiKeys, Handler] = {
     ApiKeys.LIST_GROUPS: group.handle_list_groups,
     ApiKeys.DELETE_GROUPS: group.handle_delete_groups,
     ApiKeys.OFFSET_DELETE: group.handle_offset_delete,
+    ApiKeys.TXN_OFFSET_COMMIT: group.handle_txn_offset_commit,
 }
 
 
