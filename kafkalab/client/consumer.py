@@ -312,6 +312,11 @@ class KafkaConsumer:
                     self.positions[TopicPartition(record.topic, record.partition)] = (
                         record.offset + 1
                     )
+                # A partition with nothing left buffered is at its fetch offset: past
+                # the markers and aborted batches that followed its last record.
+                left = {(r.topic, r.partition) for r in self._buffer}
+                for tp in {TopicPartition(r.topic, r.partition) for r in out} - left:
+                    self.positions[tp] = max(self.positions[tp], self._fetch_offsets.get(tp, 0))
                 self._send_fetches()  # pipeline: the next fetch goes out now
                 return out
             self._send_fetches()
@@ -389,6 +394,7 @@ class KafkaConsumer:
             self._parse(response)
 
     def _parse(self, response: dict) -> None:
+        buffered = {(r.topic, r.partition) for r in self._buffer}
         for topic in response["responses"]:
             for part in topic["partitions"]:
                 tp = TopicPartition(topic["topic"], part["partition_index"])
@@ -409,6 +415,7 @@ class KafkaConsumer:
                 if not data:
                     continue
                 committed_only = self.config["isolation.level"] == "read_committed"
+                added = False
                 aborted = AbortedTransactions.from_response(part)
                 for batch in iter_batches(bytes(data)):
                     h = batch.header
@@ -418,6 +425,7 @@ class KafkaConsumer:
                     if keep:
                         for r in batch.records:
                             if r.offset >= position:
+                                added = True
                                 self._buffer.append(
                                     ConsumerRecord(
                                         tp.topic,
@@ -433,6 +441,9 @@ class KafkaConsumer:
                                 )
                     position = h.next_offset
                 self._fetch_offsets[tp] = position
+                if not added and tp not in buffered:
+                    # only markers or aborted batches: nothing to return, move past them
+                    self.positions[tp] = max(self.positions[tp], position)
 
     def group_metadata(self) -> ConsumerGroupMetadata:
         """For KafkaProducer.send_offsets_to_transaction (consume-transform-produce)."""

@@ -163,3 +163,23 @@ def test_read_committed_returns_exactly_what_committed(steps):
     got = consume(log, "read_committed")
     assert got == [v for v in everything if v in set(committed)]  # in log order
     assert consume(log, "read_uncommitted") == everything
+
+
+def test_the_position_moves_past_markers_and_aborted_batches():
+    log = PartitionLog()
+    log.write([b"kept"])
+    log.write([b"x"], producer_id=7)
+    log.end(7, committed=False)
+    c = KafkaConsumer({"bootstrap.servers": "127.0.0.1:1", "isolation.level": "read_committed"})
+    c._send_fetches = lambda: None  # no broker here: the response is handed in
+    c.positions[TP] = 0
+    c._parse(log.response())
+    assert [r.value for r in c.poll(0)] == [b"kept"]
+    assert c.position(TP) == log.next == 3  # not 1: the end of the partition is reached
+    nothing = PartitionLog()
+    nothing.write([b"y"], producer_id=8)
+    nothing.end(8, committed=False)
+    c.positions[TP] = 0
+    c._fetch_offsets.pop(TP, None)
+    c._parse(nothing.response())
+    assert c.position(TP) == 2 and c._buffer == []
