@@ -169,6 +169,8 @@ def test_member_and_generation_are_checked_from_v3():
     assert txn(member_id=m1, generation_id=gen) == E.NONE
     assert txn() == E.NONE  # v0-v2: no member, no generation
     assert txn(member_id=m1, group_instance_id="i") == E.NONE  # an unknown instance
+    empty = h.c.commit_transactional_offsets("", 7, 0, {TP: CommitOffset(3)}, now_ms=h.now)
+    assert empty.response.partitions[TP] == E.INVALID_GROUP_ID  # Kafka: isValidGroupId
     p = partition_for("g", 50)
     h.c.on_resign(p)
     assert txn() == E.NOT_COORDINATOR

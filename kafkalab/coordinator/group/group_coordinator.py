@@ -125,13 +125,7 @@ _AUTO_REQUESTS = itertools.count(1)  # handles for calls made without one (noteb
 TopicPartition = tuple[str, int]
 
 # APIs that accept the empty group id (Kafka: isValidGroupId)
-_EMPTY_ID_OK = {
-    "offset_commit",
-    "offset_fetch",
-    "describe_groups",
-    "delete_groups",
-    "txn_offset_commit",
-}
+_EMPTY_ID_OK = {"offset_commit", "offset_fetch", "describe_groups", "delete_groups"}
 # how complete_load receives a state topic's records: a plain record, a record of a
 # transactional batch (with its producer id), or the marker ending a transaction
 LoadedRecord = (
