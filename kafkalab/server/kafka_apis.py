@@ -14,6 +14,7 @@ one module per API family:
     apis/epochs.py        OffsetForLeaderEpoch
     apis/txn.py           InitProducerId; AddPartitionsToTxn, EndTxn, WriteTxnMarkers
                           and TxnOffsetCommit join it with the transaction coordinator
+    apis/producers.py     DescribeProducers (a partition leader's producer state)
     apis/group.py         FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
                           OffsetCommit, OffsetFetch, DescribeGroups, ListGroups,
                           DeleteGroups, OffsetDelete, TxnOffsetCommit (the group
@@ -43,6 +44,7 @@ from kafkalab.server.apis import (
     list_offsets,
     metadata,
     produce,
+    producers,
     topics,
     txn,
 )
@@ -76,6 +78,7 @@ HANDLERS: dict[ApiKeys, Handler] = {
     ApiKeys.DELETE_GROUPS: group.handle_delete_groups,
     ApiKeys.OFFSET_DELETE: group.handle_offset_delete,
     ApiKeys.TXN_OFFSET_COMMIT: group.handle_txn_offset_commit,
+    ApiKeys.DESCRIBE_PRODUCERS: producers.handle_describe_producers,
 }
 
 
