@@ -9,6 +9,8 @@ COORDINATOR), so the consumers are checked against the partition side alone."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import time
 import uuid
 
@@ -135,6 +137,25 @@ def test_aborted_and_open_transactions_are_invisible_to_read_committed(tmp_path)
         got, hw = teaching(bs, topic, "read_uncommitted")
         assert (got, hw) == (everything, 8)
         assert confluent(bs, topic, "read_committed", 2) == [b"plain-1", b"committed-1"]
+
+        out = subprocess.run(
+            [sys.executable, "-m", "kafkalab", "transactions", "-b", bs, "describe-producers"]
+            + ["--topic", topic, "--partition", "0"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        ).stdout.splitlines()
+        assert out[0].split() == [
+            "ProducerId",
+            "ProducerEpoch",
+            "LatestCoordinatorEpoch",
+            "LastSequence",
+            "LastTimestamp",
+            "CurrentTransactionStartOffset",
+        ]
+        (row,) = [line.split() for line in out[1:]]
+        assert (row[0], row[1], row[3], row[5]) == (str(w.producer_id), "0", "3", "6")
 
         write_marker(b, topic, w.producer_id, committed=False)  # the open one aborts
         committed = [b"plain-1", b"committed-1", b"plain-2"]
