@@ -11,20 +11,12 @@ from __future__ import annotations
 
 import time
 
-import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafkalab.cluster import LocalCluster
 from kafkalab.cluster.failover import current_leader
 from kafkalab.coordinator.group.coordinator_records import OFFSETS_TOPIC, partition_for
-from kafkalab.protocol.api_keys import ApiKeys
-from kafkalab.protocol.messages import APIS
-
-pytestmark = pytest.mark.skipif(
-    ApiKeys.END_TXN not in APIS,
-    reason="the broker's transaction coordinator (helper/txn-coordinator) is not merged yet",
-)
 
 SOURCE, SINK, GROUP = "eos-in", "eos-out", "eos-group"
 PARTITIONS, RECORDS, BATCH = 2, 200, 20

@@ -5,11 +5,11 @@ coordinator fails over. The model says what must hold."""
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from txn_harness import TxnHarness
 
 from kafkalab.coordinator.transaction import SendTxnMarkers, TransactionConfig
 from kafkalab.coordinator.transaction import transaction_log as tlog
 from kafkalab.errors import Errors
-from tests.unit.txn_harness import TxnHarness
 
 TID = "app"
 PARTS = [("t", 0), ("t", 1), ("u", 0)]
