@@ -18,6 +18,12 @@ records into the coordinator (requests for its groups answer
 COORDINATOR_LOAD_IN_PROGRESS meanwhile); resigned, it unloads them
 (NOT_COORDINATOR: clients look for the new coordinator).
 
+`sync_topic_metadata()` hands the coordinator the cluster's topics, partition
+counts and topic ids from the MetadataCache (Kafka: the coordinator's
+onNewMetadataImage): KIP-848 assigns partitions on the broker and writes them by
+topic id. It runs before every KIP-848 call and before a partition's groups are
+loaded, and costs one comparison when nothing changed.
+
 `ensure_topic()` creates the state topic on first use (`__consumer_offsets`:
 offsets.topic.num.partitions, offsets.topic.replication.factor capped by the
 live brokers, min.insync.replicas 2 where that allows, cleanup.policy=compact).
@@ -73,6 +79,7 @@ class CoordinatorRuntime:
         self._ids = itertools.count(1)
         self._timer: asyncio.TimerHandle | None = None
         self._creating: asyncio.Task | None = None
+        self._topics_seen: dict[str, tuple[int, Any]] | None = None
         replica_manager.add_leadership_listener(self)  # before any partition is led
 
     # -- requests ------------------------------------------------------------------------------
@@ -89,6 +96,23 @@ class CoordinatorRuntime:
             self._waiting.pop(handle, None)
             raise
         return await future
+
+    def sync_topic_metadata(self) -> None:
+        """Tell the coordinator about topics created, deleted or grown since last time."""
+        if self.metadata_cache is None or not hasattr(self.coordinator, "update_topic_metadata"):
+            return
+        seen = {
+            name: (len(info.partitions), info.topic_id)
+            for name, info in self.metadata_cache.topics().items()
+            if name != self.topic
+        }
+        if seen == self._topics_seen:
+            return
+        self._topics_seen = seen
+        self.coordinator.update_topic_metadata(
+            {name: n for name, (n, _) in seen.items()},
+            {name: topic_id for name, (_, topic_id) in seen.items()},
+        )
 
     def execute(self, effects) -> None:
         """Carry out a coordinator call's effects, then re-arm the timer."""
@@ -176,6 +200,7 @@ class CoordinatorRuntime:
                     records += [(r.key, r.value) for r in batch.records if r.offset >= position]
                 position = max(position, batch.last_offset + 1)
         log.info("%s-%d: loading %d records into the coordinator", *tp, len(records))
+        self.sync_topic_metadata()  # KIP-848 records name partitions by topic id
         self.execute(self.coordinator.complete_load(tp[1], records, now_ms()))
 
     def on_resignation(self, tp: TopicPartition, leader_epoch: int) -> None:

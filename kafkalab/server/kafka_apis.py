@@ -17,6 +17,8 @@ one module per API family:
     apis/group.py         FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
                           OffsetCommit, OffsetFetch, DescribeGroups, ListGroups,
                           DeleteGroups, OffsetDelete (the group coordinator)
+    apis/consumer_group.py ConsumerGroupHeartbeat, ConsumerGroupDescribe (KIP-848, the
+                          same group coordinator)
 
 A handler gets the request header and body (dicts as declared in
 kafkalab.protocol.messages) and returns the response body, or an awaitable of
@@ -36,6 +38,7 @@ from kafkalab.protocol.header import RequestHeader
 from kafkalab.replication.replica_manager import ReplicaManager
 from kafkalab.server.apis import (
     api_versions,
+    consumer_group,
     epochs,
     fetch,
     group,
@@ -74,6 +77,8 @@ HANDLERS: dict[ApiKeys, Handler] = {
     ApiKeys.LIST_GROUPS: group.handle_list_groups,
     ApiKeys.DELETE_GROUPS: group.handle_delete_groups,
     ApiKeys.OFFSET_DELETE: group.handle_offset_delete,
+    ApiKeys.CONSUMER_GROUP_HEARTBEAT: consumer_group.handle_consumer_group_heartbeat,
+    ApiKeys.CONSUMER_GROUP_DESCRIBE: consumer_group.handle_consumer_group_describe,
 }
 
 
