@@ -31,11 +31,14 @@ def handle_metadata(apis: KafkaApis, header: RequestHeader, body: dict) -> Any:
     if requested is None or (header.api_version == 0 and not requested):
         names = sorted(cache.topics())
     else:
-        names = [t["name"] for t in requested if t["name"] is not None]
-        by_id = [t["topic_id"] for t in requested if t["name"] is None]
-        if by_id:
+        ids = {}
+        if any(t["name"] is None for t in requested):
             ids = {info.topic_id: name for name, info in cache.topics().items()}
-            names += [ids.get(topic_id, topic_id) for topic_id in by_id]
+        # a topic asked for by id alone is named by it; an unknown id stays a UUID
+        names = [
+            t["name"] if t["name"] is not None else ids.get(t["topic_id"], t["topic_id"])
+            for t in requested
+        ]
     allow_create = apis.config.auto_create_topics_enable and (
         header.api_version < 4 or body["allow_auto_topic_creation"]
     )
