@@ -109,9 +109,12 @@ class CoordinatorRuntime:
         if seen == self._topics_seen:
             return
         self._topics_seen = seen
-        self.coordinator.update_topic_metadata(
-            {name: n for name, (n, _) in seen.items()},
-            {name: topic_id for name, (_, topic_id) in seen.items()},
+        self.execute(
+            self.coordinator.update_topic_metadata(
+                {name: n for name, (n, _) in seen.items()},
+                {name: topic_id for name, (_, topic_id) in seen.items()},
+                now_ms(),
+            )
         )
 
     def execute(self, effects) -> None:
