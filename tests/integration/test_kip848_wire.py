@@ -10,6 +10,8 @@ whole member is in test_consumer_groups.py.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 import uuid
 
@@ -62,7 +64,7 @@ def assigned(response: dict, names: dict[uuid.UUID, str]) -> set[tuple[str, int]
     }
 
 
-def test_members_are_assigned_by_topic_id_and_metadata_names_the_ids(admin):
+def test_members_are_assigned_by_topic_id_and_metadata_names_the_ids(broker, admin):
     group = "g-wire"
     conn = admin.coordinator(group)
     meta = conn.request(ApiKeys.METADATA, {"topics": [{"name": TOPIC}]})
@@ -117,6 +119,27 @@ def test_members_are_assigned_by_topic_id_and_metadata_names_the_ids(admin):
     assert set(members["member-b"].partitions) == everything - kept
     assert all(m.partitions == m.target for m in described.members)
     assert {m.subscribed_topics for m in described.members} == {(TOPIC,)}
+
+    described = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kafkalab",
+            "groups",
+            "-b",
+            broker.bootstrap_servers,
+            "--describe",
+            group,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert described.returncode == 0, described.stderr
+    lines = described.stdout.splitlines()
+    assert lines[0].startswith(f"group {group}: Stable, consumer protocol (KIP-848), assignor")
+    owners = {int(row.split("\t")[1]): row.split("\t")[5] for row in lines[2:]}
+    assert owners == {p: "member-a" if (TOPIC, p) in kept else "member-b" for p in range(4)}
 
     left = heartbeat(conn, group, "member-b", -1)
     assert left["error_code"] == 0 and left["member_epoch"] == -1
