@@ -1310,3 +1310,70 @@ CONSUMER_GROUP_APIS: dict[ApiKeys, Api] = {
 
 # The broker serves them (kafkalab.server.apis.consumer_group).
 APIS.update(CONSUMER_GROUP_APIS)
+
+
+# -- Transactions: partition side ---------------------------------------------------------
+
+# DescribeProducers (61): the producer state of partitions (kafka-transactions.sh
+# describe-producers; Kafka's DescribeProducersRequest/Response.json, v0, flexible).
+DESCRIBE_PRODUCERS_REQUEST = Message(
+    ApiKeys.DESCRIBE_PRODUCERS,
+    "DescribeProducersRequest",
+    [
+        F(
+            "topics",
+            [
+                F("name", STRING),
+                F("partition_indexes", ArrayOf(INT32)),
+            ],
+        ),
+    ],
+    flexible_from=0,
+)
+
+DESCRIBE_PRODUCERS_RESPONSE = Message(
+    ApiKeys.DESCRIBE_PRODUCERS,
+    "DescribeProducersResponse",
+    [
+        F("throttle_time_ms", INT32),
+        F(
+            "topics",
+            [
+                F("name", STRING),
+                F(
+                    "partitions",
+                    [
+                        F("partition_index", INT32),
+                        F("error_code", INT16),
+                        F("error_message", STRING, nullable="0+", default=NULL),
+                        F(
+                            "active_producers",
+                            [
+                                F("producer_id", INT64),
+                                F("producer_epoch", INT32),
+                                F("last_sequence", INT32, default=-1),
+                                F("last_timestamp", INT64, default=-1),
+                                F("coordinator_epoch", INT32),
+                                F("current_txn_start_offset", INT64, default=-1),
+                            ],
+                        ),
+                    ],
+                ),
+            ],
+        ),
+    ],
+    flexible_from=0,
+)
+
+APIS.update(
+    {
+        ApiKeys.DESCRIBE_PRODUCERS: Api(
+            ApiKeys.DESCRIBE_PRODUCERS,
+            "DescribeProducers",
+            0,
+            0,
+            DESCRIBE_PRODUCERS_REQUEST,
+            DESCRIBE_PRODUCERS_RESPONSE,
+        )
+    }
+)

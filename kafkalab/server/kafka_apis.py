@@ -14,6 +14,7 @@ one module per API family:
     apis/epochs.py        OffsetForLeaderEpoch
     apis/txn.py           InitProducerId; AddPartitionsToTxn, EndTxn, WriteTxnMarkers
                           and TxnOffsetCommit join it with the transaction coordinator
+    apis/producers.py     DescribeProducers (a partition leader's producer state)
     apis/group.py         FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
                           OffsetCommit, OffsetFetch, DescribeGroups, ListGroups,
                           DeleteGroups, OffsetDelete (the group coordinator)
@@ -45,6 +46,7 @@ from kafkalab.server.apis import (
     list_offsets,
     metadata,
     produce,
+    producers,
     topics,
     txn,
 )
@@ -79,6 +81,7 @@ HANDLERS: dict[ApiKeys, Handler] = {
     ApiKeys.OFFSET_DELETE: group.handle_offset_delete,
     ApiKeys.CONSUMER_GROUP_HEARTBEAT: consumer_group.handle_consumer_group_heartbeat,
     ApiKeys.CONSUMER_GROUP_DESCRIBE: consumer_group.handle_consumer_group_describe,
+    ApiKeys.DESCRIBE_PRODUCERS: producers.handle_describe_producers,
 }
 
 
