@@ -1,0 +1,246 @@
+"""The group coordinator's broker SIGKILLed at the worst moments, with real
+librdkafka members on the three-broker cluster:
+
+* mid-rebalance: a second member has joined and the group waits in
+  PreparingRebalance for the first to rejoin when the coordinator dies. The new
+  coordinator (the new leader of the group's __consumer_offsets partition) loads
+  the group from its log, the members find it, the group completes a rebalance
+  there with every partition owned by exactly one member, and they resume exactly
+  from the offsets committed before the kill.
+* mid-commit: a member commits synchronously, back to back, when the coordinator
+  dies. Every commit that returned success was written with acks=all, so the new
+  coordinator's OffsetFetch returns at least it; a new member resumes from there
+  and every produced record is consumed at least once overall.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from confluent_kafka import Consumer, ConsumerGroupState, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from faults_helpers import wait_until
+
+from kafkalab.cluster import LocalCluster
+from kafkalab.cluster.failover import current_leader
+from kafkalab.coordinator.group.coordinator_records import OFFSETS_TOPIC, partition_for
+
+PARTITIONS, RECORDS, OFFSETS_PARTITIONS = 6, 300, 6
+BROKER_PROPS = {
+    "group.initial.rebalance.delay.ms": "0",
+    "offsets.topic.num.partitions": str(OFFSETS_PARTITIONS),
+}
+REBALANCING = (ConsumerGroupState.PREPARING_REBALANCING, ConsumerGroupState.COMPLETING_REBALANCING)
+
+
+def produce(cluster, topic: str) -> list[bytes]:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    for future in admin.create_topics([NewTopic(topic, PARTITIONS, 3)]).values():
+        future.result(10)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
+    values = [b"r-%d" % i for i in range(RECORDS)]
+    for i, v in enumerate(values):
+        producer.produce(topic, v, partition=i % PARTITIONS)
+    assert producer.flush(30) == 0
+    return values
+
+
+def member(cluster, group: str, topic: str, **extra) -> Consumer:
+    c = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": 500,
+            **extra,
+        }
+    )
+    c.subscribe([topic])
+    return c
+
+
+def consume(consumer, n: int, timeout_s: float = 60) -> list:
+    got = []
+    deadline = time.monotonic() + timeout_s
+    while len(got) < n and time.monotonic() < deadline:
+        m = consumer.poll(0.1)
+        if m is not None and m.error() is None:
+            got.append(m)
+    return got
+
+
+def describe(admin, group: str):
+    """DescribeGroups through whichever broker is the coordinator now; None while
+    the coordinator is moving (the request fails with a retriable error)."""
+    try:
+        return admin.describe_consumer_groups([group], request_timeout=5)[group].result(10)
+    except KafkaException:
+        return None
+
+
+def committed(admin, group: str, topic: str) -> dict[int, int] | None:
+    """OffsetFetch from the group's coordinator, as an admin (not a member) asks it."""
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    request = ConsumerGroupTopicPartitions(
+        group, [TopicPartition(topic, p) for p in range(PARTITIONS)]
+    )
+    try:
+        answer = admin.list_consumer_group_offsets([request], request_timeout=5)[group].result(10)
+    except KafkaException:
+        return None
+    return {tp.partition: tp.offset for tp in answer.topic_partitions}
+
+
+def test_coordinator_killed_mid_rebalance(tmp_path):
+    group = topic = "mid-rebalance"
+    with LocalCluster(
+        brokers=3, base_dir=tmp_path, session_timeout_ms=2000, broker_props=BROKER_PROPS
+    ) as cluster:
+        values = produce(cluster, topic)
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        a = member(cluster, group, topic)
+        b = None
+        try:
+            first = consume(a, RECORDS // 3)
+            a.commit(asynchronous=False)
+            before = committed(admin, group, topic)
+            assert before is not None and sum(o for o in before.values() if o > 0) == len(first)
+
+            # b joins; a, not polling, has not rejoined yet: the join round is open.
+            b = member(cluster, group, topic)
+
+            def rebalancing():
+                assert b.poll(0.05) is None  # b owns nothing before the round completes
+                d = describe(admin, group)
+                return d if d is not None and d.state in REBALANCING else None
+
+            described = wait_until(rebalancing)
+            assert described.state in REBALANCING
+            coordinator = current_leader(cluster, OFFSETS_TOPIC, partition_for(group, 6))
+            cluster.kill(coordinator)
+
+            # Both members poll on: they find the new coordinator and finish a rebalance.
+            rest: list = []
+
+            def poll_both():
+                for c in (a, b):
+                    m = c.poll(0.05)
+                    if m is not None and m.error() is None:
+                        rest.append(m)
+
+            def settled():
+                poll_both()
+                owned = [{tp.partition for tp in c.assignment()} for c in (a, b)]
+                return owned if all(owned) and sum(map(len, owned)) == PARTITIONS else None
+
+            owned = wait_until(settled, timeout=90)
+            assert owned[0] | owned[1] == set(range(PARTITIONS)) and not owned[0] & owned[1]
+            new_coordinator = current_leader(cluster, OFFSETS_TOPIC, partition_for(group, 6))
+            assert new_coordinator != coordinator
+            stable = wait_until(
+                lambda: (
+                    (d := describe(admin, group)) is not None
+                    and d.state == ConsumerGroupState.STABLE
+                    and len(d.members) == 2
+                    and d
+                ),
+                timeout=60,
+            )
+            assigned = [
+                {tp.partition for tp in m.assignment.topic_partitions} for m in stable.members
+            ]
+            assert sorted(map(sorted, assigned)) == sorted(map(sorted, owned))
+            assert stable.coordinator.id == new_coordinator
+            # Nothing committed was lost: the new coordinator answers the same offsets...
+            assert committed(admin, group, topic) == before
+
+            # ...and the members resume exactly there: every record once, none twice.
+            deadline = time.monotonic() + 60
+            while len(first) + len(rest) < RECORDS and time.monotonic() < deadline:
+                poll_both()
+            starts: dict[int, int] = {}
+            for m in rest:
+                starts.setdefault(m.partition(), m.offset())
+            assert starts == {p: max(o, 0) for p, o in before.items() if p in starts}
+        finally:
+            a.close()
+            if b is not None:
+                b.close()
+    read = [m.value() for m in first + rest]
+    assert len(read) == len(set(read)) == RECORDS and set(read) == set(values)
+
+
+def test_coordinator_killed_mid_commit(tmp_path):
+    group = topic = "mid-commit"
+    with LocalCluster(
+        brokers=3, base_dir=tmp_path, session_timeout_ms=2000, broker_props=BROKER_PROPS
+    ) as cluster:
+        values = produce(cluster, topic)
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        a = member(cluster, group, topic)
+        try:
+            seen = consume(a, RECORDS // 2)
+            assert len(seen) == RECORDS // 2
+            successes: list[tuple[int, int]] = []  # (partition, offset) acknowledged
+            attempts: list[tuple[float, float, bool]] = []  # (start, end, succeeded)
+            committing, killed = threading.Event(), threading.Event()
+
+            def commit_loop():
+                for m in seen:  # one synchronous commit per record, back to back
+                    start = time.monotonic()
+                    committing.set()
+                    tp = TopicPartition(topic, m.partition(), m.offset() + 1)
+                    try:
+                        a.commit(offsets=[tp], asynchronous=False)
+                        ok = True
+                    except KafkaException:
+                        ok = False
+                    attempts.append((start, time.monotonic(), ok))
+                    if ok:
+                        successes.append((m.partition(), m.offset() + 1))
+                    if killed.is_set():
+                        return  # the commit that was in flight at the kill has returned
+
+            committer = threading.Thread(target=commit_loop)
+            committer.start()
+            committing.wait(30)
+            wait_until(lambda: len(successes) >= 20)
+            coordinator = current_leader(cluster, OFFSETS_TOPIC, partition_for(group, 6))
+            kill_at = time.monotonic()
+            cluster.kill(coordinator)
+            killed.set()
+            committer.join(120)
+            assert not committer.is_alive()
+            assert any(start < kill_at < end for start, end, _ in attempts), "no commit in flight"
+
+            # The new coordinator answers at least every acknowledged commit.
+            fetched = wait_until(
+                lambda: (
+                    current_leader(cluster, OFFSETS_TOPIC, partition_for(group, 6)) != coordinator
+                    and committed(admin, group, topic)
+                ),
+                timeout=60,
+            )
+            for partition, offset in successes:
+                assert fetched[partition] >= offset, (partition, offset, fetched)
+        finally:
+            a.close()
+
+        # A new member resumes from the committed offsets: with what the first member
+        # processed below them, every produced record is consumed at least once.
+        b = member(cluster, group, topic)
+        try:
+            rest = consume(b, RECORDS - sum(max(o, 0) for o in fetched.values()), timeout_s=90)
+        finally:
+            b.close()
+    starts: dict[int, int] = {}
+    for m in rest:
+        starts.setdefault(m.partition(), m.offset())
+    assert all(starts[p] == max(o, 0) for p, o in fetched.items() if p in starts), (starts, fetched)
+    processed = [m.value() for m in seen if m.offset() < fetched[m.partition()]]
+    consumed = set(processed) | {m.value() for m in rest}
+    assert consumed == set(values), f"never consumed: {sorted(set(values) - consumed)[:10]}"
