@@ -7,6 +7,10 @@ librdkafka members on the three-broker cluster:
   the group from its log, the members find it, the group completes a rebalance
   there with every partition owned by exactly one member, and they resume exactly
   from the offsets committed before the kill.
+* mid-sync: the same with kafka-python members, whose assignor (it runs in
+  the group leader, between JoinGroup and SyncGroup) kills the coordinator
+  while the group is in CompletingRebalance: the assignment the leader then
+  sends has nowhere to go, and the group must rebalance again on the new one.
 * mid-commit: a member commits synchronously, back to back, when the coordinator
   dies. Every commit that returned success was written with acks=all, so the new
   coordinator's OffsetFetch returns at least it; a new member resumes from there
@@ -18,7 +22,14 @@ from __future__ import annotations
 import threading
 import time
 
-from confluent_kafka import Consumer, ConsumerGroupState, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupState,
+    ConsumerGroupTopicPartitions,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, NewTopic
 from faults_helpers import wait_until
 
@@ -83,8 +94,6 @@ def describe(admin, group: str):
 
 def committed(admin, group: str, topic: str) -> dict[int, int] | None:
     """OffsetFetch from the group's coordinator, as an admin (not a member) asks it."""
-    from confluent_kafka import ConsumerGroupTopicPartitions
-
     request = ConsumerGroupTopicPartitions(
         group, [TopicPartition(topic, p) for p in range(PARTITIONS)]
     )
@@ -244,3 +253,114 @@ def test_coordinator_killed_mid_commit(tmp_path):
     processed = [m.value() for m in seen if m.offset() < fetched[m.partition()]]
     consumed = set(processed) | {m.value() for m in rest}
     assert consumed == set(values), f"never consumed: {sorted(set(values) - consumed)[:10]}"
+
+
+def test_coordinator_killed_mid_sync(tmp_path):
+    from kafka import KafkaConsumer
+    from kafka.coordinator.assignors.range import RangePartitionAssignor
+
+    group = topic = "mid-sync"
+    seen_states: list = []
+
+    class KillingRange(RangePartitionAssignor):
+        """The range assignor, but the first time it assigns for two members it
+        first SIGKILLs the coordinator: the group waits in CompletingRebalance
+        for this very SyncGroup."""
+
+        def assign(self, cluster_metadata, members):
+            if len(members) == 2 and not seen_states:
+                seen_states.append(describe(admin, group).state)
+                cluster.kill(current_leader(cluster, OFFSETS_TOPIC, partition_for(group, 6)))
+            return super().assign(cluster_metadata, members)
+
+    with LocalCluster(
+        brokers=3, base_dir=tmp_path, session_timeout_ms=2000, broker_props=BROKER_PROPS
+    ) as cluster:
+        values = produce(cluster, topic)
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+
+        def member():
+            return KafkaConsumer(
+                topic,
+                bootstrap_servers=cluster.bootstrap_servers,
+                group_id=group,
+                auto_offset_reset="earliest",
+                enable_auto_commit=False,
+                heartbeat_interval_ms=500,
+                session_timeout_ms=6000,
+                partition_assignment_strategy=[KillingRange()],
+            )
+
+        a = member()
+        first: list = []
+        deadline = time.monotonic() + 60
+        while len(first) < RECORDS // 3 and time.monotonic() < deadline:
+            for records in a.poll(200, max_records=RECORDS // 3 - len(first)).values():
+                first += records
+        a.commit()
+        before = committed(admin, group, topic)
+        assert before is not None and sum(o for o in before.values() if o > 0) == len(first)
+        coordinator = current_leader(cluster, OFFSETS_TOPIC, partition_for(group, 6))
+        # a reads nothing more until the group has settled again: what it read but did
+        # not commit would be read twice (kafka-python keeps partitions paused across
+        # the rebalance; a resumes them once the group has settled).
+        a.pause(*a.assignment())
+
+        # Each member polls in its own thread (kafka-python joins inside poll()).
+        stop, resume = threading.Event(), threading.Event()
+        rest: list = []
+        consumers = {"a": a}
+
+        def run(name):
+            c = consumers[name] if name in consumers else consumers.setdefault(name, member())
+            while not stop.is_set():
+                if resume.is_set() and c.paused():
+                    c.resume(*c.paused())
+                for records in c.poll(100).values():
+                    rest.extend(records)
+
+        threads = [threading.Thread(target=run, args=(n,)) for n in ("a", "b")]
+        for t in threads:
+            t.start()
+        try:
+
+            def settled():
+                if len(consumers) < 2 or not seen_states:
+                    return None
+                owned = [{tp.partition for tp in c.assignment()} for c in consumers.values()]
+                return owned if all(owned) and sum(map(len, owned)) == PARTITIONS else None
+
+            owned = wait_until(settled, timeout=90)
+            assert owned[0] | owned[1] == set(range(PARTITIONS)) and not owned[0] & owned[1]
+            assert seen_states == [ConsumerGroupState.COMPLETING_REBALANCING]
+            new_coordinator = current_leader(cluster, OFFSETS_TOPIC, partition_for(group, 6))
+            assert new_coordinator != coordinator
+            stable = wait_until(
+                lambda: (
+                    (d := describe(admin, group)) is not None
+                    and d.state == ConsumerGroupState.STABLE
+                    and len(d.members) == 2
+                    and d
+                ),
+                timeout=60,
+            )
+            assert stable.coordinator.id == new_coordinator
+            assigned = [
+                {tp.partition for tp in m.assignment.topic_partitions} for m in stable.members
+            ]
+            assert sorted(map(sorted, assigned)) == sorted(map(sorted, owned))
+            assert committed(admin, group, topic) == before
+            resume.set()
+            wait_until(lambda: len(first) + len(rest) >= RECORDS, timeout=60)
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(30)
+            for c in consumers.values():
+                c.close(autocommit=False)
+    starts: dict[int, int] = {}
+    for r in rest:
+        starts.setdefault(r.partition, r.offset)
+    assert starts == {p: max(o, 0) for p, o in before.items() if p in starts}
+    read = [r.value for r in first + rest]
+    assert len(read) == len(set(read)) == RECORDS and set(read) == set(values)
