@@ -188,17 +188,23 @@ def measure_failover(
             **(producer_config or {}),
         }
     )
-    acked: list[float] = []
+    acked: list[tuple[float, float]] = []  # (produced, acknowledged), ms
     stop = threading.Event()
 
-    def on_delivery(err, msg) -> None:
+    def on_delivery(produced_ms: float, err) -> None:
         if err is None:
-            acked.append(time.time() * 1000)
+            acked.append((produced_ms, time.time() * 1000))
 
     def run() -> None:
         n = 0
         while not stop.is_set():
-            producer.produce(topic, b"%d" % n, partition=partition, on_delivery=on_delivery)
+            produced_ms = time.time() * 1000
+            producer.produce(
+                topic,
+                b"%d" % n,
+                partition=partition,
+                on_delivery=lambda err, msg, at=produced_ms: on_delivery(at, err),
+            )
             producer.poll(0)
             n += 1
             time.sleep(send_interval_s)
@@ -208,12 +214,15 @@ def measure_failover(
     try:
         time.sleep(warmup_s)
         killed_ms = time.time() * 1000
-        cluster.kill(leader)
+        cluster.kill(leader)  # returns once the process is gone
+        dead_ms = time.time() * 1000
         deadline = time.monotonic() + timeout_s
         first = None
         while time.monotonic() < deadline and first is None:
-            # An ack in flight at the kill came from the old leader; take later ones.
-            first = next((t for t in acked if t > killed_ms + 50), None)
+            # Only a record produced after the old leader died was surely written by
+            # the new one: an acknowledgement the old leader sent just before the
+            # kill can reach the callback well after it on a loaded machine.
+            first = next((ack for produced, ack in acked if produced >= dead_ms), None)
             time.sleep(0.005)
     finally:
         stop.set()

@@ -18,9 +18,10 @@ import struct
 from dataclasses import dataclass
 from enum import IntEnum
 
+from kafkalab.records.compression import decompress
 from kafkalab.records.memory_records import SimpleRecord, build_batch
-from kafkalab.records.record import Record
-from kafkalab.records.record_batch import CorruptRecordError
+from kafkalab.records.record import Record, decode_record
+from kafkalab.records.record_batch import RECORD_BATCH_OVERHEAD, BatchHeader, CorruptRecordError
 
 _KEY = struct.Struct(">hh")
 _VALUE = struct.Struct(">hi")
@@ -93,3 +94,20 @@ def parse_control_record(record: Record) -> EndTransactionMarker:
     if version < 0:
         raise CorruptRecordError(f"end-transaction marker version {version} is invalid")
     return EndTransactionMarker(kind, coordinator_epoch)
+
+
+def read_end_txn_marker(
+    buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader
+) -> EndTransactionMarker | None:
+    """The COMMIT/ABORT marker of the control batch at `pos` (its first record),
+    or None for an empty control batch (one the LogCleaner emptied) or a control
+    record that is not a transaction marker. Decodes one record only: the hot
+    path reads markers without decoding anything else."""
+    if not header.is_control_batch or header.records_count == 0:
+        return None
+    end = pos + header.size_in_bytes
+    body = decompress(header.compression_type, memoryview(buf)[pos + RECORD_BATCH_OVERHEAD : end])
+    record, _ = decode_record(body, 0, header.base_offset, header.base_timestamp)
+    if control_record_type(record) not in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
+        return None
+    return parse_control_record(record)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from kafkalab.errors import Errors
 from kafkalab.replication.delayed_operation import DelayedOperation
 from kafkalab.storage.log_segment import FetchDataInfo
+from kafkalab.storage.transaction_index import AbortedTxn
 from kafkalab.storage.unified_log import FetchIsolation
 
 
@@ -27,6 +28,8 @@ class ReadResult:
     log_start_offset: int = -1
     last_stable_offset: int = -1
     info: FetchDataInfo | None = None
+    # read_committed only: aborted transactions overlapping what was read (else None)
+    aborted_transactions: list[AbortedTxn] | None = None
 
     @property
     def size(self) -> int:

@@ -261,10 +261,20 @@ class Partition:
             self.topic, self.partition, self.leader_epoch, self.partition_epoch, new_isr
         )
 
-    def apply_isr_change(self, isr: list[int], partition_epoch: int) -> None:
-        """The controller committed an ISR (AlterPartition answered)."""
+    def apply_isr_change(self, isr: list[int], partition_epoch: int) -> bool:
+        """The controller committed an ISR (AlterPartition answered, or the metadata
+        log says so). False, and nothing changes, for an ISR older than the one
+        applied: the partition epoch never goes back (Kafka ignores such a stale
+        AlterPartition answer). The answer and the metadata log reach the leader on
+        two connections, so an AlterPartition answer can arrive after the metadata
+        already brought a newer ISR (say, the controller fenced a broker in it):
+        applying it would put that broker back, and acks=all would wait for it
+        until replica.lag.time.max.ms."""
+        if partition_epoch < self.partition_epoch:
+            return False
         self.isr, self.partition_epoch, self.pending_isr = list(isr), partition_epoch, None
         self.maybe_increment_high_watermark()
+        return True
 
     def reject_isr_change(self) -> None:
         self.pending_isr = None

@@ -10,7 +10,8 @@ standalone broker leading everything itself): `make_leader`, `make_follower`,
   then waits in the delayed-produce purgatory (DelayedProduce).
 - Reads (`read`) go as far as the asker's FetchIsolation allows: followers to
   the log end offset, consumers below the high watermark, read_committed
-  consumers below the last stable offset.
+  consumers below the last stable offset (LSO), with the aborted transactions
+  overlapping what they read (from the segments' `.txnindex`).
 - After every append, HW move and ISR change, the delayed operations watching
   that partition are checked, so a long-polling consumer or an acks=all
   producer is answered by the event itself, not by a timer.
@@ -34,6 +35,7 @@ from kafkalab.replication.delayed_operation import DelayedOperationPurgatory
 from kafkalab.replication.delayed_produce import AppendResult
 from kafkalab.replication.partition import IsrChange, Partition, Role, TruncationRule
 from kafkalab.storage.log_manager import LogManager
+from kafkalab.storage.producer_state_manager import ProducerStateEntry
 from kafkalab.storage.unified_log import AppendOrigin, FetchIsolation
 
 TopicPartition = tuple[str, int]
@@ -224,17 +226,38 @@ class ReplicaManager:
                 return ReadResult(e.code)
             return ReadResult(e.code, part.log.high_watermark, part.log.log_start_offset)
         log = part.log
-        last_stable = log.last_fetchable_offset(FetchIsolation.TXN_COMMITTED)
+        last_stable = log.last_stable_offset
+        max_offset = last_stable if isolation == FetchIsolation.TXN_COMMITTED else None
         try:
             info = log.read(
                 offset,
                 max_bytes,
-                max_offset=log.last_fetchable_offset(isolation),
+                max_offset=log.last_fetchable_offset(isolation)
+                if max_offset is None
+                else max_offset,
                 min_one_message=min_one_message,
             )
         except KafkaError as e:
             return ReadResult(e.code, log.high_watermark, log.log_start_offset, last_stable)
-        return ReadResult(Errors.NONE, log.high_watermark, log.log_start_offset, last_stable, info)
+        aborted = None
+        if max_offset is not None:
+            # Every aborted transaction overlapping what a read_committed consumer may
+            # read: from the fetch offset up to the LSO (Kafka bounds it by the
+            # fetched bytes; a wider bound only adds entries the consumer has not
+            # reached yet). Nothing read, nothing to tell.
+            aborted = []
+            if info.records is not None and info.size_in_bytes:
+                aborted = log.collect_aborted_transactions(offset, max_offset)
+        return ReadResult(
+            Errors.NONE, log.high_watermark, log.log_start_offset, last_stable, info, aborted
+        )
+
+    def active_producer_state(self, tp: TopicPartition) -> list[ProducerStateEntry]:
+        """The producers the leader of `tp` knows, oldest id first (Kafka:
+        activeProducerState, for DescribeProducers). Leader only."""
+        part = self.leader_partition(tp)
+        producers = part.log.producer_state.producers
+        return [producers[pid] for pid in sorted(producers)]
 
     # -- the leader's view of its followers ---------------------------------------------------
 
@@ -276,12 +299,12 @@ class ReplicaManager:
 
         self._isr_expiration = self._schedule(self.replica_lag_time_max_ms / 2000, tick)
 
-    def apply_isr_change(self, tp: TopicPartition, isr: list[int], partition_epoch: int) -> None:
+    def apply_isr_change(self, tp: TopicPartition, isr: list[int], partition_epoch: int) -> bool:
         """The controller committed an ISR for `tp` (AlterPartition answered, or the
-        metadata log says so)."""
-        part = self.partitions[tp]
-        part.apply_isr_change(isr, partition_epoch)
+        metadata log says so). False when it was older than the ISR applied."""
+        applied = self.partitions[tp].apply_isr_change(isr, partition_epoch)
         self._hw_moved(tp)
+        return applied
 
     def _hw_moved(self, tp: TopicPartition) -> None:
         self.delayed_produce.check_and_complete(tp)

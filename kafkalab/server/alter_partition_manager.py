@@ -79,7 +79,15 @@ class AlterPartitionManager:
         if part is None:
             return
         if p["error_code"] == 0:
-            self.replica_manager.apply_isr_change(tp, p["isr"], p["partition_epoch"])
+            if not self.replica_manager.apply_isr_change(tp, p["isr"], p["partition_epoch"]):
+                log.info(
+                    "%s-%d: AlterPartition answered ISR %s in partition epoch %d, older "
+                    "than the metadata's %d: ignored",
+                    *tp,
+                    p["isr"],
+                    p["partition_epoch"],
+                    part.partition_epoch,
+                )
         else:
             log.info("%s-%d: AlterPartition refused: %s", *tp, Errors(p["error_code"]).name)
             part.reject_isr_change()

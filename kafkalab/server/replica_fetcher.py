@@ -214,11 +214,16 @@ class ReplicaFetcherManager:
                 self._leader(leader).close()  # the leader saw our fetch; its answer is lost
                 await asyncio.sleep(RETRY_S)
                 continue
-            self._process_fetch_response(leader, response)
+            if not self._process_fetch_response(leader, response):
+                # Every partition answered an error (the leader moved, or our epoch is
+                # behind it): not at once again, the metadata will tell us what to do
+                # (Kafka: replica.fetch.backoff.ms). A leader change restarts this task.
+                await asyncio.sleep(RETRY_S)
 
-    def _process_fetch_response(self, leader: int, response: dict) -> None:
+    def _process_fetch_response(self, leader: int, response: dict) -> bool:
         """Append each partition's records and learn the leader's HW (Kafka:
-        processPartitionData)."""
+        processPartitionData). False when no partition was answered without error."""
+        answered = False
         for t in response["responses"]:
             for p in t["partitions"]:
                 tp = (t["topic"], p["partition_index"])
@@ -231,6 +236,7 @@ class ReplicaFetcherManager:
                 ):
                     continue
                 if p["error_code"] == 0:
+                    answered = True
                     try:
                         part.append_records_to_follower(
                             bytes(p["records"] or b""), p["high_watermark"]
@@ -243,3 +249,5 @@ class ReplicaFetcherManager:
                         self.events.record("fetching", topic=tp[0], partition=tp[1], leader=leader)
                 elif p["error_code"] == Errors.OFFSET_OUT_OF_RANGE:
                     part.truncate_fully_and_start_at(max(p["log_start_offset"], 0))
+                    answered = True  # fetch again at once, from the leader's log start
+        return answered

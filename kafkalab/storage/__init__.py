@@ -3,10 +3,12 @@
 One Kafka concept a module, named after Kafka's class:
 
     unified_log.UnifiedLog        a partition's segmented log (Kafka: UnifiedLog / LocalLog / LogLoader)
-    log_segment.LogSegment        one .log file with its .index and .timeindex
+    log_segment.LogSegment        one .log file with its .index, .timeindex (and .txnindex)
     file_records.FileRecords      a .log file or a byte range of one (what a fetch sends)
     offset_index.OffsetIndex      sparse offset -> file position index (8-byte entries)
     time_index.TimeIndex          sparse timestamp -> offset index (12-byte entries)
+    transaction_index             .txnindex: aborted transactions of a segment (34-byte entries)
+    producer_state_manager        idempotent producers and ongoing transactions (the LSO)
     checkpoint_file               recovery-point / log-start / replication offset checkpoints
     log_manager.LogManager        every log of a broker, retention, flush.ms, cleaning, clean shutdown
     log_cleaner.LogCleaner        log compaction (cleanup.policy=compact): latest record per key
@@ -31,6 +33,7 @@ from kafkalab.storage.log_manager import LogManager
 from kafkalab.storage.log_segment import FetchDataInfo, LogOffsetMetadata, LogSegment
 from kafkalab.storage.offset_index import OffsetIndex, OffsetPosition
 from kafkalab.storage.time_index import TimeIndex, TimestampOffset
+from kafkalab.storage.transaction_index import AbortedTxn, TransactionIndex
 from kafkalab.storage.unified_log import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -47,6 +50,7 @@ __all__ = [
     "EARLIEST_TIMESTAMP",
     "LATEST_TIMESTAMP",
     "MAX_TIMESTAMP",
+    "AbortedTxn",
     "AppendOrigin",
     "CleanResult",
     "CorruptIndexError",
@@ -71,6 +75,7 @@ __all__ = [
     "TimeIndex",
     "TimestampAndOffset",
     "TimestampOffset",
+    "TransactionIndex",
     "UnexpectedAppendOffsetError",
     "UnifiedLog",
     "clean",

@@ -1,7 +1,8 @@
 """`kafkalab dump-log PATH...`: print and check segment files, like kafka-dump-log.sh.
 
-Kafka's tool: kafka.tools.DumpLogSegments. Give it `.log`, `.index` or
-`.timeindex` files (or a partition directory, meaning every segment file in it):
+Kafka's tool: kafka.tools.DumpLogSegments. Give it `.log`, `.index`,
+`.timeindex` or `.txnindex` files (or a partition directory, meaning every
+segment file in it):
 
     $ kafkalab dump-log /tmp/lab/orders-0/00000000000000000000.log --print-data-log
     Dumping /tmp/lab/orders-0/00000000000000000000.log
@@ -12,7 +13,8 @@ Kafka's tool: kafka.tools.DumpLogSegments. Give it `.log`, `.index` or
 For an index it prints the entries and checks each against the log: an offset
 index entry must point at the start of a batch whose last offset is the entry's
 offset; a time index entry's offset must be in the log with a batch timestamp
-that matches. Mismatches are listed at the end and make the exit status 1.
+that matches; a transaction index entry's lastOffset must be an ABORT marker of
+its producer in the log, at or after its firstOffset. Mismatches are listed at the end and make the exit status 1.
 """
 
 from __future__ import annotations
@@ -31,6 +33,11 @@ from kafkalab.storage.log_segment import (
 )
 from kafkalab.storage.offset_index import OffsetIndex
 from kafkalab.storage.time_index import TimeIndex
+from kafkalab.storage.transaction_index import (
+    ENTRY_SIZE,
+    TXN_INDEX_FILE_SUFFIX,
+    AbortedTxn,
+)
 
 _CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 
@@ -215,6 +222,70 @@ def dump_time_index(path: Path, *, verify_only: bool, problems: list[str]) -> It
         index.close()
 
 
+def _abort_markers(log_path: Path) -> dict[int, int]:
+    """Offset -> producer id of every ABORT marker in a `.log` file."""
+    from kafkalab.records.control_record import ControlRecordType, read_end_txn_marker
+
+    out: dict[int, int] = {}
+    records = FileRecords.open(log_path, mutable=False)
+    try:
+        for position, header in records.batch_headers(0):
+            if not header.is_control_batch:
+                continue
+            data = records.read(position, header.size_in_bytes)
+            try:
+                marker = read_end_txn_marker(data, 0, header)
+            except CorruptRecordError:
+                continue
+            if marker is not None and marker.type == ControlRecordType.ABORT:
+                out[header.last_offset] = header.producer_id
+    except CorruptRecordError:
+        pass
+    finally:
+        records.close()
+    return out
+
+
+def dump_txn_index(path: Path, *, verify_only: bool, problems: list[str]) -> Iterator[str]:
+    """Entries of a `.txnindex` file (Kafka's line for each), checked for order and
+    against the ABORT markers in the log."""
+    yield f"Dumping {path}"
+    base = int(path.stem)
+    log_path = path.with_suffix(LOG_FILE_SUFFIX)
+    aborts = _abort_markers(log_path) if log_path.exists() else None
+    data = path.read_bytes()
+    if len(data) % ENTRY_SIZE:
+        problems.append(
+            f"{path}: {len(data)} bytes is not a whole number of {ENTRY_SIZE}-byte entries "
+            "(a torn write?)"
+        )
+    previous = None
+    for n, pos in enumerate(range(0, len(data) - len(data) % ENTRY_SIZE, ENTRY_SIZE)):
+        version = int.from_bytes(data[pos : pos + 2], "big", signed=True)
+        txn = AbortedTxn.from_bytes(data, pos) if version == 0 else None
+        if txn is None:
+            problems.append(f"{path}: entry {n} has version {version}; only 0 exists")
+            continue
+        if not verify_only:
+            yield (
+                f"version: {version} producerId: {txn.producer_id} firstOffset: "
+                f"{txn.first_offset} lastOffset: {txn.last_offset} lastStableOffset: "
+                f"{txn.last_stable_offset}"
+            )
+        if txn.last_offset < base or txn.first_offset > txn.last_offset:
+            problems.append(f"{path}: entry {n} {txn} does not fit the segment starting at {base}")
+        if previous is not None and txn.last_offset <= previous:
+            problems.append(f"{path}: entry {n} {txn} is out of order")
+        previous = txn.last_offset
+        if aborts is not None and aborts.get(txn.last_offset) != txn.producer_id:
+            problems.append(
+                f"{path}: entry {n} names an ABORT marker of producer {txn.producer_id} at "
+                f"offset {txn.last_offset}, which the log does not have"
+            )
+    if aborts is None:
+        yield f"(no {log_path.name} next to it: entries not checked)"
+
+
 def dump_paths(
     paths: list[Path],
     *,
@@ -229,7 +300,12 @@ def dump_paths(
     files: list[Path] = []
     for path in paths:
         if path.is_dir():
-            order = {LOG_FILE_SUFFIX: 0, INDEX_FILE_SUFFIX: 1, TIME_INDEX_FILE_SUFFIX: 2}
+            order = {
+                LOG_FILE_SUFFIX: 0,
+                INDEX_FILE_SUFFIX: 1,
+                TIME_INDEX_FILE_SUFFIX: 2,
+                TXN_INDEX_FILE_SUFFIX: 3,
+            }
             files += sorted(
                 (p for p in path.iterdir() if p.suffix in order),
                 key=lambda p: (p.stem, order[p.suffix]),
@@ -248,8 +324,12 @@ def dump_paths(
             lines += dump_offset_index(path, verify_only=verify_index_only, problems=problems)
         elif path.suffix == TIME_INDEX_FILE_SUFFIX:
             lines += dump_time_index(path, verify_only=verify_index_only, problems=problems)
+        elif path.suffix == TXN_INDEX_FILE_SUFFIX:
+            lines += dump_txn_index(path, verify_only=verify_index_only, problems=problems)
         else:
-            problems.append(f"{path}: not a segment file; give .log, .index or .timeindex files")
+            problems.append(
+                f"{path}: not a segment file; give .log, .index, .timeindex or .txnindex files"
+            )
     return lines, problems
 
 
@@ -264,7 +344,7 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
         nargs="+",
         type=Path,
         metavar="PATH",
-        help=".log/.index/.timeindex files or partition directories",
+        help=".log/.index/.timeindex/.txnindex files or partition directories",
     )
     parser.add_argument(
         "--print-data-log",
@@ -282,6 +362,12 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
         help="decode __consumer_offsets records: committed offsets and group metadata "
         "(implies --print-data-log)",
     )
+    parser.add_argument(
+        "--transaction-log-decoder",
+        action="store_true",
+        help="decode __transaction_state records: each transactional id's producer id, "
+        "epoch, state and partitions (implies --print-data-log)",
+    )
     parser.set_defaults(func=_run)
 
 
@@ -293,6 +379,12 @@ def _run(args: argparse.Namespace) -> int:
         from kafkalab.coordinator.group.coordinator_records import describe_record
 
         decoder = describe_record
+    elif args.transaction_log_decoder:
+        from kafkalab.coordinator.transaction.transaction_log import (
+            describe_record as describe_txn_record,
+        )
+
+        decoder = describe_txn_record
     lines, problems = dump_paths(
         args.paths,
         print_data_log=args.print_data_log or decoder is not None,

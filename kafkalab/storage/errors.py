@@ -12,6 +12,7 @@ from kafkalab.records.record_batch import CorruptRecordError, InvalidRecordError
 
 __all__ = [
     "CompactedRecordWithoutKeyError",
+    "ControlBatchFromClientError",
     "CorruptIndexError",
     "CorruptRecordError",
     "IndexFullError",
@@ -126,3 +127,11 @@ class LogDirInUseError(StorageError):
             "down --dir ...` for a cluster) or give this one its own directory."
         )
         self.directory = directory
+
+
+class ControlBatchFromClientError(InvalidRecordError):
+    """A client sent a control batch (a transaction marker). Kafka: INVALID_RECORD (87),
+    "Clients are not allowed to write control records": markers are written by the
+    transaction coordinator (WriteTxnMarkers), never produced."""
+
+    code = Errors.INVALID_RECORD

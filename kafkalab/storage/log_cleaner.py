@@ -40,9 +40,10 @@ Kafka keeps only the last batch of the whole pass. A crash recovery finds a
 with each group's end kept that range is exact, where Kafka's can leave an old
 segment of the group behind, for the next pass to clean again).
 
-Transactions, the simple way (until kafkalab has a `.txnindex`): one scan of
-batch headers finds aborted transactions (their ABORT markers) and open ones
-(which bound the last stable offset). Records of aborted transactions are
+Transactions: one scan of batch headers finds aborted transactions (their
+ABORT markers) and open ones (which bound the last stable offset); the
+`.txnindex` entries of the segments a cleaned segment replaces move to it when
+their marker is kept. Records of aborted transactions are
 removed; a marker goes, after its delete horizon, once no record of its
 transaction is left. Control batches are otherwise kept.
 
@@ -81,6 +82,7 @@ from kafkalab.records.record_batch import (
 from kafkalab.records.varint import read_unsigned_varint
 from kafkalab.storage.checkpoint_file import OffsetCheckpointFile
 from kafkalab.storage.log_segment import CLEANED_FILE_SUFFIX, LogSegment
+from kafkalab.storage.transaction_index import AbortedTxn
 from kafkalab.storage.unified_log import UnifiedLog, parse_topic_partition
 
 log = logging.getLogger(__name__)
@@ -175,15 +177,6 @@ class CleanerStats:
     def mb_per_s(self) -> float:
         """MB of log read by the cleaning (not the mapping) per second of the whole pass."""
         return self.bytes_read / (1 << 20) / self.elapsed_s
-
-
-@dataclass(frozen=True, slots=True)
-class AbortedTxn:
-    """An aborted transaction's producer and offsets (Kafka: AbortedTxn)."""
-
-    producer_id: int
-    first_offset: int
-    last_offset: int  # the ABORT marker's offset
 
 
 @dataclass(frozen=True, slots=True)
@@ -581,6 +574,19 @@ def _decode_one(span: memoryview, header: BatchHeader) -> Record:
     return record
 
 
+def _carry_txn_index(group: list[LogSegment], cleaned: LogSegment) -> None:
+    """Give the cleaned segment the `.txnindex` entries of the segments it replaces
+    whose ABORT marker it kept (a marker goes only once no record of its
+    transaction is left, and then its entry has nothing left to describe)."""
+    entries = [txn for segment in group for txn in segment.txn_index]
+    if not entries:
+        return
+    kept = {h.last_offset for _, h in cleaned.log.batch_headers(0) if h.is_control_batch}
+    for txn in entries:
+        if txn.last_offset in kept:
+            cleaned.update_txn_index(txn)
+
+
 class Cleaner:
     """One cleaning pass over one log (Kafka: Cleaner)."""
 
@@ -678,6 +684,7 @@ class Cleaner:
                     config.delete_retention_ms,
                     stats,
                 )
+            _carry_txn_index(group, cleaned)
             cleaned.on_become_inactive_segment()
             cleaned.flush()
             cleaned.set_last_modified(group[-1].last_modified_ms())

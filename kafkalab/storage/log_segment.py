@@ -1,4 +1,4 @@
-"""LogSegment: one `.log` data file with its sparse `.index` and `.timeindex`.
+"""LogSegment: one `.log` data file with its sparse `.index` and `.timeindex` (and `.txnindex`).
 
 Kafka's class: org.apache.kafka.storage.internals.log.LogSegment. A segment is
 named by its base offset, the offset of its first record, written as 20 digits:
@@ -6,6 +6,8 @@ named by its base offset, the offset of its first record, written as 20 digits:
     00000000000000004096.log         batches back to back (FileRecords)
     00000000000000004096.index       (offset - 4096, file position), 8 bytes each
     00000000000000004096.timeindex   (max timestamp so far, offset - 4096), 12 bytes each
+    00000000000000004096.txnindex    aborted transactions whose ABORT marker is here
+                                     (only when there is one; TransactionIndex)
 
 Invariants kept here:
 - Every offset in the segment is >= base_offset and < base_offset + 2**31, so
@@ -30,6 +32,12 @@ from kafkalab.storage.file_records import FileRecords, LogOffsetPosition
 from kafkalab.storage.log_config import LogConfig
 from kafkalab.storage.offset_index import OffsetIndex
 from kafkalab.storage.time_index import TimeIndex, TimestampOffset
+from kafkalab.storage.transaction_index import (
+    TXN_INDEX_FILE_SUFFIX,
+    AbortedTxn,
+    TransactionIndex,
+    txn_index_file,
+)
 
 LOG_FILE_SUFFIX = ".log"
 INDEX_FILE_SUFFIX = ".index"
@@ -101,10 +109,17 @@ class LogSegment:
         index_interval_bytes: int,
         roll_jitter_ms: int = 0,
         created_ms: int | None = None,
+        txn_index: TransactionIndex | None = None,
     ) -> None:
         self.log = log
         self.offset_index = offset_index
         self.time_index = time_index
+        if txn_index is None:
+            path = log.path.with_name(
+                log.path.name.replace(LOG_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX, 1)
+            )
+            txn_index = TransactionIndex(path, base_offset)
+        self.txn_index = txn_index
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self.roll_jitter_ms = roll_jitter_ms
@@ -138,6 +153,7 @@ class LogSegment:
             config.index_interval_bytes,
             config.segment_jitter_ms,
             now_ms,
+            TransactionIndex(txn_index_file(directory, base_offset, file_suffix), base_offset),
         )
 
     # -- facts about the segment ----------------------------------------------------------
@@ -340,6 +356,15 @@ class LogSegment:
         """Raise CorruptIndexError when an index file is missing or inconsistent."""
         for index in (self.offset_index, self.time_index):
             index.sanity_check()
+        self.txn_index.sanity_check()
+
+    def update_txn_index(self, txn: AbortedTxn) -> None:
+        """An ABORT marker in this segment ended `txn` (Kafka: updateTxnIndex)."""
+        self.txn_index.append(txn)
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int):
+        """The `.txnindex` entries overlapping [fetch_offset, upper_bound_offset)."""
+        return self.txn_index.collect_aborted_txns(fetch_offset, upper_bound_offset)
 
     def recover(self, allow_gaps: bool = False) -> int:
         """Rebuild both indexes from the data file, checking every batch's CRC, and
@@ -361,6 +386,7 @@ class LogSegment:
         """
         self.offset_index.truncate()
         self.time_index.truncate()
+        self.txn_index.reset()  # the log rebuilds it from the producer state (UnifiedLog)
         self.resize_indexes(self.offset_index.max_index_size)
         valid_bytes = 0
         last_index_entry = 0
@@ -409,6 +435,7 @@ class LogSegment:
         found = self.translate_offset(offset)
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         self.resize_indexes(self.offset_index.max_index_size)  # it is the active segment now
         if found is None:
             return 0
@@ -430,6 +457,7 @@ class LogSegment:
         self.log.flush()
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         """Write the final time index entry, trim the indexes and close the files."""
@@ -437,21 +465,23 @@ class LogSegment:
             self._write_final_time_index_entry()
         self.offset_index.close()
         self.time_index.close()
+        self.txn_index.close()
         self.log.close()
 
     def delete(self) -> None:
-        """Delete the three files (Kafka renames them `.deleted` first; see UnifiedLog)."""
+        """Delete the files (Kafka renames them `.deleted` first; see UnifiedLog)."""
         self.offset_index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
         self.log.delete()
 
     def change_file_suffixes(self, old: str, new: str, *, log_last: bool = False) -> None:
         """Rename all three files, e.g. suffix '' -> '.deleted' before deleting them.
         With `log_last` the `.log` file is renamed after its indexes, so its rename
         is the one that counts (the cleaner's `.cleaned` -> `.swap` commit)."""
-        files = (self.log, self.offset_index, self.time_index)
+        files = (self.log, self.offset_index, self.time_index, self.txn_index)
         if log_last:
-            files = (self.offset_index, self.time_index, self.log)
+            files = (self.offset_index, self.time_index, self.txn_index, self.log)
         for f in files:
             name = str(f.path)
             if not name.endswith(old):
@@ -473,6 +503,7 @@ class LogSegment:
 
 __all__ = [
     "CLEANED_FILE_SUFFIX",
+    "TXN_INDEX_FILE_SUFFIX",
     "SWAP_FILE_SUFFIX",
     "FetchDataInfo",
     "LogOffsetMetadata",
@@ -481,4 +512,5 @@ __all__ = [
     "log_file",
     "offset_index_file",
     "time_index_file",
+    "txn_index_file",
 ]

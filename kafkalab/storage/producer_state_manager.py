@@ -15,6 +15,18 @@ The state is rebuilt from the log when a partition opens, starting from the
 latest snapshot file (`<offset>.snapshot`, Kafka's format: version, CRC-32C and
 one entry per producer with its last batch) and replaying batch headers after
 it. Snapshots are taken when a segment rolls and when the log closes.
+
+Transactions: a transactional data batch starts (or extends) its producer's
+ongoing transaction in this partition; the state remembers the transaction's
+first offset. A COMMIT or ABORT control batch (written by the transaction
+coordinator) completes it (`update` returns a CompletedTxn; the log writes an
+ABORT into the segment's `.txnindex` and calls `complete_txn`). A completed
+transaction stays "unreplicated" until the high watermark passes its marker.
+The first unstable offset is the smallest first offset of the ongoing and the
+unreplicated transactions: the last stable offset (LSO) can never pass it.
+The snapshot keeps each producer's coordinator epoch and current transaction
+first offset (Kafka's snapshot has both fields), so ongoing transactions
+survive a restart.
 """
 
 from __future__ import annotations
@@ -26,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kafkalab.errors import Errors
+from kafkalab.records.control_record import ControlRecordType, EndTransactionMarker
 from kafkalab.records.crc import crc32c
 from kafkalab.records.record_batch import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
 from kafkalab.storage.errors import StorageError
@@ -53,6 +66,30 @@ class InvalidProducerEpochError(StorageError):
     code = Errors.INVALID_PRODUCER_EPOCH
 
 
+class InvalidTxnStateError(StorageError):
+    """Kafka: INVALID_TXN_STATE (48). A producer with an ongoing transaction in the
+    partition wrote a non-transactional batch."""
+
+    code = Errors.INVALID_TXN_STATE
+
+
+class TransactionCoordinatorFencedError(StorageError):
+    """Kafka: TRANSACTION_COORDINATOR_FENCED (52). A transaction marker came from a
+    coordinator older than one that already wrote markers for this producer."""
+
+    code = Errors.TRANSACTION_COORDINATOR_FENCED
+
+
+@dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    """A transaction a COMMIT/ABORT marker ended (Kafka: CompletedTxn)."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int  # the marker's offset
+    is_aborted: bool
+
+
 @dataclass(frozen=True, slots=True)
 class BatchMetadata:
     first_seq: int
@@ -73,6 +110,9 @@ class ProducerStateEntry:
     batches: deque[BatchMetadata] = field(
         default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN)
     )
+    coordinator_epoch: int = -1  # of the last marker written for this producer
+    current_txn_first_offset: int | None = None  # the ongoing transaction's first offset
+    last_timestamp: int = -1
 
     @property
     def last_seq(self) -> int:
@@ -98,13 +138,18 @@ class ProducerStateManager:
         self.dir = Path(directory)
         self.producers: dict[int, ProducerStateEntry] = {}
         self.map_end_offset = 0  # the state covers batches below this offset
+        # first offset -> producer id, oldest first (appends come in offset order)
+        self.ongoing_txns: dict[int, int] = {}
+        self.unreplicated_txns: dict[int, CompletedTxn] = {}  # first offset -> txn
 
     # -- checking and updating (the leader's append path) ------------------------------------
 
-    def check(self, header: BatchHeader) -> BatchMetadata | None:
-        """Validate a client batch before it gets offsets. Returns the metadata of
-        the original batch when this one is a retry (a duplicate), else None.
-        Raises InvalidProducerEpochError or OutOfOrderSequenceError."""
+    def check(self, header: BatchHeader, client: bool = True) -> BatchMetadata | None:
+        """Validate a batch before it gets offsets. Returns the metadata of the
+        original batch when this one is a client's retry (a duplicate), else None.
+        Raises InvalidProducerEpochError, OutOfOrderSequenceError or
+        InvalidTxnStateError. Coordinators' batches (`client=False`) are checked
+        for their epoch only, as Kafka does."""
         entry = self.producers.get(header.producer_id)
         if entry is None or entry.producer_epoch == NO_PRODUCER_EPOCH:
             return None  # unknown producer (or its state expired): any sequence starts it
@@ -114,6 +159,18 @@ class ProducerStateManager:
                 f"producer {header.producer_id} epoch {epoch} is older than the current "
                 f"epoch {entry.producer_epoch}: a newer instance has fenced it"
             )
+        if (
+            not header.is_transactional
+            and not header.is_control_batch
+            and entry.current_txn_first_offset is not None
+        ):
+            raise InvalidTxnStateError(
+                f"producer {header.producer_id} has a transaction open in this partition "
+                f"since offset {entry.current_txn_first_offset}, but sent a non-transactional "
+                "batch; commit or abort the transaction first"
+            )
+        if not client:
+            return None
         if epoch > entry.producer_epoch:
             if header.base_sequence != 0:
                 raise OutOfOrderSequenceError(
@@ -132,17 +189,55 @@ class ProducerStateManager:
             )
         return None
 
-    def update(self, header: BatchHeader) -> None:
-        """Record a batch now in the log (with its final offsets)."""
-        if header.producer_id < 0:
+    def check_marker(self, header: BatchHeader, marker: EndTransactionMarker) -> None:
+        """Validate a COMMIT/ABORT marker from the transaction coordinator: not from an
+        older producer epoch (INVALID_PRODUCER_EPOCH) nor an older coordinator epoch
+        (TRANSACTION_COORDINATOR_FENCED), as Kafka's ProducerAppendInfo checks."""
+        entry = self.producers.get(header.producer_id)
+        if entry is None:
             return
-        entry = self.producers.setdefault(
-            header.producer_id, ProducerStateEntry(header.producer_id)
-        )
+        if header.producer_epoch < entry.producer_epoch:
+            raise InvalidProducerEpochError(
+                f"{marker.type.name} marker for producer {header.producer_id} has epoch "
+                f"{header.producer_epoch}, older than the current {entry.producer_epoch}"
+            )
+        if marker.coordinator_epoch < entry.coordinator_epoch:
+            raise TransactionCoordinatorFencedError(
+                f"{marker.type.name} marker for producer {header.producer_id} comes from "
+                f"coordinator epoch {marker.coordinator_epoch}, older than "
+                f"{entry.coordinator_epoch}: a newer transaction coordinator took over"
+            )
+
+    def update(
+        self, header: BatchHeader, marker: EndTransactionMarker | None = None
+    ) -> CompletedTxn | None:
+        """Record a batch now in the log (with its final offsets). A control batch
+        carries its `marker`; it ends the producer's transaction, returned as a
+        CompletedTxn that stays ongoing until the caller calls `complete_txn`
+        (after writing an ABORT to the `.txnindex` with `last_stable_offset`)."""
+        if header.producer_id < 0:
+            return None
+        entry = self.producers.get(header.producer_id)
+        if entry is None:
+            entry = self.producers[header.producer_id] = ProducerStateEntry(header.producer_id)
         if header.producer_epoch != entry.producer_epoch:
             entry.producer_epoch = header.producer_epoch
             entry.batches.clear()
-        if not header.is_control_batch and header.base_sequence >= 0:
+        entry.last_timestamp = header.max_timestamp
+        self.map_end_offset = max(self.map_end_offset, header.next_offset)
+        if header.is_control_batch:
+            if marker is None:
+                return None  # an empty control batch (the cleaner emptied it)
+            entry.coordinator_epoch = marker.coordinator_epoch
+            first = entry.current_txn_first_offset
+            entry.current_txn_first_offset = None
+            return CompletedTxn(
+                header.producer_id,
+                header.last_offset if first is None else first,
+                header.last_offset,
+                marker.type == ControlRecordType.ABORT,
+            )
+        if header.base_sequence >= 0:
             entry.batches.append(
                 BatchMetadata(
                     header.base_sequence,
@@ -152,7 +247,52 @@ class ProducerStateManager:
                     header.max_timestamp,
                 )
             )
-        self.map_end_offset = max(self.map_end_offset, header.next_offset)
+        if header.is_transactional and entry.current_txn_first_offset is None:
+            entry.current_txn_first_offset = header.base_offset
+            self.ongoing_txns[header.base_offset] = header.producer_id
+        return None
+
+    # -- transactions and the last stable offset ------------------------------------------------
+
+    def last_stable_offset(self, completed: CompletedTxn) -> int:
+        """The LSO once `completed` is done: the first offset of the oldest other
+        ongoing transaction, or the offset after its marker (Kafka: same name).
+        This is what the `.txnindex` entry of an aborted transaction records."""
+        for first, pid in self.ongoing_txns.items():
+            if pid != completed.producer_id:
+                return first
+        return completed.last_offset + 1
+
+    def complete_txn(self, completed: CompletedTxn) -> None:
+        """The transaction is no longer ongoing; it is unstable until the high
+        watermark passes its marker (`on_high_watermark_updated`)."""
+        if self.ongoing_txns.get(completed.first_offset) == completed.producer_id:
+            del self.ongoing_txns[completed.first_offset]
+        self.unreplicated_txns[completed.first_offset] = completed
+
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        """Forget completed transactions whose marker is below the high watermark."""
+        if self.unreplicated_txns:
+            done = [f for f, t in self.unreplicated_txns.items() if t.last_offset < high_watermark]
+            for first in done:
+                del self.unreplicated_txns[first]
+
+    def first_unstable_offset(self) -> int | None:
+        """The smallest first offset of an ongoing or not yet replicated transaction."""
+        first = next(iter(self.ongoing_txns), None)
+        if self.unreplicated_txns:
+            oldest = min(self.unreplicated_txns)
+            first = oldest if first is None else min(first, oldest)
+        return first
+
+    def _reindex_ongoing(self) -> None:
+        self.ongoing_txns = dict(
+            sorted(
+                (e.current_txn_first_offset, pid)
+                for pid, e in self.producers.items()
+                if e.current_txn_first_offset is not None
+            )
+        )
 
     # -- snapshots ---------------------------------------------------------------------------
 
@@ -167,15 +307,16 @@ class ProducerStateManager:
             if not entry.batches and entry.producer_epoch == NO_PRODUCER_EPOCH:
                 continue
             last = entry.batches[-1] if entry.batches else BatchMetadata(-1, -1, -1, 0, -1)
+            txn_first = entry.current_txn_first_offset
             entries += _SNAP_ENTRY.pack(
                 entry.producer_id,
                 entry.producer_epoch,
                 last.last_seq,
                 last.last_offset,
                 last.offset_delta,
-                last.timestamp,
-                -1,
-                -1,
+                entry.last_timestamp,
+                entry.coordinator_epoch,
+                -1 if txn_first is None else txn_first,
             )
             count += 1
         body = struct.pack(">i", count) + bytes(entries)
@@ -189,13 +330,18 @@ class ProducerStateManager:
         os.replace(tmp, path)
         return path
 
-    def load_snapshot(self, max_offset: int) -> int:
-        """Load the latest valid snapshot at or below `max_offset`; corrupt ones are
-        deleted. Returns the offset to replay the log from (0 without a snapshot)."""
+    def load_snapshot(self, max_offset: int, log_end_offset: int | None = None) -> int:
+        """Load the latest valid snapshot at or below `max_offset`; corrupt ones and
+        ones past `log_end_offset` (default `max_offset`) are deleted. Returns the
+        offset to replay the log from (0 without a snapshot)."""
+        end = max_offset if log_end_offset is None else log_end_offset
+        self.unreplicated_txns.clear()
         for offset in reversed(self.snapshot_offsets()):
             path = snapshot_file(self.dir, offset)
-            if offset > max_offset:
+            if offset > end:
                 path.unlink()  # past the log end (the log was truncated): useless
+                continue
+            if offset > max_offset:
                 continue
             try:
                 self._read_snapshot(path.read_bytes())
@@ -205,6 +351,7 @@ class ProducerStateManager:
             self.map_end_offset = offset
             return offset
         self.producers.clear()
+        self.ongoing_txns.clear()
         self.map_end_offset = 0
         return 0
 
@@ -220,17 +367,24 @@ class ProducerStateManager:
             raise ValueError("snapshot length does not match its entry count")
         self.producers.clear()
         for _ in range(count):
-            pid, epoch, last_seq, last_offset, delta, ts, _, _ = _SNAP_ENTRY.unpack_from(data, pos)
+            pid, epoch, last_seq, last_offset, delta, ts, coord_epoch, txn_first = (
+                _SNAP_ENTRY.unpack_from(data, pos)
+            )
             pos += _SNAP_ENTRY.size
-            entry = ProducerStateEntry(pid, epoch)
+            entry = ProducerStateEntry(pid, epoch, coordinator_epoch=coord_epoch, last_timestamp=ts)
+            if txn_first >= 0:
+                entry.current_txn_first_offset = txn_first
             if last_seq >= 0:
                 first_seq = (last_seq - delta) % (INT32_MAX + 1)
                 entry.batches.append(BatchMetadata(first_seq, last_seq, last_offset, delta, ts))
             self.producers[pid] = entry
+        self._reindex_ongoing()
 
     def truncate_and_reload(self) -> None:
         """Forget everything (the log was truncated); the log replays it again."""
         self.producers.clear()
+        self.ongoing_txns.clear()
+        self.unreplicated_txns.clear()
         self.map_end_offset = 0
 
     def delete_snapshots_before(self, offset: int) -> None:

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
+from kafkalab.records.control_record import EndTransactionMarker, read_end_txn_marker
 from kafkalab.records.record_batch import (
     CONTROL_FLAG_MASK,
     LOG_OVERHEAD,
@@ -60,6 +61,7 @@ from kafkalab.records.record_batch import (
 from kafkalab.storage.checkpoint_file import fsync_dir
 from kafkalab.storage.errors import (
     CompactedRecordWithoutKeyError,
+    ControlBatchFromClientError,
     CorruptIndexError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
@@ -75,6 +77,7 @@ from kafkalab.storage.log_segment import (
     LOG_FILE_SUFFIX,
     SWAP_FILE_SUFFIX,
     TIME_INDEX_FILE_SUFFIX,
+    TXN_INDEX_FILE_SUFFIX,
     FetchDataInfo,
     LogOffsetMetadata,
     LogSegment,
@@ -83,6 +86,7 @@ from kafkalab.storage.log_segment import (
     time_index_file,
 )
 from kafkalab.storage.producer_state_manager import ProducerStateManager
+from kafkalab.storage.transaction_index import AbortedTxn
 
 log = logging.getLogger(__name__)
 
@@ -202,6 +206,7 @@ class UnifiedLog:
         # there on are new, so its checkpoint must not call them clean (Kafka:
         # LogCleanerManager.maybeTruncateCheckpoint, called by truncateTo).
         self.truncated_to: int | None = None
+        self.producer_state = ProducerStateManager(self.dir)
         self._load(log_start_offset, recovery_point, clean_shutdown)
         self._log_end_offset = self.active_segment.read_next_offset()
         self.log_start_offset = max(log_start_offset, self._segments[0].base_offset)
@@ -211,8 +216,8 @@ class UnifiedLog:
             self.log_start_offset if high_watermark is None else high_watermark
         )
         self.last_flush_ms = self.clock()
-        self.producer_state = ProducerStateManager(self.dir)
-        self._rebuild_producer_state()
+        # Segments recovery re-read had their `.txnindex` emptied: the replay refills it.
+        self._rebuild_producer_state({base for base, _ in self.recovered})
         self.leader_epoch_cache = LeaderEpochFileCache(self.dir)
         self._reconcile_leader_epochs()
 
@@ -232,10 +237,21 @@ class UnifiedLog:
                     if header.partition_leader_epoch >= 0:
                         cache.assign(header.partition_leader_epoch, header.base_offset)
 
-    def _rebuild_producer_state(self) -> None:
-        """Latest snapshot, then the batch headers after it (Kafka: rebuildProducerState)."""
+    def _rebuild_producer_state(self, rebuild_txn_index: set[int] | None = None) -> None:
+        """Latest snapshot, then the batch headers after it (Kafka: rebuildProducerState).
+
+        `rebuild_txn_index`: base offsets of segments whose `.txnindex` was emptied
+        (recovery re-read them); the replay starts at a snapshot no later than the
+        first of them, so it knows where their aborted transactions began, and
+        writes their ABORT markers into their indexes again (Kafka: LogSegment.recover
+        with the producer state rebuilt up to the segment)."""
         state = self.producer_state
-        start = max(state.load_snapshot(self.log_end_offset), self.log_start_offset)
+        rebuild = rebuild_txn_index or set()
+        # From the high watermark at the latest: transactions completed at or past
+        # it are still unstable, and only a replay re-learns them (a snapshot does
+        # not keep completed transactions).
+        replay_from = min(min(rebuild, default=self.log_end_offset), self.high_watermark)
+        start = max(state.load_snapshot(replay_from, self.log_end_offset), self.log_start_offset)
         for segment in self._segments[max(0, self._floor_index(start)) :]:
             position = 0
             if segment.base_offset < start:
@@ -243,10 +259,40 @@ class UnifiedLog:
                 if found is None:
                     continue
                 position = found.position
-            for _, header in segment.log.batch_headers(position):
-                if header.last_offset >= start:
-                    state.update(header)
+            target = segment if segment.base_offset in rebuild else None
+            for pos, header in segment.log.batch_headers(position):
+                if header.last_offset < start or header.producer_id < 0:
+                    continue
+                marker = None
+                if header.is_control_batch:
+                    data = segment.log.read(pos, header.size_in_bytes)
+                    marker = read_end_txn_marker(data, 0, header)
+                self._update_producer_state(header, marker, target)
         state.map_end_offset = self.log_end_offset
+        state.on_high_watermark_updated(self.high_watermark)
+
+    def _update_producer_state(
+        self,
+        header: BatchHeader,
+        marker: EndTransactionMarker | None,
+        segment: LogSegment | None,
+    ) -> None:
+        """One producer batch is in the log: update the producer state; an ABORT
+        marker goes into `segment`'s `.txnindex` (None: it is there already)."""
+        state = self.producer_state
+        completed = state.update(header, marker)
+        if completed is None:
+            return
+        if completed.is_aborted and segment is not None:
+            segment.update_txn_index(
+                AbortedTxn(
+                    completed.producer_id,
+                    completed.first_offset,
+                    completed.last_offset,
+                    state.last_stable_offset(completed),
+                )
+            )
+        state.complete_txn(completed)
 
     def _load(self, log_start_offset: int, recovery_point: int, clean_shutdown: bool) -> None:
         for leftover in sorted(self.dir.glob("*" + DELETED_FILE_SUFFIX)):
@@ -255,8 +301,10 @@ class UnifiedLog:
         for stray in sorted(self.dir.glob("*.tmp")):
             stray.unlink()
         self._complete_swaps()
-        for index in sorted(self.dir.glob("*" + INDEX_FILE_SUFFIX)) + sorted(
-            self.dir.glob("*" + TIME_INDEX_FILE_SUFFIX)
+        for index in (
+            sorted(self.dir.glob("*" + INDEX_FILE_SUFFIX))
+            + sorted(self.dir.glob("*" + TIME_INDEX_FILE_SUFFIX))
+            + sorted(self.dir.glob("*" + TXN_INDEX_FILE_SUFFIX))
         ):
             if not index.with_suffix(LOG_FILE_SUFFIX).exists():
                 log.info("deleting index %s: it has no log file", index)
@@ -345,7 +393,12 @@ class UnifiedLog:
                 stem = old.name.split(".")[0]
                 if old == swap or not stem.isdigit() or not base <= int(stem) < end:
                     continue
-                if old.suffix in (LOG_FILE_SUFFIX, INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX):
+                if old.suffix in (
+                    LOG_FILE_SUFFIX,
+                    INDEX_FILE_SUFFIX,
+                    TIME_INDEX_FILE_SUFFIX,
+                    TXN_INDEX_FILE_SUFFIX,
+                ):
                     log.info("deleting %s: replaced by the cleaned segment %s", old, swap.name)
                     old.unlink()
             for index in (offset_index_file(self.dir, base), time_index_file(self.dir, base)):
@@ -417,10 +470,16 @@ class UnifiedLog:
         """
         buf = records if isinstance(records, bytearray) else bytearray(records)
         headers = self._validate(buf, origin)
-        if origin is AppendOrigin.CLIENT:
-            for _, header in headers:
+        client = origin is AppendOrigin.CLIENT
+        if client or origin is AppendOrigin.COORDINATOR:
+            for pos, header in headers:
                 if header.producer_id >= 0:
-                    duplicate = self.producer_state.check(header)
+                    if header.is_control_batch:  # only a coordinator gets here
+                        marker = read_end_txn_marker(buf, pos, header)
+                        if marker is not None:
+                            self.producer_state.check_marker(header, marker)
+                        continue
+                    duplicate = self.producer_state.check(header, client)
                     if duplicate is not None:  # a retry: answer with the first offsets
                         return LogAppendInfo(
                             duplicate.first_offset,
@@ -520,7 +579,7 @@ class UnifiedLog:
                         f"records but lastOffsetDelta {header.last_offset_delta}"
                     )
                 if from_client and header.attributes & CONTROL_FLAG_MASK:
-                    raise InvalidRecordError(
+                    raise ControlBatchFromClientError(
                         f"{self.dir.name}: clients may not write control batches; "
                         "transaction markers are written by the transaction coordinator"
                     )
@@ -593,10 +652,15 @@ class UnifiedLog:
                     self.leader_epoch_cache.assign(
                         header.partition_leader_epoch, header.base_offset
                     )
-        for (_, _, last_offset, _), (_, header) in zip(batches, headers, strict=True):
+        for (_, _, last_offset, _), (pos, header) in zip(batches, headers, strict=True):
             if header.producer_id >= 0:
-                self.producer_state.update(
-                    header._replace(base_offset=last_offset - header.last_offset_delta)
+                marker = None
+                if header.is_control_batch:  # a COMMIT/ABORT marker: one record to read
+                    marker = read_end_txn_marker(buf, pos, header)
+                self._update_producer_state(
+                    header._replace(base_offset=last_offset - header.last_offset_delta),
+                    marker,
+                    segment,
                 )
         if self._log_end_offset - self.recovery_point >= self.config.flush_messages:
             self.flush()
@@ -619,12 +683,43 @@ class UnifiedLog:
     # -- reads ----------------------------------------------------------------------------
 
     def last_fetchable_offset(self, isolation: FetchIsolation) -> int:
-        """Where a read with `isolation` must stop (exclusive). The last stable offset
-        is the high watermark until the log tracks open transactions (the
-        transactions work moves it behind the first open one)."""
+        """Where a read with `isolation` must stop (exclusive): the LEO for a
+        follower, the high watermark for read_uncommitted, the last stable offset
+        for read_committed."""
         if isolation == FetchIsolation.LOG_END:
             return self.log_end_offset
+        if isolation == FetchIsolation.TXN_COMMITTED:
+            return self.last_stable_offset
         return self.high_watermark
+
+    @property
+    def last_stable_offset(self) -> int:
+        """LSO: the first offset of the oldest transaction not yet complete (or whose
+        marker is not yet below the high watermark), capped by the high watermark
+        (Kafka: UnifiedLog.lastStableOffset). A read_committed consumer reads below it."""
+        first = self.producer_state.first_unstable_offset()
+        hw = self.high_watermark
+        if first is not None:
+            first = max(first, self.log_start_offset)
+            if first < hw:
+                return first
+        return hw
+
+    def collect_aborted_transactions(
+        self, start_offset: int, upper_bound_offset: int
+    ) -> list[AbortedTxn]:
+        """Aborted transactions overlapping [start_offset, upper_bound_offset): what a
+        read_committed fetch of that range answers with, so the consumer drops
+        their records (Kafka: UnifiedLog.collectAbortedTransactions). Reads the
+        `.txnindex` of the segment holding `start_offset` and later ones, until an
+        entry's last stable offset shows no earlier transaction can still overlap."""
+        out: list[AbortedTxn] = []
+        for segment in self._segments[max(0, self._floor_index(start_offset)) :]:
+            result = segment.collect_aborted_txns(start_offset, upper_bound_offset)
+            out.extend(result.aborted)
+            if result.is_complete:
+                break
+        return out
 
     def read(
         self,
@@ -708,9 +803,8 @@ class UnifiedLog:
         old.on_become_inactive_segment()
         segment = LogSegment.open(self.dir, new_base, self.config, now_ms=self.clock())
         self._add_segment(segment)
-        if hasattr(self, "producer_state"):
-            self.producer_state.map_end_offset = self.log_end_offset
-            self.producer_state.take_snapshot()
+        self.producer_state.map_end_offset = self.log_end_offset
+        self.producer_state.take_snapshot()
         return segment
 
     def flush(self) -> None:
@@ -740,6 +834,7 @@ class UnifiedLog:
         (The Partition layer moves it as replicas confirm data; a single-replica
         log may move it to the LEO after each append.)"""
         self.high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
+        self.producer_state.on_high_watermark_updated(self.high_watermark)
         return self.high_watermark
 
     def maybe_increment_log_start_offset(self, new_log_start_offset: int) -> bool:
@@ -882,9 +977,9 @@ class UnifiedLog:
         self.active_segment.truncate_to(offset)
         self._log_end_offset = self.active_segment.read_next_offset()
         self.recovery_point = min(self.recovery_point, self._log_end_offset)
+        self.high_watermark = min(self.high_watermark, self._log_end_offset)
         self._rebuild_producer_state()
         self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
-        self.high_watermark = min(self.high_watermark, self._log_end_offset)
         return True
 
     def _note_truncation(self, offset: int) -> None:

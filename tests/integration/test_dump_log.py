@@ -84,3 +84,36 @@ def test_dump_log_reports_corruption_and_bad_index_entries(tmp_path):
     assert "not the start of a batch" in result.stderr
     missing = run(str(tmp_path / "nope.log"))
     assert missing.returncode == 1 and "no such file" in missing.stderr
+
+
+def test_dump_log_prints_and_checks_the_txnindex(tmp_path):
+    log = UnifiedLog(tmp_path / "t-0")
+    txn = build_batch(
+        [SimpleRecord(b"a"), SimpleRecord(b"b")],
+        producer_id=7,
+        producer_epoch=0,
+        base_sequence=0,
+        is_transactional=True,
+    )
+    log.append_as_leader(txn)  # 0-1
+    log.append_as_leader(build_batch([b"plain"]))  # 2
+    log.append_as_leader(
+        build_end_txn_marker_batch(7, 0, ControlRecordType.ABORT, 1),
+        origin=AppendOrigin.COORDINATOR,
+    )  # 3
+    log.close()
+    index = tmp_path / "t-0" / "00000000000000000000.txnindex"
+    out = run(str(index))
+    assert out.returncode == 0, out.stderr
+    assert "version: 0 producerId: 7 firstOffset: 0 lastOffset: 3 lastStableOffset: 4" in out.stdout
+    whole = run(str(tmp_path / "t-0"))  # a directory includes its .txnindex files
+    assert whole.returncode == 0 and "lastStableOffset: 4" in whole.stdout
+    # An entry naming no ABORT marker in the log, and a torn entry, are problems.
+    data = index.read_bytes()
+    forged = bytearray(data)
+    forged[18:26] = (2).to_bytes(8, "big")  # lastOffset 2: a plain batch
+    index.write_bytes(bytes(forged) + data[:10])
+    bad = run(str(index))
+    assert bad.returncode == 1
+    assert "which the log does not have" in bad.stderr
+    assert "not a whole number of 34-byte entries" in bad.stderr

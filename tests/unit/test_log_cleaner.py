@@ -29,6 +29,7 @@ from kafkalab.storage.log_cleaner import (
 )
 from kafkalab.storage.log_config import InvalidConfigError, LogConfig
 from kafkalab.storage.log_manager import LogManager
+from kafkalab.storage.transaction_index import AbortedTxn
 from kafkalab.storage.unified_log import AppendOrigin, UnifiedLog
 
 T0 = 1_700_000_000_000
@@ -346,7 +347,16 @@ def test_aborted_transactions_are_removed_and_open_ones_bound_the_cleaning(tmp_p
     data = [(r[0], r[2]) for r in records_of(log) if r[1] in (b"a", b"b", b"c")]
     # "aborted" (1) is gone although it is a's latest record; plain (0) stays.
     assert data == [(0, b"plain"), (3, b"committed"), (6, b"after")]
+    # The ABORT marker stays (its transaction's batch was seen this pass), and so does
+    # its .txnindex entry, now in the cleaned segment that replaced the old one.
+    first = log.segments[0]
+    assert first.txn_index.path.name == "00000000000000000000.txnindex"
+    assert first.txn_index.all_aborted_txns() == [AbortedTxn(1, 1, 2, 3)]
+    assert log.collect_aborted_transactions(0, 8) == [AbortedTxn(1, 1, 2, 3)]
     log.close()
+    reopened = UnifiedLog(tmp_path / "t-0", compact(segment_bytes=10_000), clock=clock)
+    assert reopened.collect_aborted_transactions(0, 8) == [AbortedTxn(1, 1, 2, 3)]
+    reopened.close()
 
 
 # -- gaps: recovery, follower appends, reads, indexes -------------------------------------

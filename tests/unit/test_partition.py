@@ -77,6 +77,22 @@ def test_isr_shrinks_after_the_lag_time_and_expands_when_caught_up(tmp_path):
     assert a.isr == [1, 2]
 
 
+def test_an_alter_partition_answer_older_than_the_metadata_is_ignored(tmp_path):
+    """The leader proposed adding broker 3; the controller committed {1,2,3} in
+    partition epoch 1, then fenced broker 3 (a controlled shutdown): {1,2} in epoch 2.
+    The metadata log brought epoch 2 first; the AlterPartition answer (epoch 1) comes
+    after it and must not put the fenced broker back into the ISR, where acks=all
+    would wait for it until replica.lag.time.max.ms."""
+    a = new_partition(tmp_path, 1)
+    a.make_leader(1, [1, 2], [1, 2, 3], 0, 0)
+    assert a.apply_isr_change([1, 2], partition_epoch=2)  # from the metadata log
+    assert not a.apply_isr_change([1, 2, 3], partition_epoch=1)  # the late answer
+    assert a.isr == [1, 2] and a.partition_epoch == 2
+    a.append_records_to_leader(record(b"m"), -1, 0)
+    a.update_follower_fetch_state(2, 1, 10)
+    assert a.log.high_watermark == 1  # broker 3 is not waited for
+
+
 @pytest.mark.parametrize(
     "rule, survives",
     [

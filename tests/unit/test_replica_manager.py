@@ -86,3 +86,49 @@ def test_reads_stop_where_the_isolation_says(tmp_path):
     rm.update_follower_fetch_state(("t", 0), 2, 2)
     assert rm.read("t", 0, 0, 1 << 20, True).size == follower.size
     rm.shutdown()
+
+
+def test_read_committed_waits_on_the_lso_and_names_aborted_transactions(tmp_path):
+    from kafkalab.records.control_record import ControlRecordType, build_end_txn_marker_batch
+    from kafkalab.replication.delayed_fetch import DelayedFetch, FetchPartition
+    from kafkalab.storage.transaction_index import AbortedTxn
+    from kafkalab.storage.unified_log import AppendOrigin
+
+    rm = manager(tmp_path)
+    tp = ("t", 0)
+    rm.make_leader(tp, 0, [1, 2], [1, 2], 0)
+    txn = build_batch([b"a", b"b"], producer_id=5, producer_epoch=0, base_sequence=0,
+                      is_transactional=True)  # fmt: skip
+    assert rm.append_records("t", 0, txn, required_acks=-1).error == Errors.NONE
+    rm.update_follower_fetch_state(tp, 2, 2)  # HW 2, but the transaction is open
+    committed = rm.read("t", 0, 0, 1 << 20, True, FetchIsolation.TXN_COMMITTED)
+    assert (committed.size, committed.last_stable_offset, committed.high_watermark) == (0, 0, 2)
+    assert committed.aborted_transactions == []
+    done = []
+    op = DelayedFetch(
+        500, 1, FetchIsolation.TXN_COMMITTED, [FetchPartition("t", 0, 0, 1 << 20)], rm.read,
+        lambda: done.append(True),
+    )  # fmt: skip
+    assert not rm.delayed_fetch.try_complete_else_watch(op, [tp])
+    abort = build_end_txn_marker_batch(5, 0, ControlRecordType.ABORT, 0)
+    result = rm.append_records("t", 0, abort, required_acks=-1, origin=AppendOrigin.COORDINATOR)
+    assert (result.error, result.base_offset, result.required_offset) == (Errors.NONE, 2, 3)
+    assert not done  # the marker is not below the HW yet: the LSO is still 0
+    assert rm.read("t", 0, 0, 1 << 20, True, FetchIsolation.TXN_COMMITTED).size == 0
+    rm.update_follower_fetch_state(tp, 2, 3)  # the follower has the marker: HW 3
+    assert done == [True]  # the HW move answered the parked read_committed fetch
+    after = rm.read("t", 0, 0, 1 << 20, True, FetchIsolation.TXN_COMMITTED)
+    assert after.last_stable_offset == 3 and after.size > 0
+    assert after.aborted_transactions == [AbortedTxn(5, 0, 2, 3)]
+    uncommitted = rm.read("t", 0, 0, 1 << 20, True, FetchIsolation.HIGH_WATERMARK)
+    assert uncommitted.aborted_transactions is None
+    # A follower replicates the marker and keeps the same .txnindex.
+    follower = ReplicaManager(LogManager(tmp_path / "f", LogConfig()), Timers(), broker_id=2)
+    part = follower.make_follower(tp, 1, 0, [1, 2], [1, 2], 0)
+    part.append_records_to_follower(
+        rm.read("t", 0, 0, 1 << 20, True, FetchIsolation.LOG_END).info.read_bytes(), 3
+    )
+    assert part.log.collect_aborted_transactions(0, 3) == [AbortedTxn(5, 0, 2, 3)]
+    assert part.log.last_stable_offset == 3
+    follower.shutdown()
+    rm.shutdown()

@@ -1,4 +1,5 @@
-"""Fetch (1): consumers read below the high watermark; followers replicate.
+"""Fetch (1): consumers read below the high watermark (read_committed ones below the
+last stable offset, told which transactions were aborted); followers replicate.
 
 Kafka: KafkaApis.handleFetchRequest -> ReplicaManager.fetchMessages. A follower's
 fetch (replica_id >= 0) first tells its leader the follower's log end offset
@@ -73,6 +74,13 @@ def handle_fetch(apis: KafkaApis, header: RequestHeader, body: dict) -> Any:
     return future
 
 
+def _aborted(result) -> list[dict]:
+    return [
+        {"producer_id": txn.producer_id, "first_offset": txn.first_offset}
+        for txn in result.aborted_transactions or ()
+    ]
+
+
 def fetch_response(
     apis: KafkaApis, body: dict, partitions: list[FetchPartition], isolation: FetchIsolation
 ) -> dict:
@@ -101,7 +109,7 @@ def fetch_response(
                 "high_watermark": result.high_watermark,
                 "last_stable_offset": result.last_stable_offset,
                 "log_start_offset": result.log_start_offset,
-                "aborted_transactions": [] if read_committed else None,
+                "aborted_transactions": _aborted(result) if read_committed else None,
                 "preferred_read_replica": -1,
                 "records": records if records is not None else b"",
             }
