@@ -135,7 +135,12 @@ def _sample_value(f: Field, api_key: int, version: int, flexible: bool) -> Any:
     if isinstance(f.type, list):
         return [_sample_struct(f.type, api_key, version, flexible)]
     if f.name in _BY_NAME:
-        return _BY_NAME[f.name]
+        value = _BY_NAME[f.name]
+        if value is None and version not in f._nullable:
+            return "fuzz-txn"  # a transactional id where it may not be null
+        return value
+    if f.name.endswith("transactional_id"):
+        return "fuzz-txn"
     if f.name in _TOPIC_FIELDS:
         return {ApiKeys.CREATE_TOPICS: CREATED_TOPIC}.get(api_key, TARGET_TOPIC)
     if f.name in ("partition", "partition_index"):

@@ -18,9 +18,14 @@ records into the coordinator (requests for its groups answer
 COORDINATOR_LOAD_IN_PROGRESS meanwhile); resigned, it unloads them
 (NOT_COORDINATOR: clients look for the new coordinator).
 
-`ensure_topic()` creates the state topic on first use (`__consumer_offsets`:
-offsets.topic.num.partitions, offsets.topic.replication.factor capped by the
-live brokers, min.insync.replicas 2 where that allows, cleanup.policy=compact).
+`leader_of()` creates the state topic on first use (`num_partitions`, the
+replication factor capped by the live brokers, `min_isr` capped by that,
+cleanup.policy=compact, `segment_bytes`): for `__consumer_offsets`
+offsets.topic.num.partitions / .replication.factor / min.insync.replicas 2; for
+`__transaction_state` the transaction.state.log.* settings.
+
+Effects other than Respond and AppendRecords (the transaction coordinator's
+SendTxnMarkers) go to `effect_handler`.
 """
 
 from __future__ import annotations
@@ -32,9 +37,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kafkalab.coordinator.group.results import AppendRecords, Respond
+from kafkalab.coordinator.group.results import AppendRecords, Respond, TxnMarker
 from kafkalab.errors import Errors
 from kafkalab.records import SimpleRecord, build_batch, iter_batches
+from kafkalab.records.control_record import ControlRecordType, control_record_type
 from kafkalab.replication.delayed_produce import DelayedProduce
 from kafkalab.replication.replica_manager import ReplicaManager
 from kafkalab.server.apis.topics import create_topics_request
@@ -61,6 +67,10 @@ class CoordinatorRuntime:
         num_partitions: int,
         replication_factor: int,
         append_timeout_ms: int = 5000,
+        *,
+        min_isr: int = 2,
+        segment_bytes: int = OFFSETS_TOPIC_SEGMENT_BYTES,
+        effect_handler: Callable[[Any], None] | None = None,
     ) -> None:
         self.coordinator = coordinator
         self.topic = topic
@@ -69,6 +79,9 @@ class CoordinatorRuntime:
         self.num_partitions = num_partitions
         self.replication_factor = replication_factor
         self.append_timeout_ms = append_timeout_ms
+        self.min_isr = min_isr
+        self.segment_bytes = segment_bytes
+        self.effect_handler = effect_handler
         self._waiting: dict[int, asyncio.Future] = {}
         self._ids = itertools.count(1)
         self._timer: asyncio.TimerHandle | None = None
@@ -99,6 +112,10 @@ class CoordinatorRuntime:
                     future.set_result(effect.result)
             elif isinstance(effect, AppendRecords):
                 self._append(effect)
+            elif self.effect_handler is not None:
+                self.effect_handler(effect)
+            else:
+                log.warning("%s: no one carries out %r", self.topic, effect)
         self._arm_timer()
 
     def _arm_timer(self) -> None:
@@ -118,11 +135,16 @@ class CoordinatorRuntime:
 
     def _append(self, effect) -> None:
         tp = (self.topic, effect.partition)
+        # TxnOffsetCommit's records go as a transactional batch of the producer
+        # (no sequence: Kafka's coordinator writes them so); its marker ends them.
         batch = build_batch(
             [
                 SimpleRecord(value, key=key, timestamp=effect.timestamp_ms)
                 for key, value in effect.records
-            ]
+            ],
+            producer_id=getattr(effect, "producer_id", -1),
+            producer_epoch=getattr(effect, "producer_epoch", -1),
+            is_transactional=getattr(effect, "producer_id", -1) >= 0,
         )
         result = self.replica_manager.append_records(
             *tp, batch, required_acks=-1, origin=AppendOrigin.COORDINATOR
@@ -164,7 +186,9 @@ class CoordinatorRuntime:
         if part is None or part.leader_epoch != leader_epoch:
             return  # resigned meanwhile: on_resignation unloaded it
         log_ = part.log
-        records: list[tuple[bytes | None, bytes | None]] = []
+        # plain records as (key, value); a transactional batch's as (key, value,
+        # producer id); the COMMIT/ABORT marker ending a transaction as a TxnMarker
+        records: list = []
         position = log_.log_start_offset
         while position < log_.log_end_offset:
             data = log_.read(position, READ_CHUNK_BYTES).read_bytes()
@@ -172,7 +196,22 @@ class CoordinatorRuntime:
             if not batches:
                 break
             for batch in batches:
-                if not batch.header.is_control_batch:
+                header = batch.header
+                if header.is_control_batch:
+                    records += [
+                        TxnMarker(header.producer_id, kind is ControlRecordType.COMMIT)
+                        for r in batch.records
+                        if r.offset >= position
+                        and (kind := control_record_type(r))
+                        in (ControlRecordType.COMMIT, ControlRecordType.ABORT)
+                    ]
+                elif header.is_transactional:
+                    records += [
+                        (r.key, r.value, header.producer_id)
+                        for r in batch.records
+                        if r.offset >= position
+                    ]
+                else:
                     records += [(r.key, r.value) for r in batch.records if r.offset >= position]
                 position = max(position, batch.last_offset + 1)
         log.info("%s-%d: loading %d records into the coordinator", *tp, len(records))
@@ -209,8 +248,8 @@ class CoordinatorRuntime:
         factor = max(1, min(self.replication_factor, alive))
         configs = {
             "cleanup.policy": "compact",
-            "min.insync.replicas": str(min(2, factor)),
-            "segment.bytes": str(OFFSETS_TOPIC_SEGMENT_BYTES),
+            "min.insync.replicas": str(min(self.min_isr, factor)),
+            "segment.bytes": str(self.segment_bytes),
         }
         response = await self.metadata_cache.create_topics(
             create_topics_request([self.topic], self.num_partitions, factor, configs)
