@@ -32,6 +32,11 @@ from typing import Any
 from kafkalab.coordinator.group.coordinator_records import OFFSETS_TOPIC
 from kafkalab.coordinator.group.group_config import GroupConfig
 from kafkalab.coordinator.group.group_coordinator import GroupCoordinator
+from kafkalab.coordinator.transaction import (
+    TRANSACTION_STATE_TOPIC,
+    TransactionConfig,
+    TransactionCoordinator,
+)
 from kafkalab.protocol.messages import CONTROLLER_APIS
 from kafkalab.replication.replica_manager import ReplicaManager
 from kafkalab.server.alter_partition_manager import AlterPartitionManager
@@ -52,6 +57,7 @@ from kafkalab.server.producer_ids import ProducerIdManager
 from kafkalab.server.replica_fetcher import ReplicaFetcherManager
 from kafkalab.server.replica_state import REPORT_INTERVAL_S, ReplicaStateReporter
 from kafkalab.server.socket_server import SocketServer
+from kafkalab.server.transaction_marker_channel_manager import TransactionMarkerChannelManager
 from kafkalab.storage.errors import LogDirInUseError
 from kafkalab.storage.log_manager import LogManager
 
@@ -131,17 +137,39 @@ class KafkaBroker:
             int(config.extra.get("offsets.commit.timeout.ms", 5000)),
         )
         controller = config.extra.get("controller.quorum.bootstrap.servers")
+        producer_ids = ProducerIdManager(config.log_dirs[0], config.node_id if controller else None)
+        txn_config = TransactionConfig.from_properties(config.extra)
+        self.transaction_coordinator = CoordinatorRuntime(
+            TransactionCoordinator(txn_config, partitions=(), producer_ids=producer_ids.generate),
+            TRANSACTION_STATE_TOPIC,
+            self.replica_manager,
+            None,
+            txn_config.transaction_state_log_num_partitions,
+            txn_config.transaction_state_log_replication_factor,
+            int(config.extra.get("request.timeout.ms", 30_000)),
+            min_isr=txn_config.transaction_state_log_min_isr,
+            segment_bytes=txn_config.transaction_state_log_segment_bytes,
+        )
         metadata = self._kraft_metadata(controller) if controller else self._standalone_metadata()
         self.replica_manager.partition_exists = metadata.contains_partition
         self.group_coordinator.metadata_cache = metadata
+        self.transaction_coordinator.metadata_cache = metadata
+        self.marker_channel = TransactionMarkerChannelManager(
+            metadata,
+            self.transaction_coordinator,
+            int(config.extra.get("retry.backoff.ms", 100)),
+            request_timeout_ms=int(config.extra.get("request.timeout.ms", 30_000)),
+        )
+        self.transaction_coordinator.effect_handler = self.marker_channel.send
         self.metadata_cache = metadata
         self.apis = KafkaApis(
             config,
             self.replica_manager,
             metadata,
-            ProducerIdManager(config.log_dirs[0], config.node_id if controller else None),
+            producer_ids,
             self.link_faults,
             self.group_coordinator,
+            self.transaction_coordinator,
         )
         _, host, port = parse_listener(config.listeners.split(",")[0])
         self.socket_server = SocketServer(
@@ -271,6 +299,8 @@ class KafkaBroker:
             # Parked fetches answer with what they have; in-flight requests finish.
             await self.socket_server.stop(before_close=self.replica_manager.delayed_fetch.shutdown)
         self.group_coordinator.shutdown()
+        self.marker_channel.shutdown()
+        self.transaction_coordinator.shutdown()
         self.replica_manager.shutdown()
         self._stopped.set()
 

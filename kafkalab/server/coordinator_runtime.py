@@ -18,9 +18,14 @@ records into the coordinator (requests for its groups answer
 COORDINATOR_LOAD_IN_PROGRESS meanwhile); resigned, it unloads them
 (NOT_COORDINATOR: clients look for the new coordinator).
 
-`ensure_topic()` creates the state topic on first use (`__consumer_offsets`:
-offsets.topic.num.partitions, offsets.topic.replication.factor capped by the
-live brokers, min.insync.replicas 2 where that allows, cleanup.policy=compact).
+`leader_of()` creates the state topic on first use (`num_partitions`, the
+replication factor capped by the live brokers, `min_isr` capped by that,
+cleanup.policy=compact, `segment_bytes`): for `__consumer_offsets`
+offsets.topic.num.partitions / .replication.factor / min.insync.replicas 2; for
+`__transaction_state` the transaction.state.log.* settings.
+
+Effects other than Respond and AppendRecords (the transaction coordinator's
+SendTxnMarkers) go to `effect_handler`.
 """
 
 from __future__ import annotations
@@ -62,6 +67,10 @@ class CoordinatorRuntime:
         num_partitions: int,
         replication_factor: int,
         append_timeout_ms: int = 5000,
+        *,
+        min_isr: int = 2,
+        segment_bytes: int = OFFSETS_TOPIC_SEGMENT_BYTES,
+        effect_handler: Callable[[Any], None] | None = None,
     ) -> None:
         self.coordinator = coordinator
         self.topic = topic
@@ -70,6 +79,9 @@ class CoordinatorRuntime:
         self.num_partitions = num_partitions
         self.replication_factor = replication_factor
         self.append_timeout_ms = append_timeout_ms
+        self.min_isr = min_isr
+        self.segment_bytes = segment_bytes
+        self.effect_handler = effect_handler
         self._waiting: dict[int, asyncio.Future] = {}
         self._ids = itertools.count(1)
         self._timer: asyncio.TimerHandle | None = None
@@ -100,6 +112,10 @@ class CoordinatorRuntime:
                     future.set_result(effect.result)
             elif isinstance(effect, AppendRecords):
                 self._append(effect)
+            elif self.effect_handler is not None:
+                self.effect_handler(effect)
+            else:
+                log.warning("%s: no one carries out %r", self.topic, effect)
         self._arm_timer()
 
     def _arm_timer(self) -> None:
@@ -232,8 +248,8 @@ class CoordinatorRuntime:
         factor = max(1, min(self.replication_factor, alive))
         configs = {
             "cleanup.policy": "compact",
-            "min.insync.replicas": str(min(2, factor)),
-            "segment.bytes": str(OFFSETS_TOPIC_SEGMENT_BYTES),
+            "min.insync.replicas": str(min(self.min_isr, factor)),
+            "segment.bytes": str(self.segment_bytes),
         }
         response = await self.metadata_cache.create_topics(
             create_topics_request([self.topic], self.num_partitions, factor, configs)

@@ -12,8 +12,9 @@ one module per API family:
     apis/fetch.py         Fetch (waits in a DelayedFetch; followers report their LEO)
     apis/list_offsets.py  ListOffsets
     apis/epochs.py        OffsetForLeaderEpoch
-    apis/txn.py           InitProducerId; AddPartitionsToTxn, EndTxn, WriteTxnMarkers
-                          and TxnOffsetCommit join it with the transaction coordinator
+    apis/txn.py           InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn,
+                          WriteTxnMarkers, DescribeTransactions, ListTransactions
+                          (the transaction coordinator)
     apis/producers.py     DescribeProducers (a partition leader's producer state)
     apis/group.py         FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
                           OffsetCommit, OffsetFetch, DescribeGroups, ListGroups,
@@ -65,6 +66,12 @@ HANDLERS: dict[ApiKeys, Handler] = {
     ApiKeys.CREATE_TOPICS: topics.handle_create_topics,
     ApiKeys.DELETE_TOPICS: topics.handle_delete_topics,
     ApiKeys.INIT_PRODUCER_ID: txn.handle_init_producer_id,
+    ApiKeys.ADD_PARTITIONS_TO_TXN: txn.handle_add_partitions_to_txn,
+    ApiKeys.ADD_OFFSETS_TO_TXN: txn.handle_add_offsets_to_txn,
+    ApiKeys.END_TXN: txn.handle_end_txn,
+    ApiKeys.WRITE_TXN_MARKERS: txn.handle_write_txn_markers,
+    ApiKeys.DESCRIBE_TRANSACTIONS: txn.handle_describe_transactions,
+    ApiKeys.LIST_TRANSACTIONS: txn.handle_list_transactions,
     ApiKeys.OFFSET_FOR_LEADER_EPOCH: epochs.handle_offset_for_leader_epoch,
     ApiKeys.FIND_COORDINATOR: group.handle_find_coordinator,
     ApiKeys.JOIN_GROUP: group.handle_join_group,
@@ -91,6 +98,7 @@ class KafkaApis:
         producer_ids: ProducerIdManager,
         link_faults: LinkFaults | None = None,
         group_coordinator: CoordinatorRuntime | None = None,
+        transaction_coordinator: CoordinatorRuntime | None = None,
     ) -> None:
         self.config = config
         self.replica_manager = replica_manager
@@ -98,6 +106,7 @@ class KafkaApis:
         self.producer_ids = producer_ids
         self.link_faults = link_faults
         self.group_coordinator = group_coordinator
+        self.transaction_coordinator = transaction_coordinator
 
     def handle(self, header: RequestHeader, body: dict) -> Any:
         return HANDLERS[ApiKeys(header.api_key)](self, header, body)

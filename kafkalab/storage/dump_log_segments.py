@@ -362,6 +362,12 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
         help="decode __consumer_offsets records: committed offsets and group metadata "
         "(implies --print-data-log)",
     )
+    parser.add_argument(
+        "--transaction-log-decoder",
+        action="store_true",
+        help="decode __transaction_state records: each transactional id's producer id, "
+        "epoch, state and partitions (implies --print-data-log)",
+    )
     parser.set_defaults(func=_run)
 
 
@@ -373,6 +379,12 @@ def _run(args: argparse.Namespace) -> int:
         from kafkalab.coordinator.group.coordinator_records import describe_record
 
         decoder = describe_record
+    elif args.transaction_log_decoder:
+        from kafkalab.coordinator.transaction.transaction_log import (
+            describe_record as describe_txn_record,
+        )
+
+        decoder = describe_txn_record
     lines, problems = dump_paths(
         args.paths,
         print_data_log=args.print_data_log or decoder is not None,

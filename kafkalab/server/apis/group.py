@@ -13,8 +13,8 @@ protocol, lives in kafkalab/coordinator/group/group_coordinator.py.
 FindCoordinator answers with the leader of the group's `__consumer_offsets`
 partition (abs(Java hashCode(group.id)) % offsets.topic.num.partitions), creating
 the topic on first use (COORDINATOR_NOT_AVAILABLE until it has a leader: clients
-ask again). Key type 1 (a transactional id) answers COORDINATOR_NOT_AVAILABLE
-until the transaction coordinator runs on the broker.
+ask again). Key type 1 (a transactional id) does the same with the transaction
+coordinator's `__transaction_state` (transaction.state.log.num.partitions).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from kafkalab.server.kafka_apis import KafkaApis
 
 GROUP_KEY_TYPE = 0
+TRANSACTION_KEY_TYPE = 1
 NO_GENERATION = -1
 UNKNOWN_MEMBER_ID = ""
 DEFAULT_RETENTION_TIME = -1
@@ -50,13 +51,13 @@ def handle_find_coordinator(apis: KafkaApis, header: RequestHeader, body: dict) 
         "port": -1,
     }
     key_type = body.get("key_type", GROUP_KEY_TYPE) if header.api_version >= 1 else GROUP_KEY_TYPE
-    if key_type != GROUP_KEY_TYPE:
-        out.update(
-            error_code=int(Errors.COORDINATOR_NOT_AVAILABLE),
-            error_message="the transaction coordinator does not run on kafkalab brokers yet",
-        )
+    if key_type == GROUP_KEY_TYPE:
+        runtime = _runtime(apis)
+    elif key_type == TRANSACTION_KEY_TYPE and apis.transaction_coordinator is not None:
+        runtime = apis.transaction_coordinator
+    else:
+        out.update(error_code=int(Errors.INVALID_REQUEST), error_message=f"key type {key_type}")
         return out
-    runtime = _runtime(apis)
     leader = runtime.leader_of(runtime.coordinator.partition_for(body["key"]))
     broker = next((b for b in apis.metadata_cache.alive_brokers() if b.broker_id == leader), None)
     if broker is None:

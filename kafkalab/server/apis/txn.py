@@ -1,34 +1,230 @@
-"""Producer ids and (with the transaction coordinator) transactions.
+"""Producer ids and transactions: thin adapters onto the TransactionCoordinator.
 
-InitProducerId (22) without a transactional id: a new idempotent producer gets
-a producer id that no other producer had (ProducerIdManager) and epoch 0.
-With a transactional id it needs the transaction coordinator, which is not on
-the broker yet: COORDINATOR_NOT_AVAILABLE. AddPartitionsToTxn, AddOffsetsToTxn,
-EndTxn, WriteTxnMarkers and TxnOffsetCommit join this module with it.
+Kafka: KafkaApis.handleInitProducerIdRequest, handleAddPartitionsToTxnRequest,
+handleAddOffsetsToTxnRequest, handleEndTxnRequest, handleWriteTxnMarkersRequest,
+handleDescribeTransactionsRequest, handleListTransactionsRequest.
+
+InitProducerId (22) without a transactional id: a new idempotent producer gets a
+producer id that no other producer had (ProducerIdManager) and epoch 0. With one,
+the transaction coordinator answers (kafkalab/coordinator/transaction/
+transaction_coordinator.py holds every rule), through its CoordinatorRuntime on
+`__transaction_state`. PRODUCER_FENCED goes to older clients as
+INVALID_PRODUCER_EPOCH (InitProducerId below v4, the others below v2), as Kafka
+does.
+
+WriteTxnMarkers (27) comes from transaction coordinators (this broker's own too):
+each marker is a control batch appended to the partition with acks=all (origin
+COORDINATOR), answered once the ISR has it. A marker in a `__consumer_offsets`
+partition also ends the producer's pending transactional offsets in the group
+coordinator.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from typing import TYPE_CHECKING
 
 from kafkalab.errors import Errors
 from kafkalab.protocol.header import RequestHeader
+from kafkalab.records.control_record import ControlRecordType, build_end_txn_marker_batch
+from kafkalab.replication.delayed_produce import AppendResult, DelayedProduce
+from kafkalab.storage.unified_log import AppendOrigin
 
 if TYPE_CHECKING:
     from kafkalab.server.kafka_apis import KafkaApis
 
+log = logging.getLogger(__name__)
+OFFSETS_TOPIC = "__consumer_offsets"
+MARKER_WRITE_TIMEOUT_MS = 30_000  # Kafka: request.timeout.ms of the marker channel
 
-def handle_init_producer_id(apis: KafkaApis, header: RequestHeader, body: dict) -> dict:
-    if body["transactional_id"] is not None:
-        return {
-            "throttle_time_ms": 0,
-            "error_code": int(Errors.COORDINATOR_NOT_AVAILABLE),
-            "producer_id": -1,
-            "producer_epoch": -1,
+
+def _fenced(error: Errors, version: int, first_version: int) -> Errors:
+    """PRODUCER_FENCED is new in `first_version`; older clients get INVALID_PRODUCER_EPOCH."""
+    if error == Errors.PRODUCER_FENCED and version < first_version:
+        return Errors.INVALID_PRODUCER_EPOCH
+    return error
+
+
+async def handle_init_producer_id(apis: KafkaApis, header: RequestHeader, body: dict) -> dict:
+    out = {"throttle_time_ms": 0, "error_code": 0, "producer_id": -1, "producer_epoch": -1}
+    if body["transactional_id"] is None:
+        out.update(producer_id=apis.producer_ids.generate(), producer_epoch=0)
+        return out
+    runtime = apis.transaction_coordinator
+    result = await runtime.call(
+        runtime.coordinator.init_producer_id,
+        body["transactional_id"],
+        body["transaction_timeout_ms"],
+        producer_id=body.get("producer_id", -1),
+        producer_epoch=body.get("producer_epoch", -1),
+    )
+    out.update(
+        error_code=int(_fenced(result.error, header.api_version, 4)),
+        producer_id=result.producer_id,
+        producer_epoch=result.producer_epoch,
+    )
+    return out
+
+
+async def handle_add_partitions_to_txn(apis: KafkaApis, header: RequestHeader, body: dict) -> dict:
+    wanted = [(t["name"], p) for t in body["v3_and_below_topics"] for p in t["partitions"]]
+    topics = apis.metadata_cache.topics()
+    unknown = {tp for tp in wanted if tp[0] not in topics or tp[1] not in topics[tp[0]].partitions}
+    if unknown:
+        errors = {
+            tp: Errors.UNKNOWN_TOPIC_OR_PARTITION
+            if tp in unknown
+            else Errors.OPERATION_NOT_ATTEMPTED
+            for tp in wanted
         }
+    else:
+        runtime = apis.transaction_coordinator
+        result = await runtime.call(
+            runtime.coordinator.add_partitions_to_txn,
+            body["v3_and_below_transactional_id"],
+            body["v3_and_below_producer_id"],
+            body["v3_and_below_producer_epoch"],
+            wanted,
+        )
+        errors = result.errors
+    by_topic: dict[str, list[dict]] = {}
+    for (topic, partition), error in sorted(errors.items()):
+        by_topic.setdefault(topic, []).append(
+            {
+                "partition_index": partition,
+                "partition_error_code": int(_fenced(error, header.api_version, 2)),
+            }
+        )
     return {
         "throttle_time_ms": 0,
-        "error_code": 0,
-        "producer_id": apis.producer_ids.generate(),
-        "producer_epoch": 0,
+        "results_by_topic_v3_and_below": [
+            {"name": t, "results_by_partition": ps} for t, ps in by_topic.items()
+        ],
+    }
+
+
+async def handle_add_offsets_to_txn(apis: KafkaApis, header: RequestHeader, body: dict) -> dict:
+    runtime = apis.transaction_coordinator
+    result = await runtime.call(
+        runtime.coordinator.add_offsets_to_txn,
+        body["transactional_id"],
+        body["producer_id"],
+        body["producer_epoch"],
+        body["group_id"],
+    )
+    return {"throttle_time_ms": 0, "error_code": int(_fenced(result.error, header.api_version, 2))}
+
+
+async def handle_end_txn(apis: KafkaApis, header: RequestHeader, body: dict) -> dict:
+    runtime = apis.transaction_coordinator
+    result = await runtime.call(
+        runtime.coordinator.end_txn,
+        body["transactional_id"],
+        body["producer_id"],
+        body["producer_epoch"],
+        body["committed"],
+    )
+    return {"throttle_time_ms": 0, "error_code": int(_fenced(result.error, header.api_version, 2))}
+
+
+async def handle_write_txn_markers(apis: KafkaApis, header: RequestHeader, body: dict) -> dict:
+    rm = apis.replica_manager
+    answers = []
+    for marker in body["markers"]:
+        kind = ControlRecordType.COMMIT if marker["transaction_result"] else ControlRecordType.ABORT
+        batch = build_end_txn_marker_batch(
+            marker["producer_id"], marker["producer_epoch"], kind, marker["coordinator_epoch"]
+        )
+        results: dict[tuple[str, int], AppendResult] = {}
+        for topic in marker["topics"]:
+            for p in topic["partition_indexes"]:
+                tp = (topic["name"], p)
+                results[tp] = rm.append_records(
+                    *tp, batch, required_acks=-1, origin=AppendOrigin.COORDINATOR
+                )
+                if results[tp].error != Errors.NONE:
+                    log.info("marker for %s-%d refused: %s", *tp, results[tp].error.name)
+        waiting = {tp: r for tp, r in results.items() if r.error == Errors.NONE}
+        if waiting:
+            done = asyncio.get_running_loop().create_future()
+            op = DelayedProduce(
+                MARKER_WRITE_TIMEOUT_MS,
+                rm.partition,
+                waiting,
+                lambda _, done=done: done.done() or done.set_result(None),
+            )
+            if not rm.delayed_produce.try_complete_else_watch(op, list(waiting)):
+                await done
+        for (topic, p), r in results.items():
+            if topic == OFFSETS_TOPIC and r.error == Errors.NONE:
+                await _complete_offsets(
+                    apis, p, marker["producer_id"], marker["transaction_result"]
+                )
+        by_topic: dict[str, list[dict]] = {}
+        for (topic, p), r in results.items():
+            by_topic.setdefault(topic, []).append(
+                {"partition_index": p, "error_code": int(r.error)}
+            )
+        answers.append(
+            {
+                "producer_id": marker["producer_id"],
+                "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+            }
+        )
+    return {"markers": answers}
+
+
+async def _complete_offsets(apis: KafkaApis, partition: int, producer_id: int, committed: bool):
+    """The group coordinator makes the producer's pending transactional offsets in
+    this __consumer_offsets partition committed (or drops them)."""
+    runtime = apis.group_coordinator
+    complete = getattr(runtime.coordinator, "complete_transaction", None)
+    if complete is None:  # a group coordinator without TxnOffsetCommit: nothing pends
+        return
+    await runtime.call(complete, partition, producer_id, committed)
+
+
+def handle_describe_transactions(apis: KafkaApis, header: RequestHeader, body: dict) -> dict:
+    described = apis.transaction_coordinator.coordinator.describe_transactions(
+        body["transactional_ids"]
+    )
+    states = []
+    for d in described:
+        by_topic: dict[str, list[int]] = {}
+        for topic, p in sorted(d.partitions):
+            by_topic.setdefault(topic, []).append(p)
+        states.append(
+            {
+                "error_code": int(d.error),
+                "transactional_id": d.transactional_id,
+                "transaction_state": d.state,
+                "transaction_timeout_ms": d.transaction_timeout_ms,
+                "transaction_start_time_ms": d.transaction_start_time_ms,
+                "producer_id": d.producer_id,
+                "producer_epoch": d.producer_epoch,
+                "topic_partitions": [
+                    {"name": t, "partition_indexes": ps} for t, ps in by_topic.items()
+                ],
+            }
+        )
+    return {"throttle_time_ms": 0, "transaction_states": states}
+
+
+def handle_list_transactions(apis: KafkaApis, header: RequestHeader, body: dict) -> dict:
+    result = apis.transaction_coordinator.coordinator.list_transactions(
+        body["state_filters"], body["producer_id_filters"]
+    )
+    return {
+        "throttle_time_ms": 0,
+        "error_code": int(result.error),
+        "unknown_state_filters": list(result.unknown_state_filters),
+        "transaction_states": [
+            {
+                "transactional_id": t.transactional_id,
+                "producer_id": t.producer_id,
+                "transaction_state": t.state,
+            }
+            for t in result.transactions
+        ],
     }
