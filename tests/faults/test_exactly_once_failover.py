@@ -1,0 +1,378 @@
+"""Exactly once through broker deaths: a confluent-kafka consume-transform-produce
+job (read_committed consumer, transactional producer, send_offsets_to_transaction)
+on the three-broker cluster, with brokers SIGKILLed mid-run:
+
+    group coordinator        the leader of the group's __consumer_offsets partition
+    transaction coordinator  the leader of the job's __transaction_state partition
+    output leader            the leader of an output (sink) partition
+
+each killed either right after a commit was answered (its markers may still be on
+their way) or in the middle of a transaction (its records written, its offsets and
+EndTxn not yet sent). A killed broker is started again once the job has committed
+a transaction without it, and the cluster is fully replicated again before the
+next fault, as the soak does.
+
+The verdict, Jepsen-style: every input record's output is read exactly once by a
+read_committed reader (nothing lost, nothing duplicated, no record of an aborted
+transaction visible, every committed transaction whole); the group's committed
+offsets are the ends of the input; the three replicas of every partition hold the
+same bytes below the high watermark. Each output names the transaction attempt that
+wrote it (`out-7@3`), so an aborted attempt's records are told from its retry's."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kafkalab.cluster import LocalCluster
+from kafkalab.cluster.failover import current_leader
+from kafkalab.cluster.history import History, check
+from kafkalab.cluster.workload import record_replicas, wait_for_replicas_in_sync
+from kafkalab.coordinator.group.coordinator_records import OFFSETS_TOPIC
+from kafkalab.coordinator.group.coordinator_records import partition_for as group_partition
+from kafkalab.coordinator.transaction.transaction_log import TRANSACTION_STATE_TOPIC
+from kafkalab.coordinator.transaction.transaction_log import partition_for as txn_partition
+
+SOURCE, SINK, GROUP, TID = "eos-in", "eos-out", "eos-group", "eos-job"
+PARTITIONS, RECORDS, BATCH = 2, 200, 20
+OFFSETS_PARTITIONS, TXN_PARTITIONS = 6, 3
+FIRST_FAULT, FAULT_EVERY = 2, 3  # fault i comes after FIRST_FAULT + i * FAULT_EVERY commits
+ABORT_EVERY = 4  # every 4th attempt fails its transform: written, offsets sent, then aborted
+
+#: the partition whose leader each victim is; the output leader's is the output
+#: partition the transaction at hand writes to
+VICTIMS = {
+    "group coordinator": (OFFSETS_TOPIC, group_partition(GROUP, OFFSETS_PARTITIONS)),
+    "transaction coordinator": (TRANSACTION_STATE_TOPIC, txn_partition(TID, TXN_PARTITIONS)),
+    "output leader": (SINK, None),
+}
+AFTER_COMMIT, MID_TRANSACTION = "after commit", "mid-transaction"
+
+
+@dataclass
+class Run:
+    """What the job did: each attempt's outcome and records, the faults it went through."""
+
+    outcomes: dict[int, str] = field(default_factory=dict)  # attempt -> commit|abort|unknown
+    sent: dict[int, int] = field(default_factory=dict)  # attempt -> records produced
+    committed: dict[int, int] = field(default_factory=dict)  # input partition -> next offset
+    errors: list[str] = field(default_factory=list)
+    killed: list[tuple[str, str, int]] = field(default_factory=list)  # (victim, when, broker)
+
+    @property
+    def commits(self) -> int:
+        return sum(1 for o in self.outcomes.values() if o == "commit")
+
+    def summary(self) -> str:
+        counts = defaultdict(int)
+        for o in self.outcomes.values():
+            counts[o] += 1
+        return f"attempts {dict(counts)}; killed {self.killed}; errors {self.errors}"
+
+
+def create_topics(bs: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bs})
+    new = [NewTopic(t, PARTITIONS, 3, config={"min.insync.replicas": "2"}) for t in (SOURCE, SINK)]
+    for future in admin.create_topics(new).values():
+        future.result(30)
+
+
+def feed(bs: str) -> None:
+    feeder = Producer({"bootstrap.servers": bs, "acks": "all"})
+    for i in range(RECORDS):
+        feeder.produce(SOURCE, b"%d" % i, partition=i % PARTITIONS)
+    assert feeder.flush(60) == 0
+
+
+def transactional_producer(bs: str) -> Producer:
+    p = Producer(
+        {"bootstrap.servers": bs, "transactional.id": TID, "transaction.timeout.ms": 20_000}
+    )
+    p.init_transactions(60)
+    return p
+
+
+def retrying(call, *args, attempts: int = 5):
+    """librdkafka's rule: an operation that failed with a retriable error may be
+    called again (a commit whose outcome is unknown included)."""
+    for n in range(attempts):
+        try:
+            return call(*args)
+        except KafkaException as e:
+            if not e.args[0].retriable() or n == attempts - 1:
+                raise
+
+
+def offsets(consumer: Consumer, tps: list[TopicPartition]) -> dict[int, int]:
+    """The group's committed offsets; a read_committed consumer's OffsetFetch waits
+    out pending transactional offsets (require_stable)."""
+    return {tp.partition: tp.offset for tp in consumer.committed(tps, 60) if tp.offset >= 0}
+
+
+def run_job(cluster: LocalCluster, schedule: list[tuple[str, str]]) -> Run:
+    """Consume SOURCE, produce `out-<value>@<attempt>` to SINK (same partition) and
+    commit the input offsets in the same transaction, until the input is done;
+    apply the faults of `schedule` on the way."""
+    bs = cluster.bootstrap_servers
+    run = Run()
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bs,
+            "group.id": GROUP,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+        }
+    )
+    tps = [TopicPartition(SOURCE, p) for p in range(PARTITIONS)]
+    consumer.assign(tps)
+    producer = transactional_producer(bs)
+    down: int | None = None  # a killed broker, started again after the next commit
+
+    def kill(victim: str, when: str, output_partition: int) -> None:
+        nonlocal down
+        topic, partition = VICTIMS[victim]
+        target = current_leader(
+            cluster, topic, output_partition if partition is None else partition
+        )
+        cluster.kill(target)  # SIGKILL: no flush, no controlled shutdown
+        run.killed.append((victim, when, target))
+        down = target
+
+    def recover(producer: Producer, error: KafkaError, attempt: int) -> Producer:
+        """End the failed attempt: abort it, or, after a fatal error, fence this
+        producer with a new instance (which ends its transaction either way)."""
+        if not error.fatal():
+            if not (error.txn_requires_abort() or error.retriable()):
+                raise KafkaException(error)
+            try:
+                retrying(producer.abort_transaction, 60)
+                run.outcomes[attempt] = "abort"
+                return producer
+            except KafkaException as e:
+                if not e.args[0].fatal():
+                    raise
+                run.errors.append(f"attempt {attempt} abort: {e.args[0].str()}")
+        run.outcomes[attempt] = "unknown"
+        return transactional_producer(bs)
+
+    def rewind() -> None:
+        """Back to what the last committed transaction committed."""
+        committed = offsets(consumer, tps)
+        for p in range(PARTITIONS):
+            consumer.seek(TopicPartition(SOURCE, p, committed.get(p, 0)))
+
+    attempt = 0
+    deadline = time.monotonic() + 240
+    try:
+        while time.monotonic() < deadline:
+            messages = [m for m in consumer.consume(BATCH, 1.0) if m.error() is None]
+            if not messages:
+                done = offsets(consumer, tps)
+                if all(done.get(p, -1) >= RECORDS // PARTITIONS for p in range(PARTITIONS)):
+                    break
+                continue
+            attempt += 1
+            positions = {m.partition(): m.offset() + 1 for m in messages}
+            fault = None
+            if down is None and len(run.killed) < len(schedule):
+                if run.commits >= FIRST_FAULT + len(run.killed) * FAULT_EVERY:
+                    fault = schedule[len(run.killed)]
+            try:
+                producer.begin_transaction()
+                for m in messages:
+                    value = b"out-%s@%d" % (m.value(), attempt)
+                    producer.produce(SINK, value, partition=m.partition())
+                run.sent[attempt] = len(messages)
+                if fault and fault[1] == MID_TRANSACTION:
+                    assert producer.flush(60) == 0  # the records are in the log
+                    kill(*fault, messages[0].partition())
+                offsets_out = [TopicPartition(SOURCE, p, o) for p, o in positions.items()]
+                metadata = consumer.consumer_group_metadata()
+                retrying(producer.send_offsets_to_transaction, offsets_out, metadata, 60)
+                if attempt % ABORT_EVERY == 0:
+                    assert producer.flush(60) == 0  # in the log, to be hidden by the marker
+                    retrying(producer.abort_transaction, 60)
+                    run.outcomes[attempt] = "abort"
+                    rewind()
+                    continue
+                retrying(producer.commit_transaction, 60)
+                run.outcomes[attempt] = "commit"
+                run.committed.update(positions)
+            except KafkaException as e:
+                run.errors.append(f"attempt {attempt}: {e.args[0].str()}")
+                producer = recover(producer, e.args[0], attempt)
+                rewind()
+                continue
+            if fault and fault[1] == AFTER_COMMIT:
+                # Once OffsetFetch answers, the commit's markers are in the log: what
+                # a new coordinator knows comes from loading it.
+                assert offsets(consumer, tps) == run.committed
+                kill(*fault, messages[0].partition())
+                assert offsets(consumer, tps) == run.committed, "after the kill"
+            elif down is not None and not fault:
+                cluster.start_broker(down)  # a transaction committed without it
+                cluster.wait_fully_replicated(120)
+                down = None
+        else:
+            raise AssertionError(f"the job did not finish: {run.summary()}")
+        final = offsets(consumer, tps)
+        assert final == {p: RECORDS // PARTITIONS for p in range(PARTITIONS)}, run.summary()
+    finally:
+        consumer.close()
+    if down is not None:
+        cluster.start_broker(down)
+    cluster.wait_fully_replicated(120)
+    return run
+
+
+def wait_until_stable(bs: str, timeout_s: float = 60) -> None:
+    """Until no transaction is open on SINK: the LSO (latest offset under
+    read_committed) is the high watermark on every partition. commit_transaction
+    is answered at PrepareCommit; the markers follow."""
+    consumers = {
+        level: Consumer({"bootstrap.servers": bs, "group.id": "eos-lso", "isolation.level": level})
+        for level in ("read_committed", "read_uncommitted")
+    }
+    deadline = time.monotonic() + timeout_s
+    try:
+        while True:
+            ends = {
+                level: [
+                    c.get_watermark_offsets(TopicPartition(SINK, p), 10)[1]
+                    for p in range(PARTITIONS)
+                ]
+                for level, c in consumers.items()
+            }
+            if ends["read_committed"] == ends["read_uncommitted"]:
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"a transaction stays open on {SINK}: {ends}")
+            time.sleep(0.2)
+    finally:
+        for c in consumers.values():
+            c.close()
+
+
+def read_committed(bs: str, timeout_s: float = 60) -> list[tuple[int, int, bytes]]:
+    """(partition, offset, value) of everything a read_committed consumer reads of
+    SINK from the start to the end (the LSO)."""
+    c = Consumer(
+        {
+            "bootstrap.servers": bs,
+            "group.id": f"eos-checker-{uuid.uuid4().hex[:6]}",
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+            "enable.auto.commit": False,
+        }
+    )
+    c.assign([TopicPartition(SINK, p, 0) for p in range(PARTITIONS)])
+    out, at_end = [], set()
+    deadline = time.monotonic() + timeout_s
+    try:
+        while len(at_end) < PARTITIONS:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{SINK} not read to its end: {len(out)} records")
+            m = c.poll(0.2)
+            if m is None:
+                continue
+            if m.error() is None:
+                out.append((m.partition(), m.offset(), m.value()))
+            elif m.error().code() == KafkaError._PARTITION_EOF:
+                at_end.add(m.partition())
+    finally:
+        c.close()
+    return out
+
+
+def exactly_once_anomalies(run: Run, read: list[tuple[int, int, bytes]]) -> dict[str, list]:
+    """Jepsen's transactional anomalies in what a read_committed reader read."""
+    outputs: dict[int, list] = defaultdict(list)  # input record -> where its outputs are
+    per_attempt: dict[int, int] = defaultdict(int)
+    aborted_read = []
+    for partition, offset, value in read:
+        source, attempt = (int(x) for x in value.removeprefix(b"out-").split(b"@"))
+        outputs[source].append((partition, offset, attempt))
+        per_attempt[attempt] += 1
+        if run.outcomes.get(attempt) not in ("commit", "unknown"):
+            aborted_read.append((partition, offset, value, run.outcomes.get(attempt)))
+    # all of a transaction or nothing: all of a committed one; of one whose outcome
+    # the job does not know, all or nothing
+    whole = {"commit": ("all",), "unknown": ("all", "nothing")}
+    torn = [
+        (attempt, outcome, per_attempt[attempt], run.sent.get(attempt, 0))
+        for attempt, outcome in run.outcomes.items()
+        if outcome in whole
+        and not (
+            ("all" in whole[outcome] and per_attempt[attempt] == run.sent.get(attempt, 0))
+            or ("nothing" in whole[outcome] and per_attempt[attempt] == 0)
+        )
+    ]
+    return {
+        "lost": [i for i in range(RECORDS) if i not in outputs],
+        "duplicated": [(i, where) for i, where in sorted(outputs.items()) if len(where) > 1],
+        "aborted read": aborted_read,
+        "torn transaction": torn,
+    }
+
+
+def diverged_replicas(cluster: LocalCluster) -> list[dict]:
+    """Every partition of the cluster (internal topics too), its replicas in sync
+    and compared batch by batch below the high watermark (the history checker's
+    `diverged`)."""
+    history = History()
+    df = cluster.describe()
+    partitions = sorted(set(zip(df.topic, df.partition, strict=True)))
+    for topic, partition in partitions:
+        wait_for_replicas_in_sync(cluster, topic, int(partition))
+        record_replicas(cluster, topic, int(partition), history)
+    assert len(history.replicas) == len(partitions)
+    assert all(len(by_broker) == 3 for by_broker in history.replicas.values())
+    return check(history).diverged
+
+
+SCHEDULES = {
+    "group coordinator": [("group coordinator", AFTER_COMMIT)],
+    "transaction coordinator": [("transaction coordinator", MID_TRANSACTION)],
+    "output leader": [("output leader", MID_TRANSACTION)],
+    "all three": [
+        ("transaction coordinator", AFTER_COMMIT),
+        ("output leader", MID_TRANSACTION),
+        ("group coordinator", MID_TRANSACTION),
+    ],
+}
+
+
+@pytest.mark.parametrize("schedule", list(SCHEDULES.values()), ids=list(SCHEDULES))
+def test_consume_transform_produce_runs_exactly_once_through_kills(tmp_path, schedule):
+    with LocalCluster(
+        brokers=3,
+        base_dir=tmp_path,
+        session_timeout_ms=2000,
+        broker_props={
+            "group.initial.rebalance.delay.ms": "0",
+            "offsets.topic.num.partitions": str(OFFSETS_PARTITIONS),
+            "transaction.state.log.num.partitions": str(TXN_PARTITIONS),
+            "replica.lag.time.max.ms": "2000",
+            "request.timeout.ms": "5000",  # the marker channel gives up on a dead leader sooner
+        },
+    ) as cluster:
+        bs = cluster.bootstrap_servers
+        create_topics(bs)
+        feed(bs)
+        run = run_job(cluster, schedule)
+        print(run.summary())
+        assert [(v, w) for v, w, _ in run.killed] == schedule
+        bs = cluster.bootstrap_servers
+        wait_until_stable(bs)
+        anomalies = exactly_once_anomalies(run, read_committed(bs))
+        assert not any(anomalies.values()), "\n".join(
+            [run.summary()] + [f"{len(v)} {k}: {v[:5]}" for k, v in anomalies.items() if v]
+        )
+        assert diverged_replicas(cluster) == []
