@@ -6,9 +6,9 @@ on the three-broker cluster, with brokers SIGKILLed mid-run:
     transaction coordinator  the leader of the job's __transaction_state partition
     output leader            the leader of an output (sink) partition
 
-each killed either right after a commit was answered (its markers may still be on
-their way) or in the middle of a transaction (its records written, its offsets and
-EndTxn not yet sent). A killed broker is started again once the job has committed
+each killed right after a commit was answered (its markers may still be on their
+way), in the middle of a transaction (its records written, its offsets and EndTxn
+not yet sent), or with the transaction's records in flight. A killed broker is started again once the job has committed
 a transaction without it, and the cluster is fully replicated again before the
 next fault, as the soak does.
 
@@ -52,7 +52,7 @@ VICTIMS = {
     "transaction coordinator": (TRANSACTION_STATE_TOPIC, txn_partition(TID, TXN_PARTITIONS)),
     "output leader": (SINK, None),
 }
-AFTER_COMMIT, MID_TRANSACTION = "after commit", "mid-transaction"
+AFTER_COMMIT, MID_TRANSACTION, IN_FLIGHT = "after commit", "mid-transaction", "in flight"
 
 
 @dataclass
@@ -192,6 +192,9 @@ def run_job(cluster: LocalCluster, schedule: list[tuple[str, str]]) -> Run:
                 run.sent[attempt] = len(messages)
                 if fault and fault[1] == MID_TRANSACTION:
                     assert producer.flush(60) == 0  # the records are in the log
+                    kill(*fault, messages[0].partition())
+                elif fault and fault[1] == IN_FLIGHT:
+                    producer.poll(0)  # the records on their way, some maybe appended
                     kill(*fault, messages[0].partition())
                 offsets_out = [TopicPartition(SOURCE, p, o) for p, o in positions.items()]
                 metadata = consumer.consumer_group_metadata()
@@ -343,7 +346,7 @@ SCHEDULES = {
     "output leader": [("output leader", MID_TRANSACTION)],
     "all three": [
         ("transaction coordinator", AFTER_COMMIT),
-        ("output leader", MID_TRANSACTION),
+        ("output leader", IN_FLIGHT),
         ("group coordinator", MID_TRANSACTION),
     ],
 }
