@@ -184,10 +184,32 @@ class LocalCluster:
         return self
 
     def start_broker(self, broker_id: int) -> BrokerProcess:
-        """Start (or restart) a broker and wait until the controller unfenced it."""
-        broker = BrokerProcess(
-            self._props(broker_id), exit_with_parent=not self.outlive_parent
-        ).start()
+        """Start (or restart) a broker and wait until the controller unfenced it.
+
+        A restarted broker listens on the address it had before, as a Kafka broker
+        does (its listeners are in its config): clients keep their bootstrap list,
+        and librdkafka, which goes back to that list when it loses its connections
+        (metadata.recovery.strategy=rebootstrap), finds the cluster again. Only if
+        that port was taken meanwhile does it get a new one."""
+        props = self._props(broker_id)
+        previous = self.brokers.get(broker_id)
+        listeners = props["listeners"]
+        if (
+            previous
+            and previous.bootstrap_servers
+            and "," not in listeners
+            and listeners.endswith(":0")
+        ):
+            port = previous.bootstrap_servers.rsplit(":", 1)[1]
+            try:
+                return self._start(broker_id, {**props, "listeners": listeners[:-1] + port})
+            except RuntimeError as e:
+                if "address already in use" not in str(e).lower():
+                    raise
+        return self._start(broker_id, props)
+
+    def _start(self, broker_id: int, props: dict[str, str]) -> BrokerProcess:
+        broker = BrokerProcess(props, exit_with_parent=not self.outlive_parent).start()
         self.brokers[broker_id] = broker
         if not broker.wait_for_line("registered and unfenced", 60):
             raise RuntimeError(f"broker {broker_id} did not join:\n" + "".join(broker.output))

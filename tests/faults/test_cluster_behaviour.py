@@ -9,6 +9,7 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 from faults_helpers import controller_isr, wait_until
 from test_checked_histories import create, leader_of
 
@@ -104,6 +105,22 @@ def test_preferred_leader_election_gives_leadership_back(cluster):
     # leader.imbalance.check.interval.seconds=1: the controller moves it back.
     wait_until(lambda: leader_of(cluster, "preferred") == 1, timeout=30)
     assert "preferred leader election" in "".join(cluster.controller.output)
+
+
+def test_a_restarted_broker_listens_where_it_did_before(cluster):
+    """As a Kafka broker with its listeners in its config: a client's bootstrap
+    list stays good through kills and restarts. (With a new port each time, a
+    librdkafka client that re-bootstraps after losing its connections finds none
+    of the brokers it was given and waits forever: the exactly-once fault test
+    hung so.)"""
+    before = {b: cluster.brokers[b].bootstrap_servers for b in (1, 2, 3)}
+    cluster.kill(2)
+    cluster.start_broker(2)
+    cluster.restart(3)  # SIGTERM, then started again
+    assert {b: cluster.brokers[b].bootstrap_servers for b in (1, 2, 3)} == before
+    for b in (2, 3):
+        admin = AdminClient({"bootstrap.servers": before[b]})
+        assert sorted(admin.list_topics(timeout=30).brokers) == [1, 2, 3]
 
 
 def test_kafka_python_produces_and_consumes_across_a_leader_kill(cluster):
