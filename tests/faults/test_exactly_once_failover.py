@@ -43,6 +43,7 @@ SOURCE, SINK, GROUP, TID = "eos-in", "eos-out", "eos-group", "eos-job"
 PARTITIONS, RECORDS, BATCH = 2, 200, 20
 OFFSETS_PARTITIONS, TXN_PARTITIONS = 6, 3
 FIRST_FAULT, FAULT_EVERY = 2, 3  # fault i comes after FIRST_FAULT + i * FAULT_EVERY commits
+OP_TIMEOUT_S = 30  # each transactional call; a retriable failure is retried twice
 ABORT_EVERY = 4  # every 4th attempt fails its transform: written, offsets sent, then aborted
 
 #: the partition whose leader each victim is; the output leader's is the output
@@ -98,7 +99,7 @@ def transactional_producer(bs: str) -> Producer:
     return p
 
 
-def retrying(call, *args, attempts: int = 5):
+def retrying(call, *args, attempts: int = 3):
     """librdkafka's rule: an operation that failed with a retriable error may be
     called again (a commit whose outcome is unknown included)."""
     for n in range(attempts):
@@ -152,7 +153,7 @@ def run_job(cluster: LocalCluster, schedule: list[tuple[str, str]]) -> Run:
             if not (error.txn_requires_abort() or error.retriable()):
                 raise KafkaException(error)
             try:
-                retrying(producer.abort_transaction, 60)
+                retrying(producer.abort_transaction, OP_TIMEOUT_S)
                 run.outcomes[attempt] = "abort"
                 return producer
             except KafkaException as e:
@@ -169,7 +170,7 @@ def run_job(cluster: LocalCluster, schedule: list[tuple[str, str]]) -> Run:
             consumer.seek(TopicPartition(SOURCE, p, committed.get(p, 0)))
 
     attempt = 0
-    deadline = time.monotonic() + 240
+    deadline = time.monotonic() + 180
     try:
         while time.monotonic() < deadline:
             messages = [m for m in consumer.consume(BATCH, 1.0) if m.error() is None]
@@ -198,14 +199,14 @@ def run_job(cluster: LocalCluster, schedule: list[tuple[str, str]]) -> Run:
                     kill(*fault, messages[0].partition())
                 offsets_out = [TopicPartition(SOURCE, p, o) for p, o in positions.items()]
                 metadata = consumer.consumer_group_metadata()
-                retrying(producer.send_offsets_to_transaction, offsets_out, metadata, 60)
+                retrying(producer.send_offsets_to_transaction, offsets_out, metadata, OP_TIMEOUT_S)
                 if attempt % ABORT_EVERY == 0:
                     assert producer.flush(60) == 0  # in the log, to be hidden by the marker
-                    retrying(producer.abort_transaction, 60)
+                    retrying(producer.abort_transaction, OP_TIMEOUT_S)
                     run.outcomes[attempt] = "abort"
                     rewind()
                     continue
-                retrying(producer.commit_transaction, 60)
+                retrying(producer.commit_transaction, OP_TIMEOUT_S)
                 run.outcomes[attempt] = "commit"
                 run.committed.update(positions)
             except KafkaException as e:
