@@ -8,9 +8,9 @@ on the three-broker cluster, with brokers SIGKILLed mid-run:
 
 each killed right after a commit was answered (its markers may still be on their
 way), in the middle of a transaction (its records written, its offsets and EndTxn
-not yet sent), or with the transaction's records in flight. A killed broker is started again once the job has committed
-a transaction without it, and the cluster is fully replicated again before the
-next fault, as the soak does.
+not yet sent), or with the transaction's records in flight. A killed broker is
+started again once the job has committed a transaction without it, and the cluster
+is fully replicated again before the next fault, as the soak does.
 
 The verdict, Jepsen-style: every input record's output is read exactly once by a
 read_committed reader (nothing lost, nothing duplicated, no record of an aborted
@@ -306,17 +306,13 @@ def exactly_once_anomalies(run: Run, read: list[tuple[int, int, bytes]]) -> dict
         per_attempt[attempt] += 1
         if run.outcomes.get(attempt) not in ("commit", "unknown"):
             aborted_read.append((partition, offset, value, run.outcomes.get(attempt)))
-    # all of a transaction or nothing: all of a committed one; of one whose outcome
-    # the job does not know, all or nothing
-    whole = {"commit": ("all",), "unknown": ("all", "nothing")}
+    # all of a transaction or nothing: all of a committed one; all or nothing of one
+    # whose outcome the job does not know
     torn = [
         (attempt, outcome, per_attempt[attempt], run.sent.get(attempt, 0))
         for attempt, outcome in run.outcomes.items()
-        if outcome in whole
-        and not (
-            ("all" in whole[outcome] and per_attempt[attempt] == run.sent.get(attempt, 0))
-            or ("nothing" in whole[outcome] and per_attempt[attempt] == 0)
-        )
+        if (outcome == "commit" and per_attempt[attempt] != run.sent.get(attempt, 0))
+        or (outcome == "unknown" and per_attempt[attempt] not in (0, run.sent.get(attempt, 0)))
     ]
     return {
         "lost": [i for i in range(RECORDS) if i not in outputs],
