@@ -9,8 +9,8 @@ on the three-broker cluster, with brokers SIGKILLed mid-run:
 each killed right after a commit was answered (its markers may still be on their
 way), in the middle of a transaction (its records written, its offsets and EndTxn
 not yet sent), or with the transaction's records in flight. A killed broker is
-started again once the job has committed a transaction without it, and the cluster
-is fully replicated again before the next fault, as the soak does.
+started again 5 s after its death (the job goes on meanwhile), and the cluster is
+fully replicated again before the next fault, as the soak does.
 
 The verdict, Jepsen-style: every input record's output is read exactly once by a
 read_committed reader (nothing lost, nothing duplicated, no record of an aborted
@@ -21,6 +21,7 @@ wrote it (`out-7@3`), so an aborted attempt's records are told from its retry's.
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections import defaultdict
@@ -44,6 +45,7 @@ PARTITIONS, RECORDS, BATCH = 2, 200, 20
 OFFSETS_PARTITIONS, TXN_PARTITIONS = 6, 3
 FIRST_FAULT, FAULT_EVERY = 2, 3  # fault i comes after FIRST_FAULT + i * FAULT_EVERY commits
 OP_TIMEOUT_S = 30  # each transactional call; a retriable failure is retried twice
+RESTART_AFTER_S = 5  # a killed broker comes back this long after its death
 ABORT_EVERY = 4  # every 4th attempt fails its transform: written, offsets sent, then aborted
 
 #: the partition whose leader each victim is; the output leader's is the output
@@ -134,17 +136,33 @@ def run_job(cluster: LocalCluster, schedule: list[tuple[str, str]]) -> Run:
     tps = [TopicPartition(SOURCE, p) for p in range(PARTITIONS)]
     consumer.assign(tps)
     producer = transactional_producer(bs)
-    down: int | None = None  # a killed broker, started again after the next commit
+    restart: list = []  # the thread bringing a killed broker back, and its error if any
 
     def kill(victim: str, when: str, output_partition: int) -> None:
-        nonlocal down
         topic, partition = VICTIMS[victim]
         target = current_leader(
             cluster, topic, output_partition if partition is None else partition
         )
         cluster.kill(target)  # SIGKILL: no flush, no controlled shutdown
         run.killed.append((victim, when, target))
-        down = target
+
+        def back() -> None:  # a crashed broker's supervisor starts it again
+            try:
+                time.sleep(RESTART_AFTER_S)
+                cluster.start_broker(target)
+            except BaseException as e:
+                restart.append(e)
+
+        restart.append(threading.Thread(target=back, daemon=True))
+        restart[0].start()
+
+    def healed() -> None:
+        """The killed broker back and every partition fully replicated again."""
+        if restart:
+            restart.pop(0).join()
+            if restart:
+                raise restart.pop()
+        cluster.wait_fully_replicated(120)
 
     def recover(producer: Producer, error: KafkaError, attempt: int) -> Producer:
         """End the failed attempt: abort it, or, after a fatal error, fence this
@@ -182,7 +200,7 @@ def run_job(cluster: LocalCluster, schedule: list[tuple[str, str]]) -> Run:
             attempt += 1
             positions = {m.partition(): m.offset() + 1 for m in messages}
             fault = None
-            if down is None and len(run.killed) < len(schedule):
+            if not restart and len(run.killed) < len(schedule):
                 if run.commits >= FIRST_FAULT + len(run.killed) * FAULT_EVERY:
                     fault = schedule[len(run.killed)]
             try:
@@ -220,19 +238,15 @@ def run_job(cluster: LocalCluster, schedule: list[tuple[str, str]]) -> Run:
                 assert offsets(consumer, tps) == run.committed
                 kill(*fault, messages[0].partition())
                 assert offsets(consumer, tps) == run.committed, "after the kill"
-            elif down is not None and not fault:
-                cluster.start_broker(down)  # a transaction committed without it
-                cluster.wait_fully_replicated(120)
-                down = None
+            elif restart and not fault:
+                healed()  # before the next fault, as the soak does
         else:
             raise AssertionError(f"the job did not finish: {run.summary()}")
         final = offsets(consumer, tps)
         assert final == {p: RECORDS // PARTITIONS for p in range(PARTITIONS)}, run.summary()
     finally:
         consumer.close()
-    if down is not None:
-        cluster.start_broker(down)
-    cluster.wait_fully_replicated(120)
+    healed()
     return run
 
 
