@@ -101,15 +101,44 @@ def transactional_producer(bs: str) -> Producer:
     return p
 
 
-def retrying(call, *args, attempts: int = 3):
+def retrying(call, *args, attempts: int = 3, **kwargs):
     """librdkafka's rule: an operation that failed with a retriable error may be
     called again (a commit whose outcome is unknown included)."""
     for n in range(attempts):
         try:
-            return call(*args)
+            return call(*args, **kwargs)
         except KafkaException as e:
             if not e.args[0].retriable() or n == attempts - 1:
                 raise
+
+
+class ClientHung(Exception):
+    """A librdkafka call did not return within its own timeout."""
+
+
+def bounded(call, *args, timeout_s: float):
+    """`call(*args)` in a thread, given up after `timeout_s`: librdkafka 2.16's
+    send_offsets_to_transaction can wait forever, past its timeout, when the cached
+    group coordinator's broker is decommissioned (dropped from Metadata once
+    fenced): confluentinc/librdkafka#5511 and #5456, open. The job then treats its
+    producer as crashed; the thread stays blocked in the abandoned client."""
+    result: list = []
+
+    def run() -> None:
+        try:
+            result.append((True, call(*args)))
+        except BaseException as e:
+            result.append((False, e))
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if not result:
+        raise ClientHung(f"{getattr(call, '__name__', call)} still blocked after {timeout_s} s")
+    ok, value = result[0]
+    if not ok:
+        raise value
+    return value
 
 
 def offsets(consumer: Consumer, tps: list[TopicPartition]) -> dict[int, int]:
@@ -217,7 +246,14 @@ def run_job(cluster: LocalCluster, schedule: list[tuple[str, str]]) -> Run:
                     kill(*fault, messages[0].partition())
                 offsets_out = [TopicPartition(SOURCE, p, o) for p, o in positions.items()]
                 metadata = consumer.consumer_group_metadata()
-                retrying(producer.send_offsets_to_transaction, offsets_out, metadata, OP_TIMEOUT_S)
+                retrying(
+                    bounded,
+                    producer.send_offsets_to_transaction,
+                    offsets_out,
+                    metadata,
+                    OP_TIMEOUT_S,
+                    timeout_s=OP_TIMEOUT_S + 15,
+                )
                 if attempt % ABORT_EVERY == 0:
                     assert producer.flush(60) == 0  # in the log, to be hidden by the marker
                     retrying(producer.abort_transaction, OP_TIMEOUT_S)
@@ -230,6 +266,12 @@ def run_job(cluster: LocalCluster, schedule: list[tuple[str, str]]) -> Run:
             except KafkaException as e:
                 run.errors.append(f"attempt {attempt}: {e.args[0].str()}")
                 producer = recover(producer, e.args[0], attempt)
+                rewind()
+                continue
+            except ClientHung as e:  # a crashed producer: a new instance fences it
+                run.errors.append(f"attempt {attempt}: {e} (librdkafka#5511)")
+                run.outcomes[attempt] = "unknown"
+                producer = transactional_producer(bs)
                 rewind()
                 continue
             if fault and fault[1] == AFTER_COMMIT:
