@@ -6,7 +6,9 @@ an `add_subcommand(subparsers)` function that sets `func` on its parser:
     kafkalab dump-log PATH...        kafkalab.storage.dump_log_segments  (kafka-dump-log.sh)
     kafkalab broker CONFIG           kafkalab.server.broker  (kafka-server-start.sh)
     kafkalab controller CONFIG       kafkalab.server.controller_server  (a KRaft controller)
-    kafkalab produce|consume|topics  kafkalab.client.cli  (kcat, kafka-topics.sh)
+    kafkalab produce|consume|topics|groups|transactions
+                                     kafkalab.client.cli  (kcat, kafka-topics.sh,
+                                     kafka-consumer-groups.sh, kafka-transactions.sh)
     kafkalab cluster up|down|kill..  kafkalab.cluster.cli  (a local cluster and its faults)
     kafkalab specs check|show|replay kafkalab.specs.cli  (the TLA+ specs)
 """

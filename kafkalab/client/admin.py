@@ -5,6 +5,12 @@ Groups live on their coordinators: FindCoordinator names the broker that leads
 the group's __consumer_offsets partition, and DescribeGroups, OffsetFetch,
 OffsetCommit and DeleteGroups go there. ListGroups asks every broker, each for
 the groups it coordinates.
+
+Transactions as kafka-transactions.sh sees them: ListTransactions asks every
+broker (each for the transactional ids it coordinates), DescribeTransactions goes
+to the id's transaction coordinator (FindCoordinator key type 1), and
+DescribeProducers to the partition's leader (its producer state: the open
+transaction's first offset holds the last stable offset back).
 """
 
 from __future__ import annotations
@@ -34,6 +40,38 @@ class GroupDescription:
     state: str
     protocol: str
     members: tuple[GroupMember, ...]
+
+
+@dataclass(frozen=True)
+class TransactionListing:
+    transactional_id: str
+    producer_id: int
+    state: str
+    coordinator_id: int
+
+
+@dataclass(frozen=True)
+class TransactionDescription:
+    coordinator_id: int
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    state: str
+    timeout_ms: int
+    start_time_ms: int  # -1: no transaction open
+    partitions: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True)
+class ProducerState:
+    """One producer of a partition, as DescribeProducers gives it."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_txn_start_offset: int  # -1: no open transaction in this partition
 
 
 class Admin:
@@ -160,6 +198,91 @@ class Admin:
             for p in t["partitions"]:
                 if p["error_code"]:
                     raise KafkaError(p["error_code"], f"{t['name']}-{p['partition_index']}")
+
+    # -- transactions ----------------------------------------------------------------------
+
+    def list_transactions(
+        self, states: list[str] | None = None, producer_ids: list[int] | None = None
+    ) -> list[TransactionListing]:
+        """Every transactional id of the cluster, from every broker (ListTransactions)."""
+        self.client.refresh_metadata([])
+        out = []
+        for node in sorted(self.client.nodes):
+            r = self.client.connection(node).request(
+                ApiKeys.LIST_TRANSACTIONS,
+                {"state_filters": states or [], "producer_id_filters": producer_ids or []},
+            )
+            if r["error_code"]:
+                raise KafkaError(r["error_code"], f"ListTransactions on broker {node}")
+            out += [
+                TransactionListing(
+                    t["transactional_id"], t["producer_id"], t["transaction_state"], node
+                )
+                for t in r["transaction_states"]
+            ]
+        return sorted(out, key=lambda t: t.transactional_id)
+
+    def transaction_coordinator(self, transactional_id: str, timeout_s: float = 30) -> int:
+        """The node id of the id's transaction coordinator (FindCoordinator key type 1)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            r = self.client.any_connection().request(
+                ApiKeys.FIND_COORDINATOR, {"key": transactional_id, "key_type": 1}
+            )
+            error = Errors(r["error_code"])
+            if error == Errors.NONE:
+                self.client.refresh_metadata([])
+                return r["node_id"]
+            if error not in RETRIABLE or time.monotonic() > deadline:
+                raise KafkaError(
+                    error, f"FindCoordinator for transactional.id {transactional_id!r}"
+                )
+            time.sleep(0.2)
+
+    def describe_transaction(self, transactional_id: str) -> TransactionDescription:
+        node = self.transaction_coordinator(transactional_id)
+        r = self.client.connection(node).request(
+            ApiKeys.DESCRIBE_TRANSACTIONS, {"transactional_ids": [transactional_id]}
+        )
+        (t,) = r["transaction_states"]
+        if t["error_code"]:
+            raise KafkaError(t["error_code"], f"DescribeTransactions {transactional_id!r}")
+        return TransactionDescription(
+            node,
+            t["transactional_id"],
+            t["producer_id"],
+            t["producer_epoch"],
+            t["transaction_state"],
+            t["transaction_timeout_ms"],
+            t["transaction_start_time_ms"],
+            tuple(
+                sorted(
+                    (p["name"], i) for p in t["topic_partitions"] for i in p["partition_indexes"]
+                )
+            ),
+        )
+
+    def describe_producers(self, topic: str, partition: int) -> list[ProducerState]:
+        """The producers the partition's leader knows of (DescribeProducers)."""
+        leader = self.client.leader_for(topic, partition)
+        r = self.client.connection(leader).request(
+            ApiKeys.DESCRIBE_PRODUCERS,
+            {"topics": [{"name": topic, "partition_indexes": [partition]}]},
+        )
+        (p,) = (p for t in r["topics"] for p in t["partitions"])
+        if p["error_code"]:
+            raise KafkaError(p["error_code"], p.get("error_message") or f"{topic}-{partition}")
+        return [
+            ProducerState(
+                a["producer_id"],
+                a["producer_epoch"],
+                a["last_sequence"],
+                a["last_timestamp"],
+                a["coordinator_epoch"],
+                a["current_txn_start_offset"],
+            )
+            for a in p["active_producers"]
+        ]
 
     def delete_group(self, group_id: str) -> None:
         r = self.coordinator(group_id).request(ApiKeys.DELETE_GROUPS, {"groups_names": [group_id]})

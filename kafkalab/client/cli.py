@@ -9,6 +9,9 @@ teaching client.
     kafkalab topics -b ... --create demo --partitions 3 --config retention.ms=60000
     kafkalab groups -b ... --list | --describe G | --delete G
     kafkalab groups -b ... --reset-offsets G --topic demo --to-earliest --execute
+    kafkalab consume -b ... -t demo -o beginning -e --isolation read_committed
+    kafkalab transactions -b ... list | describe --transactional-id T
+    kafkalab transactions -b ... describe-producers --topic demo --partition 0
 
 Format tokens (as kcat's -f): %t topic, %p partition, %o offset, %k key, %s value,
 %T timestamp, %h headers, %K key length, %S value length, \\n \\t.
@@ -60,6 +63,13 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
     c.add_argument("-c", "--count", type=int, help="stop after this many records")
     c.add_argument("-e", "--exit", action="store_true", help="stop at the end of the partitions")
     c.add_argument("-f", "--format", default="%s\\n", help="output format (see kafkalab --help)")
+    c.add_argument(
+        "--isolation",
+        default="read_uncommitted",
+        choices=["read_uncommitted", "read_committed"],
+        help="isolation.level: read_committed stops at the last stable offset and skips "
+        "the records of aborted transactions",
+    )
     c.set_defaults(func=_consume)
 
     t = subparsers.add_parser("topics", help="list, create, delete topics (kafka-topics.sh)")
@@ -87,6 +97,19 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
     to.add_argument("--to-offset", type=int)
     g.add_argument("--execute", action="store_true", help="with --reset-offsets: do it")
     g.set_defaults(func=_groups)
+
+    x = subparsers.add_parser(
+        "transactions", help="list and describe transactions, a partition's producers"
+    )
+    x.add_argument("-b", "--bootstrap-servers", required=True)
+    verbs = x.add_subparsers(dest="verb", required=True)
+    verbs.add_parser("list", help="every transactional id, its producer id and state")
+    d = verbs.add_parser("describe", help="one transactional id, as its coordinator has it")
+    d.add_argument("--transactional-id", required=True)
+    dp = verbs.add_parser("describe-producers", help="a partition's producers (its leader's)")
+    dp.add_argument("--topic", required=True)
+    dp.add_argument("--partition", type=int, required=True)
+    x.set_defaults(func=_transactions)
 
 
 def _pairs(items: list[str], what: str) -> dict[str, str]:
@@ -163,7 +186,9 @@ def _format(fmt: str, r) -> str:
 def _consume(args: argparse.Namespace) -> int:
     if args.group:
         return _consume_in_group(args)
-    consumer = KafkaConsumer({"bootstrap.servers": args.bootstrap_servers})
+    consumer = KafkaConsumer(
+        {"bootstrap.servers": args.bootstrap_servers, "isolation.level": args.isolation}
+    )
     try:
         partitions = args.partition
         if partitions is None:
@@ -199,6 +224,7 @@ def _consume_in_group(args: argparse.Namespace) -> int:
             "group.id": args.group,
             "auto.offset.reset": "earliest" if args.offset == "beginning" else "latest",
             "enable.auto.commit": False,  # we commit what we printed, not what poll() returned
+            "isolation.level": args.isolation,
         }
     )
     consumer.subscribe([args.topic])
@@ -338,4 +364,83 @@ def _reset_offsets(admin: Admin, args: argparse.Namespace) -> int:
         return 0
     admin.alter_group_offsets(args.reset_offsets, target)
     print(f"group {args.reset_offsets}: offsets reset")
+    return 0
+
+
+def _table(header: list[str], rows: list[list]) -> None:
+    """Columns as kafka-transactions.sh prints them: a header, then one row each."""
+    cells = [header] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    for row in cells:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+
+
+def _transactions(args: argparse.Namespace) -> int:
+    """kafka-transactions.sh list | describe | describe-producers."""
+    with Admin(args.bootstrap_servers) as admin:
+        try:
+            if args.verb == "list":
+                _table(
+                    ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"],
+                    [
+                        [t.transactional_id, t.coordinator_id, t.producer_id, t.state]
+                        for t in admin.list_transactions()
+                    ],
+                )
+            elif args.verb == "describe":
+                t = admin.describe_transaction(args.transactional_id)
+                now = int(time.time() * 1000)
+                _table(
+                    [
+                        "CoordinatorId",
+                        "TransactionalId",
+                        "ProducerId",
+                        "ProducerEpoch",
+                        "TransactionState",
+                        "TransactionTimeoutMs",
+                        "CurrentTransactionStartTimeMs",
+                        "TransactionDurationMs",
+                        "TopicPartitions",
+                    ],
+                    [
+                        [
+                            t.coordinator_id,
+                            t.transactional_id,
+                            t.producer_id,
+                            t.producer_epoch,
+                            t.state,
+                            t.timeout_ms,
+                            t.start_time_ms if t.start_time_ms >= 0 else "None",
+                            now - t.start_time_ms if t.start_time_ms >= 0 else "None",
+                            ",".join(f"{topic}-{p}" for topic, p in t.partitions),
+                        ]
+                    ],
+                )
+            else:
+                _table(
+                    [
+                        "ProducerId",
+                        "ProducerEpoch",
+                        "LatestCoordinatorEpoch",
+                        "LastSequence",
+                        "LastTimestamp",
+                        "CurrentTransactionStartOffset",
+                    ],
+                    [
+                        [
+                            p.producer_id,
+                            p.producer_epoch,
+                            p.coordinator_epoch,
+                            p.last_sequence,
+                            p.last_timestamp,
+                            p.current_txn_start_offset
+                            if p.current_txn_start_offset >= 0
+                            else "None",
+                        ]
+                        for p in admin.describe_producers(args.topic, args.partition)
+                    ],
+                )
+        except KafkaError as e:
+            print(e, file=sys.stderr)
+            return 1
     return 0

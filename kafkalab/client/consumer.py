@@ -21,6 +21,10 @@ close.
 - Batches are decoded here (CRC checked); records before the position (the
   start of a batch fetched from its middle) are skipped; control records are
   never returned.
+- `isolation.level`: read_uncommitted (the default) returns every record up to
+  the high watermark; read_committed fetches with isolation_level 1 (the broker
+  stops at the last stable offset, so no open transaction is read) and drops
+  the records of aborted transactions (aborted_transactions.py).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from kafkalab.client.aborted_transactions import AbortedTransactions
 from kafkalab.client.consumer_coordinator import ConsumerCoordinator, RebalanceListener
 from kafkalab.client.network_client import NetworkClient, merge_config
 from kafkalab.errors import Errors, KafkaError
@@ -80,6 +85,21 @@ class ConsumerRecord:
     leader_epoch: int
 
 
+@dataclass(frozen=True)
+class ConsumerGroupMetadata:
+    """What a transactional producer's send_offsets_to_transaction needs to know
+    of the consumer (Kafka: ConsumerGroupMetadata): the group coordinator refuses
+    offsets from a member that is no longer in the generation."""
+
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
+
+
+ISOLATION_LEVELS = {"read_uncommitted": 0, "read_committed": 1}
+
+
 class KafkaConsumer:
     """`KafkaConsumer({"bootstrap.servers": ...})`, `assign([...])`, then `poll()`."""
 
@@ -87,6 +107,11 @@ class KafkaConsumer:
         conf = merge_config("consumer", DEFAULTS, config, kwargs)
         if conf["auto.offset.reset"] not in ("earliest", "latest", "none"):
             raise ValueError("auto.offset.reset must be earliest, latest or none")
+        if conf["isolation.level"] not in ISOLATION_LEVELS:
+            raise ValueError(
+                f"isolation.level must be one of {sorted(ISOLATION_LEVELS)}, "
+                f"not {conf['isolation.level']!r}"
+            )
         self.config = conf
         self.client = NetworkClient(conf["bootstrap.servers"])
         # The next offset poll() returns, per partition (what commit() commits) ...
@@ -287,6 +312,11 @@ class KafkaConsumer:
                     self.positions[TopicPartition(record.topic, record.partition)] = (
                         record.offset + 1
                     )
+                # A partition with nothing left buffered is at its fetch offset: past
+                # the markers and aborted batches that followed its last record.
+                left = {(r.topic, r.partition) for r in self._buffer}
+                for tp in {TopicPartition(r.topic, r.partition) for r in out} - left:
+                    self.positions[tp] = max(self.positions[tp], self._fetch_offsets.get(tp, 0))
                 self._send_fetches()  # pipeline: the next fetch goes out now
                 return out
             self._send_fetches()
@@ -336,7 +366,7 @@ class KafkaConsumer:
             "max_wait_ms": int(c["fetch.max.wait.ms"]),
             "min_bytes": int(c["fetch.min.bytes"]),
             "max_bytes": int(c["fetch.max.bytes"]),
-            "isolation_level": 1 if c["isolation.level"] == "read_committed" else 0,
+            "isolation_level": ISOLATION_LEVELS[c["isolation.level"]],
             "session_id": 0,
             "session_epoch": -1,
             "topics": [{"topic": t, "partitions": p} for t, p in topics.items()],
@@ -364,6 +394,7 @@ class KafkaConsumer:
             self._parse(response)
 
     def _parse(self, response: dict) -> None:
+        buffered = {(r.topic, r.partition) for r in self._buffer}
         for topic in response["responses"]:
             for part in topic["partitions"]:
                 tp = TopicPartition(topic["topic"], part["partition_index"])
@@ -383,13 +414,18 @@ class KafkaConsumer:
                 data = part["records"]
                 if not data:
                     continue
+                committed_only = self.config["isolation.level"] == "read_committed"
+                added = False
+                aborted = AbortedTransactions.from_response(part)
                 for batch in iter_batches(bytes(data)):
                     h = batch.header
+                    keep = aborted.keep(batch) if committed_only else not h.is_control_batch
                     if h.next_offset <= position:
                         continue
-                    if not h.is_control_batch:
+                    if keep:
                         for r in batch.records:
                             if r.offset >= position:
+                                added = True
                                 self._buffer.append(
                                     ConsumerRecord(
                                         tp.topic,
@@ -405,6 +441,21 @@ class KafkaConsumer:
                                 )
                     position = h.next_offset
                 self._fetch_offsets[tp] = position
+                if not added and tp not in buffered:
+                    # only markers or aborted batches: nothing to return, move past them
+                    self.positions[tp] = max(self.positions[tp], position)
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """For KafkaProducer.send_offsets_to_transaction (consume-transform-produce)."""
+        if not self.config["group.id"]:
+            raise KafkaError(Errors.INVALID_GROUP_ID, "group_metadata() needs a group.id")
+        c = self.coordinator
+        return ConsumerGroupMetadata(
+            self.config["group.id"],
+            c.generation if c is not None else -1,
+            c.member_id if c is not None else "",
+            self.config["group.instance.id"],
+        )
 
     def close(self) -> None:
         if self.coordinator is not None:

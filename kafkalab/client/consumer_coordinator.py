@@ -80,6 +80,7 @@ class ConsumerCoordinator:
         self.client = client
         self.group_id = config["group.id"]
         self.instance_id = config.get("group.instance.id")
+        self.require_stable = config.get("isolation.level") == "read_committed"
         self.session_timeout_ms = int(config["session.timeout.ms"])
         self.rebalance_timeout_ms = int(config["max.poll.interval.ms"])
         self.heartbeat_s = int(config["heartbeat.interval.ms"]) / 1000
@@ -336,9 +337,19 @@ class ConsumerCoordinator:
                 {
                     "group_id": self.group_id,
                     "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()],
+                    # read_committed: not past offsets an open transaction may still commit
+                    "require_stable": self.require_stable,
                 },
             )
             error = Errors(r.get("error_code", 0))
+            unstable = any(
+                p["error_code"] == Errors.UNSTABLE_OFFSET_COMMIT
+                for t in r["topics"]
+                for p in t["partitions"]
+            )
+            if error == Errors.NONE and unstable:  # Kafka's consumer waits and asks again
+                time.sleep(0.1)
+                continue
             if error == Errors.NONE:
                 return {
                     (t["name"], p["partition_index"]): p["committed_offset"]

@@ -19,6 +19,14 @@ path of a record, as in the Java client:
    gets a producer id from InitProducerId and numbers each partition's batches
    with sequences, so the broker can drop retries it already has. One request
    in flight per broker keeps batches in order.
+5. With `transactional.id`, the TransactionManager (transaction_manager.py)
+   takes over: `init_transactions()` gets the producer id and a new epoch from
+   the transaction coordinator (fencing older producers of the same id),
+   `begin_transaction()`, `send()` (AddPartitionsToTxn before a partition's
+   first record; batches go out transactional), `send_offsets_to_transaction()`
+   (a consumer's offsets, committed only with the transaction),
+   `commit_transaction()` / `abort_transaction()` (flush, then EndTxn: the
+   coordinator writes COMMIT or ABORT markers into every partition).
 """
 
 from __future__ import annotations
@@ -33,6 +41,11 @@ from typing import Any
 
 from kafkalab.client.network_client import NetworkClient, merge_config
 from kafkalab.client.partitioner import StickyPartitioner, partition_for_key
+from kafkalab.client.transaction_manager import (
+    TransactionAbortableError,
+    TransactionManager,
+    TransactionState,
+)
 from kafkalab.errors import Errors, KafkaError
 from kafkalab.protocol.api_keys import ApiKeys
 from kafkalab.records import CompressionType, Header, SimpleRecord, build_batch
@@ -62,6 +75,8 @@ DEFAULTS: dict[str, Any] = {
     "delivery.timeout.ms": 120_000,
     "request.timeout.ms": 30_000,
     "enable.idempotence": True,
+    "transactional.id": None,
+    "transaction.timeout.ms": 60_000,
 }
 
 
@@ -227,12 +242,13 @@ class Sender(threading.Thread):
                     producer_id=p.producer_id,
                     producer_epoch=p.producer_epoch,
                     base_sequence=batch.base_sequence,
+                    is_transactional=p.transaction_manager is not None,
                 )
             topics.setdefault(batch.topic, []).append(
                 {"partition_index": batch.partition, "records": batch.encoded}
             )
         body = {
-            "transactional_id": None,
+            "transactional_id": p.config["transactional.id"],
             "acks": p.acks,
             "timeout_ms": p.request_timeout_ms,
             "topics": [{"name": t, "partitions": parts} for t, parts in topics.items()],
@@ -279,7 +295,10 @@ class Sender(threading.Thread):
             # leave a gap (Kafka's producer adjusts sequences the same way). After a
             # network error nobody knows; Kafka then bumps the epoch (KIP-360).
             p.rewind_sequence(batch.topic, batch.partition, batch.base_sequence, len(batch.records))
-        batch.fail(KafkaError(error, message or f"producing to {batch.topic}-{batch.partition}"))
+        failure = KafkaError(error, message or f"producing to {batch.topic}-{batch.partition}")
+        if p.transaction_manager is not None:
+            p.transaction_manager.fail(failure)  # the transaction can only abort now
+        batch.fail(failure)
         p.accumulator.done(batch)
 
 
@@ -296,6 +315,10 @@ class KafkaProducer:
         self.delivery_timeout_ms = int(conf["delivery.timeout.ms"])
         self.request_timeout_ms = int(conf["request.timeout.ms"])
         explicit = {**(config or {}), **{k.replace("_", "."): v for k, v in kwargs.items()}}
+        if conf["transactional.id"] is not None and (
+            self.acks != -1 or not conf["enable.idempotence"]
+        ):
+            raise ValueError("transactional.id needs enable.idempotence=true and acks=all (Kafka)")
         if conf["enable.idempotence"] and self.acks != -1:
             if "enable.idempotence" in explicit:
                 raise ValueError("enable.idempotence=true needs acks=all (as in Kafka)")
@@ -311,7 +334,16 @@ class KafkaProducer:
         self.flushing = threading.Event()
         self.producer_id, self.producer_epoch = -1, -1
         self._sequences: dict[tuple[str, int], int] = {}
-        if conf["enable.idempotence"]:
+        self.transaction_manager: TransactionManager | None = None
+        if conf["transactional.id"] is not None:  # the id comes with init_transactions()
+            self.transaction_manager = TransactionManager(
+                str(conf["transactional.id"]),
+                int(conf["transaction.timeout.ms"]),
+                self.client,
+                retry_backoff_ms=self.retry_backoff_ms,
+                max_block_ms=int(conf["max.block.ms"]),
+            )
+        elif conf["enable.idempotence"]:
             response = self.client.any_connection().request(
                 22, {"transactional_id": None, "transaction_timeout_ms": 60_000}
             )
@@ -374,12 +406,76 @@ class KafkaProducer:
                 partition = self.partitioner.partition(topic, n)
         elif not 0 <= partition < n:
             raise ValueError(f"{topic} has partitions 0..{n - 1}, not {partition}")
+        if self.transaction_manager is not None:
+            self.transaction_manager.maybe_add_partition((topic, partition))
         future = self.accumulator.append(topic, partition, record, size)
         if callback is not None:
             future.add_done_callback(
                 lambda f: callback(None if f.exception() else f.result(), f.exception())
             )
         return future
+
+    # -- transactions ------------------------------------------------------------------------
+
+    def _transactions(self) -> TransactionManager:
+        if self.transaction_manager is None:
+            raise KafkaError(
+                Errors.INVALID_TXN_STATE,
+                "this producer has no transactional.id: set one to use transactions",
+            )
+        return self.transaction_manager
+
+    def init_transactions(self) -> None:
+        """InitProducerId with transactional.id: once, before the first transaction.
+        Any older producer with the same id is fenced from now on."""
+        tm = self._transactions()
+        tm.init_transactions()
+        self.producer_id, self.producer_epoch = tm.producer_id, tm.producer_epoch
+        self._sequences = {}
+
+    def begin_transaction(self) -> None:
+        self._transactions().begin_transaction()
+
+    def send_offsets_to_transaction(
+        self, offsets: dict[tuple[str, int], int], group_metadata: Any
+    ) -> None:
+        """Commit a consumer's positions (the next offsets to read) with this
+        transaction. `group_metadata`: the consumer's `group_metadata()` (so a
+        zombie member is refused), or a group id."""
+        if isinstance(group_metadata, str):
+            self._transactions().send_offsets_to_transaction(offsets, group_metadata)
+            return
+        self._transactions().send_offsets_to_transaction(
+            offsets,
+            group_metadata.group_id,
+            generation_id=group_metadata.generation_id,
+            member_id=group_metadata.member_id,
+            group_instance_id=group_metadata.group_instance_id,
+        )
+
+    def commit_transaction(self, timeout_s: float | None = None) -> None:
+        """Flush the transaction's records, then EndTxn(commit). A record refused
+        on the way raises TransactionAbortableError: abort_transaction() then."""
+        tm = self._transactions()
+        tm.require_state(TransactionState.IN_TRANSACTION, doing="commit_transaction")
+        self.flush(timeout_s)
+        if tm.state is TransactionState.ABORTABLE_ERROR:
+            raise TransactionAbortableError(
+                Errors.INVALID_TXN_STATE, f"the transaction cannot commit: {tm.last_error}"
+            )
+        tm.end_transaction(committed=True)
+
+    def abort_transaction(self, timeout_s: float | None = None) -> None:
+        """Let what is in flight finish (its failures no longer matter), then
+        EndTxn(abort): read_committed consumers never see these records."""
+        tm = self._transactions()
+        tm.require_state(
+            TransactionState.IN_TRANSACTION,
+            TransactionState.ABORTABLE_ERROR,
+            doing="abort_transaction",
+        )
+        self.flush(timeout_s)
+        tm.end_transaction(committed=False)
 
     def flush(self, timeout_s: float | None = None) -> None:
         """Send everything now and wait until every queued record is answered."""

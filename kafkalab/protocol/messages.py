@@ -936,6 +936,7 @@ OFFSET_FETCH_REQUEST = Message(
             "0-7",
             nullable="2-7",
         ),
+        F("require_stable", BOOL, "7"),
     ],
     flexible_from=6,
 )
@@ -1168,6 +1169,85 @@ GROUP_APIS: dict[ApiKeys, Api] = {
 # The broker serves them (kafkalab.server.apis.group), so it advertises them too.
 APIS.update(GROUP_APIS)
 
+
+# -- Transactions: group side (TxnOffsetCommit) --------------------------------------------
+
+TXN_OFFSET_COMMIT_REQUEST = Message(
+    ApiKeys.TXN_OFFSET_COMMIT,
+    "TxnOffsetCommitRequest",
+    [
+        F("transactional_id", STRING),
+        F("group_id", STRING),
+        F("producer_id", INT64),
+        F("producer_epoch", INT16),
+        F("generation_id", INT32, "3+", default=-1),
+        F("member_id", STRING, "3+", default=""),
+        F("group_instance_id", STRING, "3+", nullable="3+", default=NULL),
+        F(
+            "topics",
+            [
+                F("name", STRING),
+                F(
+                    "partitions",
+                    [
+                        F("partition_index", INT32),
+                        F("committed_offset", INT64),
+                        F("committed_leader_epoch", INT32, "2+", default=-1),
+                        F("committed_metadata", STRING, nullable="0+"),
+                    ],
+                ),
+            ],
+        ),
+    ],
+    flexible_from=3,
+)
+
+TXN_OFFSET_COMMIT_RESPONSE = Message(
+    ApiKeys.TXN_OFFSET_COMMIT,
+    "TxnOffsetCommitResponse",
+    [
+        F("throttle_time_ms", INT32),
+        F(
+            "topics",
+            [
+                F("name", STRING),
+                F(
+                    "partitions",
+                    [
+                        F("partition_index", INT32),
+                        F("error_code", INT16),
+                    ],
+                ),
+            ],
+        ),
+    ],
+    flexible_from=3,
+)
+
+TXN_GROUP_APIS: dict[ApiKeys, Api] = {
+    api.key: api
+    for api in (
+        Api(
+            ApiKeys.TXN_OFFSET_COMMIT,
+            "TxnOffsetCommit",
+            0,
+            3,
+            TXN_OFFSET_COMMIT_REQUEST,
+            TXN_OFFSET_COMMIT_RESPONSE,
+        ),
+        # v6 (flexible) and v7 (require_stable: read_committed consumers) with the
+        # transactional offsets that make a commit unstable
+        Api(
+            ApiKeys.OFFSET_FETCH,
+            "OffsetFetch",
+            0,
+            7,
+            OFFSET_FETCH_REQUEST,
+            OFFSET_FETCH_RESPONSE,
+        ),
+    )
+}
+APIS.update(TXN_GROUP_APIS)
 
 # -- Transactions: partition side ---------------------------------------------------------
 

@@ -37,9 +37,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kafkalab.coordinator.group.results import AppendRecords, Respond
+from kafkalab.coordinator.group.results import AppendRecords, Respond, TxnMarker
 from kafkalab.errors import Errors
 from kafkalab.records import SimpleRecord, build_batch, iter_batches
+from kafkalab.records.control_record import ControlRecordType, control_record_type
 from kafkalab.replication.delayed_produce import DelayedProduce
 from kafkalab.replication.replica_manager import ReplicaManager
 from kafkalab.server.apis.topics import create_topics_request
@@ -134,11 +135,16 @@ class CoordinatorRuntime:
 
     def _append(self, effect) -> None:
         tp = (self.topic, effect.partition)
+        # TxnOffsetCommit's records go as a transactional batch of the producer
+        # (no sequence: Kafka's coordinator writes them so); its marker ends them.
         batch = build_batch(
             [
                 SimpleRecord(value, key=key, timestamp=effect.timestamp_ms)
                 for key, value in effect.records
-            ]
+            ],
+            producer_id=getattr(effect, "producer_id", -1),
+            producer_epoch=getattr(effect, "producer_epoch", -1),
+            is_transactional=getattr(effect, "producer_id", -1) >= 0,
         )
         result = self.replica_manager.append_records(
             *tp, batch, required_acks=-1, origin=AppendOrigin.COORDINATOR
@@ -180,7 +186,9 @@ class CoordinatorRuntime:
         if part is None or part.leader_epoch != leader_epoch:
             return  # resigned meanwhile: on_resignation unloaded it
         log_ = part.log
-        records: list[tuple[bytes | None, bytes | None]] = []
+        # plain records as (key, value); a transactional batch's as (key, value,
+        # producer id); the COMMIT/ABORT marker ending a transaction as a TxnMarker
+        records: list = []
         position = log_.log_start_offset
         while position < log_.log_end_offset:
             data = log_.read(position, READ_CHUNK_BYTES).read_bytes()
@@ -188,7 +196,22 @@ class CoordinatorRuntime:
             if not batches:
                 break
             for batch in batches:
-                if not batch.header.is_control_batch:
+                header = batch.header
+                if header.is_control_batch:
+                    records += [
+                        TxnMarker(header.producer_id, kind is ControlRecordType.COMMIT)
+                        for r in batch.records
+                        if r.offset >= position
+                        and (kind := control_record_type(r))
+                        in (ControlRecordType.COMMIT, ControlRecordType.ABORT)
+                    ]
+                elif header.is_transactional:
+                    records += [
+                        (r.key, r.value, header.producer_id)
+                        for r in batch.records
+                        if r.offset >= position
+                    ]
+                else:
                     records += [(r.key, r.value) for r in batch.records if r.offset >= position]
                 position = max(position, batch.last_offset + 1)
         log.info("%s-%d: loading %d records into the coordinator", *tp, len(records))

@@ -18,7 +18,8 @@ one module per API family:
     apis/producers.py     DescribeProducers (a partition leader's producer state)
     apis/group.py         FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
                           OffsetCommit, OffsetFetch, DescribeGroups, ListGroups,
-                          DeleteGroups, OffsetDelete (the group coordinator)
+                          DeleteGroups, OffsetDelete, TxnOffsetCommit (the group
+                          coordinator)
 
 A handler gets the request header and body (dicts as declared in
 kafkalab.protocol.messages) and returns the response body, or an awaitable of
@@ -83,6 +84,7 @@ HANDLERS: dict[ApiKeys, Handler] = {
     ApiKeys.LIST_GROUPS: group.handle_list_groups,
     ApiKeys.DELETE_GROUPS: group.handle_delete_groups,
     ApiKeys.OFFSET_DELETE: group.handle_offset_delete,
+    ApiKeys.TXN_OFFSET_COMMIT: group.handle_txn_offset_commit,
     ApiKeys.DESCRIBE_PRODUCERS: producers.handle_describe_producers,
 }
 

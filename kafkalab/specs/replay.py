@@ -298,8 +298,11 @@ def replay_transactions(
     (the coordinator) and real UnifiedLogs (the partitions, whose producer state
     fences old epochs and drops duplicates). After every step the coordinator's
     state, epoch, partitions and pending markers, and every partition's batches,
-    must be what the spec says. (LSO and read_committed are the spec's alone until
-    kafkalab's transactional read path exists.)"""
+    must be what the spec says; and so must what a read_committed consumer sees:
+    each log's last stable offset and the data below it that the broker's read
+    path (the LSO, the aborted transactions from the `.txnindex`) leaves visible,
+    against the spec's own `Lso(p)` and `Visible(p)`, evaluated in the trace's
+    state. The spec has one replica, so the HW is the log end offset."""
     from kafkalab.coordinator.transaction import TransactionStateMachine
     from kafkalab.errors import KafkaError
     from kafkalab.records.control_record import ControlRecordType, build_end_txn_marker_batch
@@ -313,6 +316,10 @@ def replay_transactions(
         else bool(_constant(trace, "BumpEpochOnInit"))
     )
     report = ReplayReport(f"BumpEpochOnInit={bump}")
+    spec = _transactions_module()
+    constants = {
+        k: v for k, v in (trace.meta.get("constants") or {}).items() if k in spec.constants
+    }
     pid = 1000
     machine = TransactionStateMachine(pid, bump_epoch_on_init=bump)
     with tempfile.TemporaryDirectory(prefix="kafkalab-replay-txn-") as tmp:
@@ -427,6 +434,7 @@ def replay_transactions(
                     machine = TransactionStateMachine.load(machine.current, bump)
                     did = "coordinator failover: state reloaded"
                 _compare_txn(step, did, machine, ac, logs, a)
+                _compare_read_committed(step, did, logs, a, spec, constants)
                 report.steps.append({"step": step, "action": did})
         finally:
             for log in logs.values():
@@ -454,3 +462,55 @@ def _compare_txn(step, did, machine, ac, logs, after) -> None:
         got, want = _txn_log(log), _spec_txn_log(after["log"][p])
         if got != want:
             raise ReplayMismatch(step, did, f"partition {p} holds {got}, the spec says {want}")
+
+
+def _transactions_module():
+    from kafkalab.specs.runner import SPECS_DIR
+    from kafkalab.specs.tla.module import load_module
+
+    return load_module(str(SPECS_DIR / "transactions" / "KafkaTransactions.tla"))
+
+
+def read_committed_offsets(log: UnifiedLog) -> list[int]:
+    """The offsets a read_committed consumer returns from `log`, read as the broker
+    serves them: batches below the last stable offset, with the aborted
+    transactions of that range (from the `.txnindex`); the consumer drops a
+    producer's batches from an aborted transaction's first offset to its marker,
+    and never returns control batches."""
+    lso = log.last_stable_offset
+    if lso <= log.log_start_offset:
+        return []
+    data = log.read(log.log_start_offset, 1 << 24, max_offset=lso).read_bytes()
+    aborted = log.collect_aborted_transactions(log.log_start_offset, lso)
+    out = []
+    for batch in iter_batches(data):
+        h = batch.header
+        if h.is_control_batch or any(
+            t.producer_id == h.producer_id and t.first_offset <= h.base_offset <= t.last_offset
+            for t in aborted
+        ):
+            continue
+        out += [r.offset for r in batch.records if r.offset < lso]
+    return out
+
+
+def _compare_read_committed(step, did, logs, after, spec, constants) -> None:
+    state = {v: after[v] for v in spec.variables}
+    for p, log in logs.items():
+        log.update_high_watermark(log.log_end_offset)  # one replica: HW = LEO
+        spec_lso = spec.evaluate(f'Lso("{p}")', constants=constants, state=state)
+        if log.last_stable_offset != spec_lso:
+            raise ReplayMismatch(
+                step,
+                did,
+                f"partition {p}: the LSO is {log.last_stable_offset}, the spec's Lso is {spec_lso}",
+            )
+        visible = read_committed_offsets(log)
+        spec_visible = sorted(spec.evaluate(f'Visible("{p}")', constants=constants, state=state))
+        if visible != spec_visible:
+            raise ReplayMismatch(
+                step,
+                did,
+                f"partition {p}: read_committed returns offsets {visible}, the spec's "
+                f"Visible is {spec_visible}",
+            )

@@ -16,6 +16,7 @@ from kafkalab.records import record_batch as rb
 
 OFFSET_INDEX_ENTRY = struct.Struct(">ii")  # relative offset, position
 TIME_INDEX_ENTRY = struct.Struct(">qi")  # timestamp, relative offset
+TXN_INDEX_ENTRY = struct.Struct(">hqqqq")  # version, producer id, first, last, last stable
 
 _KINDS = {
     ".log": "log segment (RecordBatch v2 frames)",
@@ -100,13 +101,15 @@ def batches_table(log_path: str | Path) -> pd.DataFrame:
 
 
 def index_entries(index_path: str | Path) -> pd.DataFrame:
-    """The entries of a .index or .timeindex file.
+    """The entries of a .index, .timeindex or .txnindex file.
 
     Index files are preallocated and zero-filled; the entries end at the first
     all-zero slot (no real entry is all zeros: the first entry of a segment is
     written only after index.interval.bytes of data, so its position is > 0).
     """
     path = Path(index_path)
+    if path.suffix == ".txnindex":
+        return txn_index_entries(path)
     base = base_offset_of(path) or 0
     data = path.read_bytes()
     is_time = path.suffix == ".timeindex"
@@ -128,4 +131,21 @@ def index_entries(index_path: str | Path) -> pd.DataFrame:
     frame = pd.DataFrame(rows, columns=columns)
     frame.attrs["slots"] = len(data) // entry.size
     frame.attrs["file bytes"] = len(data)
+    return frame
+
+
+def txn_index_entries(index_path: str | Path) -> pd.DataFrame:
+    """The aborted transactions of a `.txnindex` file: 34-byte entries of version,
+    producer id, first offset, last offset (the ABORT marker), last stable offset.
+    A torn last entry is left out (`attrs["torn bytes"]` says how many bytes)."""
+    data = Path(index_path).read_bytes()
+    size = TXN_INDEX_ENTRY.size
+    columns = ["version", "producer id", "first offset", "last offset", "last stable offset"]
+    rows = [
+        dict(zip(columns, TXN_INDEX_ENTRY.unpack_from(data, pos), strict=True))
+        for pos in range(0, len(data) - len(data) % size, size)
+    ]
+    frame = pd.DataFrame(rows, columns=columns)
+    frame.attrs["file bytes"] = len(data)
+    frame.attrs["torn bytes"] = len(data) % size
     return frame

@@ -12,6 +12,8 @@ import time
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaConsumer
+from kafka import TopicPartition as KTopicPartition
 
 from kafkalab.client.network_client import BrokerConnection
 from kafkalab.errors import Errors
@@ -149,13 +151,47 @@ def test_read_committed_skips_aborted_and_stops_at_the_lso(broker):
         uncommitted = consume(bs, "read_uncommitted", until=11)
         assert [o for o, _ in uncommitted] == [0, 1, 2, 3, 4, 5, 8, 9, 10]
 
-        # The open transaction commits: the LSO moves to the HW, and a
-        # read_committed consumer gets the rest.
-        assert write_marker(broker, 3000, ControlRecordType.COMMIT) == 11
-        assert list_offset(conn, 1) == 12
-        rest = consume(bs, "read_committed", until=12)
-        assert [v for _, v in rest][-2:] == [b"open-9", b"plain-10"]
-        assert b"aborted-5" not in [v for _, v in rest]
+        # A read_committed consumer waiting at the LSO gets nothing while the
+        # transaction is open, and the rest once it commits.
+        waiting = Consumer(
+            {
+                "bootstrap.servers": bs,
+                "group.id": "waiting",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+            }
+        )
+        try:
+            waiting.assign([TopicPartition(TOPIC, 0, 9)])
+            assert all(waiting.poll(0.3) is None for _ in range(5))  # held at the LSO
+            assert write_marker(broker, 3000, ControlRecordType.COMMIT) == 11
+            assert list_offset(conn, 1) == 12
+            late, deadline = [], time.time() + 20
+            while len(late) < 2 and time.time() < deadline:
+                m = waiting.poll(0.3)
+                if m is not None:
+                    assert m.error() is None, m.error()
+                    late.append(m.value())
+            assert late == [b"open-9", b"plain-10"]
+        finally:
+            waiting.close()
+        everything = consume(bs, "read_committed", until=12)
+        assert [v for _, v in everything] == [
+            b"plain-0", b"committed-3", b"plain-4", b"plain-8", b"open-9", b"plain-10",
+        ]  # fmt: skip
+
+        # kafka-python's read_committed consumer drops the aborted records too.
+        kp = KafkaConsumer(
+            bootstrap_servers=bs, isolation_level="read_committed", enable_auto_commit=False,
+            consumer_timeout_ms=3000,
+        )  # fmt: skip
+        try:
+            kp.assign([KTopicPartition(TOPIC, 0)])
+            kp.seek(KTopicPartition(TOPIC, 0), 0)
+            values = [m.value for m in kp]
+        finally:
+            kp.close()
+        assert values == [v for _, v in everything]
 
         # Clients cannot write markers themselves.
         body = {

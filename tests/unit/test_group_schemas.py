@@ -295,6 +295,7 @@ def test_offset_fetch_topics_null_means_all_from_v2_and_is_refused_before():
     assert OFFSET_FETCH_REQUEST.decode(struct.pack(">h", 1) + b"g" + struct.pack(">i", -1), 2) == {
         "group_id": "g",
         "topics": None,
+        "require_stable": False,  # a v7 field: absent before, its default
     }
     with pytest.raises(Exception, match="not nullable"):
         OFFSET_FETCH_REQUEST.encode({"group_id": "g", "topics": None}, 1)

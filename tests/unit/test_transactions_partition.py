@@ -104,6 +104,18 @@ def test_txnindex_is_kafkas_byte_format(tmp_path):
         + (3).to_bytes(8, "big")
         + (4).to_bytes(8, "big")
     )
+    from kafkalab.viz import index_entries  # what the labs show of it
+
+    table = index_entries(tmp_path / "t-0" / "00000000000000000000.txnindex")
+    assert table.to_dict("records") == [
+        {
+            "version": 0,
+            "producer id": 9,
+            "first offset": 0,
+            "last offset": 3,
+            "last stable offset": 4,
+        }
+    ]
 
 
 def test_a_segment_without_aborts_has_no_txnindex(tmp_path):
@@ -354,3 +366,80 @@ def test_producer_state_lso_and_txnindex_match_the_model(tmp_path, steps):
             check(log, batches)
     finally:
         log.close()
+
+
+def test_a_crash_at_any_step_of_cleaning_keeps_the_aborted_transactions(tmp_path):
+    """The cleaner replaces segments holding an ABORT marker; a crash at any file
+    operation of that pass, then recovery, leaves the same aborted transactions."""
+    from test_log_cleaner_properties import CrashAt, SimulatedCrash, abandon
+
+    from kafkalab.storage import clean
+
+    config = LogConfig(cleanup_policy="compact", segment_bytes=400)
+    source = tmp_path / "source"
+
+    def keyed(pid: int, seq: int, key: bytes) -> bytes:
+        return build_batch(
+            [SimpleRecord(b"v", key=key)],
+            producer_id=pid, producer_epoch=0, base_sequence=seq, is_transactional=True,
+        )  # fmt: skip
+
+    log = UnifiedLog(source / "t-0", config)
+    for round_ in range(3):
+        log.append_as_leader(keyed(1, round_, b"a"))
+        log.append_as_leader(build_batch([SimpleRecord(b"p", key=b"a")]))
+        log.append_as_leader(keyed(2, round_, b"b"))
+        log.append_as_leader(marker(1, commit=False), origin=COORDINATOR)
+        log.append_as_leader(marker(2, commit=round_ != 1), origin=COORDINATOR)
+    log.roll()
+    log.update_high_watermark(log.log_end_offset)
+    want = log.collect_aborted_transactions(0, log.log_end_offset)
+    hw = log.high_watermark
+    assert len(want) == 4 and len(log.segments) > 2
+    log.close()
+    crashes = 0
+    for at in range(400):
+        work, snapshot = tmp_path / f"w{at}", tmp_path / f"s{at}"
+        shutil.copytree(source, work)
+        log = UnifiedLog(work / "t-0", config, high_watermark=hw, clean_shutdown=True)
+        crash = CrashAt(at, work, snapshot)
+        try:
+            with crash:
+                clean(log, 0)
+        except SimulatedCrash:
+            pass
+        if not crash.crashed:
+            assert log.collect_aborted_transactions(0, log.log_end_offset) == want
+            log.close()
+            break
+        crashes += 1
+        abandon(log)
+        for segment in log.segments:
+            segment.txn_index.close()
+        recovered = UnifiedLog(snapshot / "t-0", config, high_watermark=hw)
+        got = recovered.collect_aborted_transactions(0, recovered.log_end_offset)
+        # The same aborts, each still covering every batch of its transaction the
+        # log kept. (When the cleaned segment's index is rebuilt by the replay, a
+        # transaction whose batches were all cleaned away starts at its marker, as
+        # in Kafka's recovery; nothing of it is left to hide.)
+        assert [(t.producer_id, t.last_offset) for t in got] == [
+            (t.producer_id, t.last_offset) for t in want
+        ], f"crash at file operation {at}"
+        kept = [
+            h
+            for segment in recovered.segments
+            for _, h in segment.log.batch_headers(0)
+            if h.is_transactional and not h.is_control_batch
+        ]
+        for g, w in zip(got, want, strict=True):
+            left = [
+                h.base_offset
+                for h in kept
+                if h.producer_id == g.producer_id
+                and w.first_offset <= h.base_offset < w.last_offset
+            ]
+            assert g.first_offset <= min(left, default=g.last_offset), f"crash at {at}: {g}"
+        recovered.close()
+        shutil.rmtree(work)
+        shutil.rmtree(snapshot)
+    assert crashes > 10  # the pass was interrupted at many points

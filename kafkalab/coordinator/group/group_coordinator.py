@@ -107,6 +107,7 @@ from kafkalab.coordinator.group.results import (
     PartitionOffset,
     Respond,
     SyncGroupResult,
+    TxnMarker,
 )
 from kafkalab.coordinator.group.server_assignors import SERVER_ASSIGNORS
 from kafkalab.errors import Errors
@@ -125,6 +126,11 @@ TopicPartition = tuple[str, int]
 
 # APIs that accept the empty group id (Kafka: isValidGroupId)
 _EMPTY_ID_OK = {"offset_commit", "offset_fetch", "describe_groups", "delete_groups"}
+# how complete_load receives a state topic's records: a plain record, a record of a
+# transactional batch (with its producer id), or the marker ending a transaction
+LoadedRecord = (
+    tuple[bytes | None, bytes | None] | tuple[bytes | None, bytes | None, int] | TxnMarker
+)
 
 
 def default_member_id(client_id: str, group_instance_id: str | None) -> str:
@@ -175,7 +181,7 @@ class _JoinPhase:
 
 @dataclass
 class _PendingAppend:
-    kind: str  # "sync" | "offsets" | "static"
+    kind: str  # "sync" | "offsets" | "txn_offsets" | "static"
     group: GroupMetadata
     request: Hashable | None
     data: Any
@@ -311,16 +317,33 @@ class GroupCoordinator:
         return effects
 
     def complete_load(
-        self, partition: int, records: Iterable[tuple[bytes | None, bytes | None]], now_ms: int
+        self, partition: int, records: Iterable[LoadedRecord], now_ms: int
     ) -> Effects:
         """Replay the partition's records, oldest first, into groups and offsets
         (Kafka: GroupMetadataManager.loadGroupsAndOffsets). The latest record per key
-        wins; a null value (tombstone) deletes."""
+        wins; a null value (tombstone) deletes.
+
+        Transactional offset records, (key, value, producer_id), wait for the marker
+        that ends their transaction: a COMMIT (TxnMarker) makes them committed unless
+        a later plain commit of the partition is already in the log before it; an ABORT
+        drops them; with no marker yet they stay pending, as TxnOffsetCommit left them."""
         offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
+        seqs: dict[str, dict[TopicPartition, int]] = {}  # log order of each committed offset
+        pending: dict[int, dict[str, dict[TopicPartition, tuple[OffsetAndMetadata, int]]]] = {}
         groups: dict[str, GroupMetadataRecord] = {}
         removed: set[str] = set()
         consumer_groups: dict[str, ConsumerGroup] = {}
-        for key, value in records:
+        for item in records:
+            if isinstance(item, TxnMarker):
+                ended = pending.pop(item.producer_id, {})
+                for group_id, by_tp in ended.items() if item.committed else ():
+                    for tp, (om, seq) in by_tp.items():
+                        if seq > seqs.get(group_id, {}).get(tp, 0):
+                            offsets.setdefault(group_id, {})[tp] = om
+                            seqs.setdefault(group_id, {})[tp] = seq
+                continue
+            key, value = item[0], item[1]
+            producer_id = item[2] if len(item) > 2 else -1
             if key is None:
                 continue
             k = rec.read_key(key)
@@ -329,10 +352,19 @@ class GroupCoordinator:
                     self._replay_consumer_group_record(consumer_groups, key, value)
             elif isinstance(k, OffsetKey):
                 tp = (k.topic, k.partition)
-                if value is None:
+                seq = next(self._append_ids)  # log order, below every later append
+                if producer_id >= 0:
+                    by_tp = pending.setdefault(producer_id, {}).setdefault(k.group, {})
+                    if value is None:
+                        by_tp.pop(tp, None)
+                    else:
+                        by_tp[tp] = (rec.read_offset_value(value), seq)
+                elif value is None:
                     offsets.get(k.group, {}).pop(tp, None)
+                    seqs.get(k.group, {}).pop(tp, None)
                 else:
                     offsets.setdefault(k.group, {})[tp] = rec.read_offset_value(value)
+                    seqs.setdefault(k.group, {})[tp] = seq
             elif isinstance(k, GroupKey):
                 if value is None:
                     groups.pop(k.group, None)
@@ -340,11 +372,18 @@ class GroupCoordinator:
                 else:
                     groups[k.group] = rec.read_group_value(value)
                     removed.discard(k.group)
-        for group_id in set(groups) | {g for g, o in offsets.items() if o}:
+        pending_groups = {g for by_group in pending.values() for g, o in by_group.items() if o}
+        for group_id in set(groups) | {g for g, o in offsets.items() if o} | pending_groups:
             if self.partition_for(group_id) != partition:
                 continue
             group = self._group_from_record(group_id, groups.get(group_id), now_ms)
             group.offsets = dict(offsets.get(group_id, {}))
+            group.offset_append_seq = dict(seqs.get(group_id, {}))
+            for producer_id, by_group in pending.items():
+                if by_group.get(group_id):
+                    group.pending_transactional_offset_commits[producer_id] = dict(
+                        by_group[group_id]
+                    )
             self.groups[group_id] = group
         for group_id, cg in consumer_groups.items():
             if self.partition_for(group_id) != partition:
@@ -819,6 +858,8 @@ class GroupCoordinator:
             self._complete_static_rejoin(group, pending, error, now_ms, effects)
         elif pending.kind == "offsets":
             self._complete_offset_commit(group, live, pending, error, effects)
+        elif pending.kind == "txn_offsets":
+            self._complete_txn_offset_commit(group, pending, error, effects)
         return self._end(effects, now_ms)
 
     # ======================================================================================
@@ -1388,7 +1429,11 @@ class GroupCoordinator:
             return Errors.STALE_MEMBER_EPOCH
         return None
 
-    def _store_offsets(self, group, offsets, expire_timestamp_ms, now_ms, request, effects) -> None:
+    def _store_offsets(
+        self, group, offsets, expire_timestamp_ms, now_ms, request, effects, producer=None
+    ) -> None:
+        """Write the offsets (Kafka: storeOffsets). `producer` (id, epoch): a
+        TxnOffsetCommit, held pending for that producer until its transaction ends."""
         too_large = {
             tp
             for tp, c in offsets.items()
@@ -1409,18 +1454,33 @@ class GroupCoordinator:
                 )
             )
             return
-        for tp in to_write:
-            group.pending_offset_commits[tp] = group.pending_offset_commits.get(tp, 0) + 1
         append_id = next(self._append_ids)
-        self._appends[append_id] = _PendingAppend(
-            "offsets", group, request, (to_write, too_large, append_id)
-        )
+        producer_id, producer_epoch = producer if producer is not None else (-1, -1)
+        if producer is None:
+            for tp in to_write:
+                group.pending_offset_commits[tp] = group.pending_offset_commits.get(tp, 0) + 1
+            self._appends[append_id] = _PendingAppend(
+                "offsets", group, request, (to_write, too_large, append_id)
+            )
+        else:  # Kafka: prepareTxnOffsetCommit, before the append
+            mine = group.pending_transactional_offset_commits.setdefault(producer_id, {})
+            mine.update({tp: (om, append_id) for tp, om in to_write.items()})
+            self._appends[append_id] = _PendingAppend(
+                "txn_offsets", group, request, (to_write, too_large, append_id, producer_id)
+            )
         records = tuple(
             (rec.offset_commit_key(group.group_id, t, p), rec.offset_commit_value(om))
             for (t, p), om in to_write.items()
         )
         effects.append(
-            AppendRecords(self.partition_for(group.group_id), records, now_ms, append_id)
+            AppendRecords(
+                self.partition_for(group.group_id),
+                records,
+                now_ms,
+                append_id,
+                producer_id,
+                producer_epoch,
+            )
         )
 
     def _complete_offset_commit(self, group, live, pending, error, effects) -> None:
@@ -1439,6 +1499,122 @@ class GroupCoordinator:
         result.update({tp: Errors.OFFSET_METADATA_TOO_LARGE for tp in too_large})
         effects.append(Respond(pending.request, OffsetCommitResult(result)))
 
+    def _complete_txn_offset_commit(self, group, pending, error, effects) -> None:
+        """A TxnOffsetCommit's records are written (they stay pending until the
+        transaction ends) or failed (Kafka: failPendingTxnOffsetCommit: dropped,
+        unless a newer commit of the same producer replaced them meanwhile)."""
+        to_write, too_large, seq, producer_id = pending.data
+        if error != Errors.NONE:
+            mine = group.pending_transactional_offset_commits.get(producer_id, {})
+            for tp in to_write:
+                if tp in mine and mine[tp][1] == seq:
+                    del mine[tp]
+            if not mine:
+                group.pending_transactional_offset_commits.pop(producer_id, None)
+        answer = store_offsets_error(error) if error != Errors.NONE else Errors.NONE
+        result = {tp: answer for tp in to_write}
+        result.update({tp: Errors.OFFSET_METADATA_TOO_LARGE for tp in too_large})
+        effects.append(Respond(pending.request, OffsetCommitResult(result)))
+
+    def commit_transactional_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        offsets: dict[TopicPartition, CommitOffset],
+        *,
+        transactional_id: str = "",
+        generation_id: int = -1,
+        member_id: str = UNKNOWN_MEMBER_ID,
+        group_instance_id: str | None = None,
+        now_ms: int,
+        request: Hashable | None = None,
+    ) -> Effects:
+        """TxnOffsetCommit: offsets a transactional producer commits for `group_id`
+        as part of its transaction (send_offsets_to_transaction). They are written
+        now, as a transactional batch of the producer, and stay invisible to
+        OffsetFetch until `complete_transaction` (the COMMIT marker) makes them the
+        group's committed offsets; an ABORT drops them. v3+ carry the consumer's
+        generation and member id, checked as Kafka does (Kafka:
+        GroupCoordinator.handleTxnCommitOffsets); unlike OffsetCommit it is allowed
+        while the group completes a rebalance."""
+        effects = self._begin(now_ms, request)
+        request = effects.request
+
+        def answer(error: Errors) -> Effects:
+            effects.append(Respond(request, OffsetCommitResult({tp: error for tp in offsets})))
+            return self._end(effects, now_ms)
+
+        error = self._validate_group_status(group_id, "txn_offset_commit")
+        if error is not None:
+            return answer(error)
+        consumer = self.consumer_groups.get(group_id)
+        if consumer is not None and (consumer.members or generation_id >= 0 or member_id):
+            error = self._validate_consumer_group_commit(consumer, member_id, generation_id)
+            if error is not None:  # Kafka answers a stale epoch so for transactions
+                return answer(
+                    Errors.ILLEGAL_GENERATION if error == Errors.STALE_MEMBER_EPOCH else error
+                )
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = GroupMetadata(group_id, EMPTY, now_ms)
+        if group.is_(DEAD):
+            return answer(Errors.COORDINATOR_NOT_AVAILABLE)
+        if consumer is None:
+            if group_instance_id is not None:
+                current = group.current_static_member_id(group_instance_id)
+                if current is not None and current != member_id:
+                    return answer(Errors.FENCED_INSTANCE_ID)
+            if member_id != UNKNOWN_MEMBER_ID and not group.has(member_id):
+                return answer(Errors.UNKNOWN_MEMBER_ID)
+            if generation_id >= 0 and generation_id != group.generation_id:
+                return answer(Errors.ILLEGAL_GENERATION)
+        self._store_offsets(
+            group, offsets, None, now_ms, request, effects, producer=(producer_id, producer_epoch)
+        )
+        return self._end(effects, now_ms)
+
+    def complete_transaction(
+        self,
+        partition: int,
+        producer_id: int,
+        committed: bool,
+        *,
+        now_ms: int,
+        request: Hashable | None = None,
+    ) -> Effects:
+        """The COMMIT (committed=True) or ABORT marker of `producer_id`'s transaction
+        is written to __consumer_offsets-<partition>: its pending transactional
+        offsets there become the groups' committed offsets (unless a plain commit of
+        the same partition was written after them), or are dropped (Kafka:
+        GroupCoordinator.scheduleHandleTxnCompletion, GroupMetadata.
+        completePendingTxnOffsetCommit). A partition still loading reads the marker
+        from the log itself. Answers None."""
+        effects = self._begin(now_ms, request)
+        if partition in self.owned and partition not in self.loading:
+            for group in self.groups.values():
+                if self.partition_for(group.group_id) != partition:
+                    continue
+                ended = group.pending_transactional_offset_commits.pop(producer_id, None)
+                for tp, (om, seq) in (ended or {}).items() if committed else ():
+                    if seq > group.offset_append_seq.get(tp, 0):
+                        group.offsets[tp] = om
+                        group.offset_append_seq[tp] = seq
+        effects.append(Respond(effects.request, None))
+        return self._end(effects, now_ms)
+
+    def pending_transactional_offsets(
+        self, group_id: str
+    ) -> dict[int, dict[TopicPartition, OffsetAndMetadata]]:
+        """What a group's open transactions would commit, by producer id (for labs)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return {}
+        return {
+            pid: {tp: om for tp, (om, _) in by_tp.items()}
+            for pid, by_tp in group.pending_transactional_offset_commits.items()
+        }
+
     def fetch_offsets(
         self,
         group_id: str,
@@ -1450,8 +1626,9 @@ class GroupCoordinator:
     ) -> OffsetFetchResult:
         """OffsetFetch: the committed offset of each partition (-1: none); all of
         the group's when `partitions` is None. Reads no clock and changes nothing.
-        (`require_stable` matters only with transactional commits, which this
-        coordinator does not take yet.)"""
+        Offsets of open transactions are not seen; with `require_stable` (OffsetFetch
+        v7+, read_committed consumers) a partition with a commit still pending, plain
+        or transactional, answers UNSTABLE_OFFSET_COMMIT: the client retries."""
         error = self._validate_group_status(group_id, "offset_fetch")
         if error is not None:
             return OffsetFetchResult(error)
@@ -1472,6 +1649,9 @@ class GroupCoordinator:
         out = {}
         for tp in wanted:
             om = group.offsets.get(tp)
+            if require_stable and group.has_pending_offset_commits_for(tp):
+                out[tp] = PartitionOffset(-1, error=Errors.UNSTABLE_OFFSET_COMMIT)
+                continue
             out[tp] = (
                 PartitionOffset(-1)
                 if om is None
@@ -1543,7 +1723,11 @@ class GroupCoordinator:
         for group in groups:
             removed = selector(group)
             removed_total += len(removed)
-            if group.is_(EMPTY) and not group.offsets:
+            if (
+                group.is_(EMPTY)
+                and not group.offsets
+                and not group.pending_transactional_offset_commits
+            ):
                 group.transition_to(DEAD, now_ms)
             records = [(rec.offset_commit_key(group.group_id, t, p), None) for t, p in removed]
             if group.is_(DEAD) and self.groups.get(group.group_id) is group:

@@ -92,6 +92,12 @@ class GroupMetadata:
     # for each committed offset, the sequence number of the append that wrote it, so
     # that acknowledgements arriving out of order never let an older commit win
     offset_append_seq: dict[TopicPartition, int] = field(default_factory=dict)
+    # TxnOffsetCommit (Kafka: pendingTransactionalOffsetCommits): producer id ->
+    # partition -> (offset, append sequence). Invisible to OffsetFetch until the
+    # transaction's COMMIT marker makes them committed; its ABORT drops them.
+    pending_transactional_offset_commits: dict[
+        int, dict[TopicPartition, tuple[OffsetAndMetadata, int]]
+    ] = field(default_factory=dict)
     subscribed_topics: set[str] | None = None  # of the current generation
     # the last transitions as (time ms, from, to): the path a lab draws on the state machine
     transitions: deque = field(default_factory=lambda: deque(maxlen=100))
@@ -114,6 +120,22 @@ class GroupMetadata:
         self.transitions.append((now_ms, self.state, target))
         self.state = target
         self.state_timestamp_ms = now_ms
+
+    # -- offsets ---------------------------------------------------------------------------
+
+    def has_pending_offset_commits_for(self, tp: TopicPartition) -> bool:
+        """Kafka: hasPendingOffsetCommitsForTopicPartition. A plain commit not yet
+        written, or a transaction's commit not yet ended: an OffsetFetch with
+        require_stable answers UNSTABLE_OFFSET_COMMIT for this partition."""
+        return tp in self.pending_offset_commits or any(
+            tp in pending for pending in self.pending_transactional_offset_commits.values()
+        )
+
+    def has_offsets(self) -> bool:
+        """Kafka: hasOffsets. Pending transactional offsets keep an Empty group alive."""
+        return bool(
+            self.offsets or self.pending_offset_commits or self.pending_transactional_offset_commits
+        )
 
     # -- members ---------------------------------------------------------------------------
 

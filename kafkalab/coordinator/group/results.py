@@ -8,9 +8,10 @@ Each call returns an `Effects` list of:
                                  JoinGroup or SyncGroup that must wait is answered by
                                  a later call's effects, with the handle it came with
                                  (Kafka: the DelayedJoin / DelayedSync purgatories).
-    AppendRecords(partition, records, timestamp_ms, append_id)
+    AppendRecords(partition, records, timestamp_ms, append_id[, producer_id, producer_epoch])
                                  append these (key, value) records to
-                                 __consumer_offsets-<partition> as one batch, with
+                                 __consumer_offsets-<partition> as one batch
+                                 (transactional when a producer id is given), with
                                  acks=all; when the append is acknowledged (or failed),
                                  call `coordinator.append_completed(append_id, error,
                                  now_ms)`. append_id None: nothing waits for it
@@ -166,10 +167,30 @@ class Respond:
 
 @dataclass(frozen=True)
 class AppendRecords:
+    """With a producer id (TxnOffsetCommit), the records go as a transactional
+    batch of that producer and epoch, as Kafka writes them: the transaction's
+    COMMIT or ABORT marker, written later into the same partition, ends them."""
+
     partition: int
     records: tuple[tuple[bytes, bytes | None], ...]
     timestamp_ms: int
     append_id: int | None
+    producer_id: int = -1
+    producer_epoch: int = -1
+
+    @property
+    def is_transactional(self) -> bool:
+        return self.producer_id >= 0
+
+
+@dataclass(frozen=True)
+class TxnMarker:
+    """Loading a state topic partition: the COMMIT (committed=True) or ABORT marker
+    that ends a producer's transaction there. Transactional records come to
+    `complete_load` as (key, value, producer_id); plain ones as (key, value)."""
+
+    producer_id: int
+    committed: bool
 
 
 class Effects(list):

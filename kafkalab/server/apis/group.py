@@ -3,7 +3,8 @@
 Kafka: KafkaApis.handleFindCoordinatorRequest, handleJoinGroupRequest,
 handleSyncGroupRequest, handleHeartbeatRequest, handleLeaveGroupRequest,
 handleOffsetCommitRequest, handleOffsetFetchRequest, handleDescribeGroupsRequest,
-handleListGroupsRequest, handleDeleteGroupsRequest, handleOffsetDeleteRequest.
+handleListGroupsRequest, handleDeleteGroupsRequest, handleOffsetDeleteRequest,
+handleTxnOffsetCommitRequest.
 Each turns the request body into one coordinator call (through the
 CoordinatorRuntime, which carries out its effects) and the result into the
 response body of the request's version. What a group is, and every rule of the
@@ -189,6 +190,35 @@ async def handle_offset_commit(apis: KafkaApis, header: RequestHeader, body: dic
     return {"throttle_time_ms": 0, "topics": _errors_by_topic(result.partitions)}
 
 
+async def handle_txn_offset_commit(apis: KafkaApis, header: RequestHeader, body: dict) -> dict:
+    """TxnOffsetCommit (28), sent by a transactional producer to the group's
+    coordinator after AddOffsetsToTxn: the offsets stay pending until the
+    transaction's marker is written here (GroupCoordinator.complete_transaction)."""
+    runtime = _runtime(apis)
+    version = header.api_version
+    offsets = {
+        (t["name"], p["partition_index"]): CommitOffset(
+            p["committed_offset"],
+            p.get("committed_leader_epoch", -1) if version >= 2 else -1,
+            p.get("committed_metadata"),
+        )
+        for t in body["topics"]
+        for p in t["partitions"]
+    }
+    result = await runtime.call(
+        runtime.coordinator.commit_transactional_offsets,
+        body["group_id"],
+        body["producer_id"],
+        body["producer_epoch"],
+        offsets,
+        transactional_id=body["transactional_id"],
+        generation_id=body.get("generation_id", NO_GENERATION) if version >= 3 else NO_GENERATION,
+        member_id=body.get("member_id", UNKNOWN_MEMBER_ID) if version >= 3 else UNKNOWN_MEMBER_ID,
+        group_instance_id=body.get("group_instance_id") if version >= 3 else None,
+    )
+    return {"throttle_time_ms": 0, "topics": _errors_by_topic(result.partitions)}
+
+
 def handle_offset_fetch(apis: KafkaApis, header: RequestHeader, body: dict) -> dict:
     coordinator = _runtime(apis).coordinator
     requested = body["topics"]
@@ -198,7 +228,9 @@ def handle_offset_fetch(apis: KafkaApis, header: RequestHeader, body: dict) -> d
         else [(t["name"], i) for t in requested for i in t["partition_indexes"]]
     )
     result = coordinator.fetch_offsets(
-        body["group_id"], partitions, require_stable=body.get("require_stable", False)
+        body["group_id"],
+        partitions,
+        require_stable=bool(body.get("require_stable")) if header.api_version >= 7 else False,
     )
     error = result.error
     # v0-v1 have no top-level error: it goes on every partition.
