@@ -172,31 +172,34 @@ def test_a_second_producer_fences_the_first(broker):
 
 
 def test_send_offsets_to_transaction(broker):
+    """AddOffsetsToTxn puts the group's __consumer_offsets partition in the
+    transaction; its COMMIT marker makes the TxnOffsetCommit visible, its ABORT
+    drops it."""
     bs = broker.bootstrap_servers
     topic = make_topic(bs, 1)
+    group = "tx-offsets-group"
     p = txn_producer(bs, "tx-offsets")
     p.init_transactions(30)
-    p.begin_transaction()
-    p.produce(topic, b"x", partition=0)
-    c = Consumer({"bootstrap.servers": bs, "group.id": "tx-offsets-group"})
+    c = Consumer({"bootstrap.servers": bs, "group.id": group, "enable.auto.commit": False})
     try:
-        p.send_offsets_to_transaction(
-            [TopicPartition(topic, 0, 1)], c.consumer_group_metadata(), 30
-        )
-    except KafkaException as e:
-        # TxnOffsetCommit comes with the group side (helper/txn-client): librdkafka
-        # refuses it as unsupported, after AddOffsetsToTxn has been answered
-        assert e.args[0].code() == KafkaError._UNSUPPORTED_FEATURE, e
-        assert e.args[0].txn_requires_abort()
-        coordinator = broker.broker.transaction_coordinator.coordinator
-        (d,) = coordinator.describe_transactions(["tx-offsets"])
-        assert ("__consumer_offsets", partition_for("tx-offsets-group", 4)) in d.partitions
-        p.abort_transaction(30)
-    else:
-        p.commit_transaction(30)
+        for offset, commit in ((1, True), (5, False)):
+            p.begin_transaction()
+            p.produce(topic, b"x", partition=0)
+            p.send_offsets_to_transaction(
+                [TopicPartition(topic, 0, offset)], c.consumer_group_metadata(), 30
+            )
+            coordinator = broker.broker.transaction_coordinator.coordinator
+            (d,) = coordinator.describe_transactions(["tx-offsets"])
+            assert ("__consumer_offsets", partition_for(group, 4)) in d.partitions
+            if commit:
+                p.commit_transaction(30)
+            else:
+                p.abort_transaction(30)
+            completed(broker, "tx-offsets")
+            (tp,) = c.committed([TopicPartition(topic, 0)], 30)
+            assert tp.offset == 1  # committed by the first, not moved by the aborted second
     finally:
         c.close()
-    assert completed(broker, "tx-offsets").state in ("CompleteCommit", "CompleteAbort")
 
 
 def test_dump_log_decodes_the_transaction_state(broker):
