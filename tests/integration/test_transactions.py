@@ -301,11 +301,26 @@ def test_the_admin_apis_on_the_wire(broker):
                     "committed": True,
                 },
             )
-            return found, too_long, described, listed, stale
+            no_producer = await conn.request(
+                ApiKeys.WRITE_TXN_MARKERS,
+                1,
+                {
+                    "markers": [
+                        {
+                            "producer_id": -1,
+                            "producer_epoch": -1,
+                            "transaction_result": True,
+                            "topics": [{"name": topic, "partition_indexes": [0]}],
+                            "coordinator_epoch": 0,
+                        }
+                    ]
+                },
+            )
+            return found, too_long, described, listed, stale, no_producer
         finally:
             conn.close()
 
-    found, too_long, described, listed, stale = asyncio.run(ask())
+    found, too_long, described, listed, stale, no_producer = asyncio.run(ask())
     assert (found["error_code"], found["port"]) == (0, int(port))
     assert too_long["error_code"] == 50  # INVALID_TRANSACTION_TIMEOUT
     mine, nope = described["transaction_states"]
@@ -316,6 +331,8 @@ def test_the_admin_apis_on_the_wire(broker):
     assert "tx-admin" in [t["transactional_id"] for t in listed["transaction_states"]]
     assert all(t["transaction_state"] == "Ongoing" for t in listed["transaction_states"])
     assert stale["error_code"] == 47  # INVALID_PRODUCER_EPOCH: EndTxn v1 predates PRODUCER_FENCED
+    (refused,) = no_producer["markers"][0]["topics"][0]["partitions"]
+    assert refused["error_code"] == 42  # INVALID_REQUEST: no marker without a producer id
     p.abort_transaction(30)
 
 

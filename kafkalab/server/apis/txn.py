@@ -133,13 +133,20 @@ async def handle_write_txn_markers(apis: KafkaApis, header: RequestHeader, body:
     answers = []
     for marker in body["markers"]:
         kind = ControlRecordType.COMMIT if marker["transaction_result"] else ControlRecordType.ABORT
-        batch = build_end_txn_marker_batch(
-            marker["producer_id"], marker["producer_epoch"], kind, marker["coordinator_epoch"]
-        )
+        try:
+            batch = build_end_txn_marker_batch(
+                marker["producer_id"], marker["producer_epoch"], kind, marker["coordinator_epoch"]
+            )
+        except ValueError as e:  # no producer id / epoch: no marker can be built
+            log.info("WriteTxnMarkers refused: %s", e)
+            batch = None
         results: dict[tuple[str, int], AppendResult] = {}
         for topic in marker["topics"]:
             for p in topic["partition_indexes"]:
                 tp = (topic["name"], p)
+                if batch is None:
+                    results[tp] = AppendResult(Errors.INVALID_REQUEST)
+                    continue
                 results[tp] = rm.append_records(
                     *tp, batch, required_acks=-1, origin=AppendOrigin.COORDINATOR
                 )
