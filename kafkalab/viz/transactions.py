@@ -5,6 +5,7 @@ Used by labs/05_transactions.
     transaction_log_table(records)                 # pandas: one row per record, decoded
     transaction_state_path(records, "shop-tx")     # [(from, to), ...] read from the records
     transaction_state_graph(path, title=None)      # graphviz: every state and edge, the path red
+    partition_strip(directory, {"LSO": 2, "HW": 7})  # graphviz: a partition's offsets, by transaction
 
 The path is read from the coordinator's own records, not from a model: every
 transition the coordinator makes is written to `__transaction_state` before it
@@ -23,7 +24,9 @@ fencing InitProducerId goes straight to PrepareAbort with the new epoch.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from html import escape
+from pathlib import Path
 
 import graphviz
 import pandas as pd
@@ -37,6 +40,8 @@ from kafkalab.coordinator.transaction.transaction_state_machine import (
     PREPARE_ABORT,
     PREPARE_COMMIT,
 )
+from kafkalab.records.control_record import ControlRecordType, control_record_type
+from kafkalab.records.memory_records import iter_batches
 
 DEAD = "Dead"  # Kafka's name for an id whose tombstone was written
 STATES = (EMPTY, ONGOING, PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT, DEAD)
@@ -160,4 +165,87 @@ def transaction_state_graph(
         else:
             style = "dashed" if dst == DEAD else "solid"
             g.edge(src, dst, label=cause, color="#bbbbbb", fontcolor="#999999", style=style)
+    return g
+
+
+#: what an offset of a partition holds, and its colour in `partition_strip`
+OFFSET_KINDS = {
+    "plain": "#ffffff",  # no transaction
+    "open": "#cfe2f3",  # a transaction with no marker yet
+    "committed": "#b6d7a8",
+    "aborted": "#f4cccc",
+    "COMMIT marker": "#6aa84f",
+    "ABORT marker": "#e06666",
+}
+
+
+def partition_offsets(directory: str | Path) -> list[tuple[int, str, str]]:
+    """(offset, value or marker, kind) for every record in a partition directory's
+    `.log` files, read from the files. A transactional record's kind is decided by
+    the first COMMIT/ABORT marker of its producer after it: `committed`, `aborted`,
+    or `open` while there is none."""
+    rows: list[tuple[int, str, str, int]] = []  # offset, text, kind, producer id
+    for log in sorted(Path(directory).glob("*.log")):
+        for batch in iter_batches(log.read_bytes()):
+            h = batch.header
+            for r in batch.records:
+                if h.is_control_batch:
+                    kind = f"{control_record_type(r).name} marker"
+                    rows.append((r.offset, kind.split()[0], kind, h.producer_id))
+                else:
+                    text = "null" if r.value is None else r.value.decode("utf-8", "replace")
+                    rows.append(
+                        (r.offset, text, "open" if h.is_transactional else "plain", h.producer_id)
+                    )
+    out = []
+    for i, (offset, text, kind, pid) in enumerate(rows):
+        if kind == "open":
+            end = next(
+                (k for _, _, k, p in rows[i + 1 :] if p == pid and k.endswith("marker")), None
+            )
+            if end is not None:
+                kind = "committed" if end.startswith(ControlRecordType.COMMIT.name) else "aborted"
+        out.append((offset, text, kind))
+    return out
+
+
+def partition_strip(
+    directory: str | Path, marks: Mapping[str, int] | None = None, title: str | None = None
+) -> graphviz.Digraph:
+    """A partition's offsets in a row, each coloured by what it holds (OFFSET_KINDS),
+    with `marks` (e.g. {"LSO": ..., "HW": ..., "LEO": ...}) under the offset each
+    points at: the first offset *not* below it. A mark at the log end offset points
+    at an empty cell after the last record."""
+    records = partition_offsets(directory)
+    marks = marks or {}
+    end = max([o + 1 for o, _, _ in records] + list(marks.values()) + [0])
+    by_offset = {o: (text, kind) for o, text, kind in records}
+    top, bottom = [], []
+    for offset in range(min([o for o, _, _ in records] + [end]), end + 1):
+        text, kind = by_offset.get(offset, ("", None))
+        colour = OFFSET_KINDS[kind] if kind else "#f7f7f7"
+        style = "" if kind else ' STYLE="dashed"'
+        top.append(
+            f'<TD BGCOLOR="{colour}"{style}><FONT POINT-SIZE="9">{offset}</FONT>'
+            f"<BR/>{escape(text[:12])}</TD>"
+        )
+        names = [name for name, at in marks.items() if at == offset]
+        label = "<BR/>".join(f"&#8593; {escape(n)}" for n in names)
+        bottom.append(f'<TD BORDER="0"><B>{label}</B></TD>' if label else '<TD BORDER="0"> </TD>')
+    legend = " ".join(
+        f'<TD BGCOLOR="{c}"><FONT POINT-SIZE="9">{escape(k)}</FONT></TD>'
+        for k, c in OFFSET_KINDS.items()
+    )
+    span = len(top)
+    html = (
+        '<<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="0" CELLPADDING="4">'
+        f"<TR>{''.join(top)}</TR><TR>{''.join(bottom)}</TR>"
+        f'<TR><TD BORDER="0" COLSPAN="{span}"><TABLE BORDER="0" CELLBORDER="1" '
+        f'CELLSPACING="2"><TR>{legend}</TR></TABLE></TD></TR></TABLE>>'
+    )
+    g = graphviz.Digraph(graph_attr={"fontname": "Helvetica"})
+    g.attr("node", shape="plaintext", fontname="Helvetica", fontsize="11")
+    if title:
+        g.attr(label=title, labelloc="t")
+    g.node("strip", html)
     return g

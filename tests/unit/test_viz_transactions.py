@@ -131,3 +131,52 @@ def test_a_tombstone_is_dead_and_an_impossible_path_is_refused():
     assert transaction_log_table(records)["state"].iloc[-1] == "Dead (tombstone)"
     with pytest.raises(ValueError, match="Empty -> PrepareCommit"):
         transaction_state_graph([("Empty", "PrepareCommit")])
+
+
+def test_partition_offsets_and_strip_from_a_real_log(tmp_path):
+    from kafkalab.records import ControlRecordType, SimpleRecord, build_batch
+    from kafkalab.records.control_record import build_end_txn_marker_batch
+    from kafkalab.storage import UnifiedLog
+    from kafkalab.storage.unified_log import AppendOrigin
+    from kafkalab.viz.transactions import OFFSET_KINDS, partition_offsets, partition_strip
+
+    def txn(values, pid, seq):
+        return build_batch(
+            [SimpleRecord(v) for v in values],
+            producer_id=pid,
+            producer_epoch=0,
+            base_sequence=seq,
+            is_transactional=True,
+        )
+
+    def marker(pid, kind):
+        return build_end_txn_marker_batch(pid, 0, kind, 0)
+
+    with UnifiedLog(tmp_path / "t-0") as log:
+        log.append_as_leader(build_batch([SimpleRecord(b"plain")]))  # 0
+        log.append_as_leader(txn([b"c1", b"c2"], 7, 0))  # 1, 2
+        log.append_as_leader(txn([b"a1"], 8, 0))  # 3
+        log.append_as_leader(marker(7, ControlRecordType.COMMIT), origin=AppendOrigin.COORDINATOR)
+        log.append_as_leader(txn([b"o1"], 7, 2))  # 5: producer 7's next transaction
+        log.append_as_leader(marker(8, ControlRecordType.ABORT), origin=AppendOrigin.COORDINATOR)
+        log.update_high_watermark(log.log_end_offset)
+        marks = {"LSO": log.last_stable_offset, "HW": log.high_watermark, "LEO": log.log_end_offset}
+    assert marks == {"LSO": 5, "HW": 7, "LEO": 7}
+    assert partition_offsets(tmp_path / "t-0") == [
+        (0, "plain", "plain"),
+        (1, "c1", "committed"),
+        (2, "c2", "committed"),
+        (3, "a1", "aborted"),
+        (4, "COMMIT", "COMMIT marker"),
+        (5, "o1", "open"),
+        (6, "ABORT", "ABORT marker"),
+    ]
+    strip = partition_strip(tmp_path / "t-0", marks)
+    assert strip.pipe(format="svg").startswith(b"<?xml")  # graphviz accepts the label
+    src = strip.source
+    cells = src.split("<TR>")[1]
+    assert cells.count("<TD") == 8  # offsets 0..6 and the empty one at the LEO
+    assert f'<TD BGCOLOR="{OFFSET_KINDS["aborted"]}"><FONT POINT-SIZE="9">3</FONT>' in cells
+    under = src.split("<TR>")[2].split("</TR>")[0].split("<TD")[1:]
+    assert ["LSO" in c for c in under] == [False] * 5 + [True, False, False]
+    assert ["HW" in c and "LEO" in c for c in under] == [False] * 7 + [True]
