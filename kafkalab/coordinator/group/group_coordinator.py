@@ -1925,19 +1925,26 @@ class GroupCoordinator:
     # ======================================================================================
 
     def update_topic_metadata(
-        self, partitions_per_topic: dict[str, int], topic_ids: dict[str, uuid.UUID] | None = None
-    ) -> None:
+        self,
+        partitions_per_topic: dict[str, int],
+        topic_ids: dict[str, uuid.UUID] | None = None,
+        now_ms: int = 0,
+    ) -> Effects:
         """The cluster's topics, partition counts and topic ids (from the metadata
         image; KIP-848 records name partitions by topic id). A consumer group whose
         subscribed topics changed gets a new group epoch, so its target assignment is
-        computed again at its next heartbeat."""
+        computed again at its next heartbeat; the effects write that epoch."""
+        effects = Effects()
         self.partitions_per_topic = dict(partitions_per_topic)
         self.topic_ids.update(topic_ids or {})
         for group in self.consumer_groups.values():
             wanted = group.subscribed_topics()
             now = {t: n for t, n in self.partitions_per_topic.items() if t in wanted}
             if group.members and now != group.subscription_metadata:
+                before = self._cg_snapshot(group)
                 group.bump_group_epoch()
+                self._cg_append(group, before, now_ms, effects)
+        return effects
 
     def consumer_group_heartbeat(
         self,
