@@ -42,6 +42,7 @@ from kafkalab.coordinator.transaction.transaction_state_machine import (
 )
 from kafkalab.records.control_record import ControlRecordType, control_record_type
 from kafkalab.records.memory_records import iter_batches
+from kafkalab.viz.pictures import state_machine_graph
 
 DEAD = "Dead"  # Kafka's name for an id whose tombstone was written
 STATES = (EMPTY, ONGOING, PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT, DEAD)
@@ -140,32 +141,17 @@ def transaction_state_graph(
     for edge in path:
         if edge not in TRANSITIONS:
             raise ValueError(f"{edge[0]} -> {edge[1]} is not a transition the coordinator makes")
-    g = graphviz.Digraph(graph_attr={"rankdir": "LR", "fontname": "Helvetica"})
-    g.attr("node", shape="box", style="rounded,filled", fontname="Helvetica")
-    g.attr("edge", fontname="Helvetica", fontsize="9")
-    if title:
-        g.attr(label=title, labelloc="t")
-    current = path[-1][1] if path else None
-    for state in STATES:
-        g.node(state, state, fillcolor=_COLOURS[state], penwidth="3" if state == current else "1")
     taken: dict[tuple[str, str], list[str]] = {}
     for step, edge in enumerate(path, start=1):
         taken.setdefault(edge, []).append(str(step))
-    for (src, dst), cause in TRANSITIONS.items():
-        steps = taken.get((src, dst))
-        if steps:
-            g.edge(
-                src,
-                dst,
-                label=f"{', '.join(steps)}: {cause}",
-                color="#d62728",
-                fontcolor="#d62728",
-                penwidth="2.5",
-            )
-        else:
-            style = "dashed" if dst == DEAD else "solid"
-            g.edge(src, dst, label=cause, color="#bbbbbb", fontcolor="#999999", style=style)
-    return g
+    edges = [
+        (src, dst, cause, "dashed" if dst == DEAD else "solid")
+        for (src, dst), cause in TRANSITIONS.items()
+    ]
+    current = path[-1][1] if path else None
+    return state_machine_graph(
+        {state: _COLOURS[state] for state in STATES}, edges, taken, current, title
+    )
 
 
 #: what an offset of a partition holds, and its colour in `partition_strip`
