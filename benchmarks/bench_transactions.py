@@ -17,8 +17,8 @@ min.insync.replicas=2), with librdkafka (confluent-kafka).
    read_uncommitted one at that instant: the open transaction's records.
 
     make bench                                         # or:
-    .venv/bin/python benchmarks/bench_transactions.py  # 500,000 records, 10 s of samples
-    .venv/bin/python benchmarks/bench_transactions.py --records 100000 --lag-seconds 5
+    .venv/bin/python benchmarks/bench_transactions.py  # 200,000 records, 10 s of samples
+    .venv/bin/python benchmarks/bench_transactions.py --records 1000000 --lag-seconds 30
     .venv/bin/python benchmarks/bench_transactions.py --quick   # a minute's smoke run
 """
 
@@ -237,7 +237,7 @@ def lso_lag(bs: str, topic: str, seconds: float) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--records", type=int, default=500_000, help="records per produce run")
+    ap.add_argument("--records", type=int, default=200_000, help="records per produce run")
     ap.add_argument("--lag-seconds", type=float, default=10.0, help="how long to sample HW - LSO")
     ap.add_argument("--runs", type=int, default=RUNS)
     ap.add_argument("--quick", action="store_true", help="20,000 records, 1 run, 2 s of samples")
