@@ -4,7 +4,8 @@ groups as kafka-consumer-groups.sh sees them.
 Groups live on their coordinators: FindCoordinator names the broker that leads
 the group's __consumer_offsets partition, and DescribeGroups, OffsetFetch,
 OffsetCommit and DeleteGroups go there. ListGroups asks every broker, each for
-the groups it coordinates.
+the groups it coordinates. A group of the KIP-848 protocol (group.protocol=consumer)
+is described with ConsumerGroupDescribe: `describe_consumer_group`.
 
 Transactions as kafka-transactions.sh sees them: ListTransactions asks every
 broker (each for the transactional ids it coordinates), DescribeTransactions goes
@@ -72,6 +73,39 @@ class ProducerState:
     last_timestamp: int
     coordinator_epoch: int
     current_txn_start_offset: int  # -1: no open transaction in this partition
+
+
+@dataclass(frozen=True)
+class ConsumerGroupMemberDescription:
+    member_id: str
+    client_id: str
+    host: str
+    member_epoch: int
+    subscribed_topics: tuple[str, ...]
+    partitions: tuple[tuple[str, int], ...]  # its current assignment
+    target: tuple[tuple[str, int], ...]  # where the coordinator is moving it
+
+
+@dataclass(frozen=True)
+class ConsumerGroupDescription:
+    """A KIP-848 group as ConsumerGroupDescribe tells it: its state (Empty,
+    Assigning, Reconciling, Stable), group and assignment epochs, the server-side
+    assignor, and each member's epoch, assignment and target assignment."""
+
+    group_id: str
+    state: str
+    group_epoch: int
+    assignment_epoch: int
+    assignor: str
+    members: tuple[ConsumerGroupMemberDescription, ...]
+
+
+def _named_partitions(assignment: dict) -> tuple[tuple[str, int], ...]:
+    return tuple(
+        sorted(
+            (t["topic_name"], p) for t in assignment["topic_partitions"] for p in t["partitions"]
+        )
+    )
 
 
 class Admin:
@@ -162,6 +196,38 @@ class Admin:
                 assigned = tuple(decode_assignment(m["member_assignment"]).partitions)
             members.append(GroupMember(m["member_id"], m["client_id"], m["client_host"], assigned))
         return GroupDescription(group_id, g["group_state"], g["protocol_data"], tuple(members))
+
+    def describe_consumer_group(self, group_id: str) -> ConsumerGroupDescription:
+        """ConsumerGroupDescribe (KIP-848) of one group, from its coordinator."""
+        r = self.coordinator(group_id).request(
+            ApiKeys.CONSUMER_GROUP_DESCRIBE,
+            {"group_ids": [group_id], "include_authorized_operations": False},
+        )
+        (g,) = r["groups"]
+        if g["error_code"]:
+            raise KafkaError(
+                g["error_code"], g["error_message"] or f"ConsumerGroupDescribe {group_id!r}"
+            )
+        members = tuple(
+            ConsumerGroupMemberDescription(
+                m["member_id"],
+                m["client_id"],
+                m["client_host"],
+                m["member_epoch"],
+                tuple(m["subscribed_topic_names"]),
+                _named_partitions(m["assignment"]),
+                _named_partitions(m["target_assignment"]),
+            )
+            for m in g["members"]
+        )
+        return ConsumerGroupDescription(
+            group_id,
+            g["group_state"],
+            g["group_epoch"],
+            g["assignment_epoch"],
+            g["assignor_name"],
+            members,
+        )
 
     def group_offsets(self, group_id: str) -> dict[tuple[str, int], int]:
         """The group's committed offsets (OffsetFetch of all its partitions)."""

@@ -26,7 +26,7 @@ import time
 from kafkalab.client.admin import Admin
 from kafkalab.client.consumer import KafkaConsumer
 from kafkalab.client.producer import KafkaProducer
-from kafkalab.errors import KafkaError
+from kafkalab.errors import Errors, KafkaError
 
 
 def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
@@ -326,16 +326,28 @@ def _groups(args: argparse.Namespace) -> int:
 
 def _describe_group(admin: Admin, group_id: str) -> None:
     """kafka-consumer-groups.sh --describe: a row per partition the group has
-    committed or holds, with its lag behind the log end."""
-    group = admin.describe_group(group_id)
+    committed or holds, with its lag behind the log end. A group of the KIP-848
+    protocol is described with ConsumerGroupDescribe, a classic one with
+    DescribeGroups (as the Kafka 4 tool does)."""
+    try:
+        group = admin.describe_consumer_group(group_id)
+        header = (
+            f"group {group_id}: {group.state}, consumer protocol (KIP-848), assignor "
+            f"{group.assignor}, group epoch {group.group_epoch}, {len(group.members)} member(s)"
+        )
+    except KafkaError as e:
+        if e.code != Errors.GROUP_ID_NOT_FOUND:
+            raise
+        group = admin.describe_group(group_id)
+        header = (
+            f"group {group_id}: {group.state}, protocol {group.protocol or '-'}, "
+            f"{len(group.members)} member(s)"
+        )
     committed = admin.group_offsets(group_id)
     owner = {tp: m for m in group.members for tp in m.partitions}
     partitions = sorted(set(committed) | set(owner))
     ends = admin.end_offsets(partitions)
-    print(
-        f"group {group_id}: {group.state}, protocol {group.protocol or '-'}, "
-        f"{len(group.members)} member(s)"
-    )
+    print(header)
     print("TOPIC\tPARTITION\tCURRENT-OFFSET\tLOG-END-OFFSET\tLAG\tCONSUMER-ID\tHOST\tCLIENT-ID")
     for tp in partitions:
         current = committed.get(tp)

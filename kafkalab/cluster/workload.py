@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 
 from kafkalab.cluster.history import History, read_replica_batches
 
@@ -166,3 +167,39 @@ def wait_for_replicas_in_sync(
         if time.monotonic() > deadline:
             raise TimeoutError(f"replicas of {topic}-{partition} not in sync:\n{df}")
         time.sleep(0.2)
+
+
+def read_all(
+    bs: str, topic: str, partitions: int, isolation: str = "read_uncommitted", timeout_s: float = 30
+) -> list[bytes]:
+    """Every record value a librdkafka consumer with this `isolation.level` sees, read
+    from offset 0 up to the end of each partition (the LSO under read_committed).
+    Raises TimeoutError when a partition's end is not reached in `timeout_s`."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    c = Consumer(
+        {
+            "bootstrap.servers": bs,
+            "group.id": f"reader-{uuid.uuid4().hex[:6]}",
+            "isolation.level": isolation,
+            "enable.partition.eof": True,
+            "enable.auto.commit": False,
+        }
+    )
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    values, at_end = [], set()
+    deadline = time.monotonic() + timeout_s
+    try:
+        while len(at_end) < partitions and time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is None:
+                continue
+            if m.error() is None:
+                values.append(m.value())
+            elif m.error().code() == KafkaError._PARTITION_EOF:
+                at_end.add(m.partition())
+    finally:
+        c.close()
+    if len(at_end) < partitions:
+        raise TimeoutError(f"{topic}: not every partition read to its end in {timeout_s} s")
+    return values

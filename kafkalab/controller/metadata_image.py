@@ -4,10 +4,18 @@ Kafka's classes: org.apache.kafka.image.MetadataImage / MetadataDelta. The
 controller and every broker hold one and apply the same records in the same
 order, so they agree on brokers, topics, leaders, ISRs and epochs at every
 offset of the log.
+
+Topic ids: the controller gives every topic a random UUID when it creates it
+(Kafka: Uuid.randomUuid() in ReplicationControlManager), written in its
+TopicRecord, so a topic deleted and created again under the same name is a
+different topic. Clients of the KIP-848 protocol and Metadata v10+ name topics
+by id. A TopicRecord written before kafkalab recorded ids gets
+`name_based_topic_id(name)`, so every broker replaying it agrees.
 """
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 
 
@@ -31,11 +39,23 @@ class PartitionRegistration:
     partition_epoch: int = 0
 
 
+def name_based_topic_id(name: str) -> uuid.UUID:
+    """A topic id derived from the name: for topics whose creation recorded no id (a
+    standalone broker's, whose topics are only directories, and metadata logs written
+    before ids). Stable across restarts; not Kafka's (Kafka's ids are random)."""
+    return uuid.uuid5(uuid.NAMESPACE_URL, f"kafkalab-topic:{name}")
+
+
 @dataclass
 class TopicInfo:
     name: str
     partitions: dict[int, PartitionRegistration] = field(default_factory=dict)
     configs: dict[str, str] = field(default_factory=dict)
+    topic_id: uuid.UUID | None = None
+
+    def __post_init__(self) -> None:
+        if self.topic_id is None:
+            self.topic_id = name_based_topic_id(self.name)
 
 
 class MetadataImage:
@@ -55,7 +75,10 @@ class MetadataImage:
         elif kind == "FenceBrokerRecord":
             self.brokers[r["broker_id"]].fenced = True
         elif kind == "TopicRecord":
-            self.topics[r["name"]] = TopicInfo(r["name"])
+            topic_id = r.get("topic_id")
+            self.topics[r["name"]] = TopicInfo(
+                r["name"], topic_id=uuid.UUID(topic_id) if topic_id else None
+            )
         elif kind == "ConfigRecord":
             self.topics[r["topic"]].configs[r["name"]] = r["value"]
         elif kind == "PartitionRecord":

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import random
+import uuid
 from dataclasses import asdict
 from pathlib import Path
 
@@ -261,7 +262,7 @@ class QuorumController:
                 )
             )
         )
-        records = [{"type": "TopicRecord", "name": name}]
+        records = [{"type": "TopicRecord", "name": name, "topic_id": str(uuid.uuid4())}]
         records += [
             {"type": "ConfigRecord", "topic": name, "name": k, "value": str(v)}
             for k, v in (configs or {}).items()

@@ -52,9 +52,10 @@ from typing import Any
 from kafkalab.protocol.api_keys import ApiKeys
 from kafkalab.protocol.header import RequestHeader, encode_request, request_header_version
 from kafkalab.protocol.messages import APIS, Api
-from kafkalab.protocol.schema import Field, Versions
+from kafkalab.protocol.schema import Field, Struct, Versions
 from kafkalab.protocol.types import (
     I32,
+    INT8,
     STRING,
     ArrayOf,
     ProtocolError,
@@ -134,6 +135,8 @@ _TOPIC_FIELDS = ("name", "topic", "topic_name")
 def _sample_value(f: Field, api_key: int, version: int, flexible: bool) -> Any:
     if isinstance(f.type, list):
         return [_sample_struct(f.type, api_key, version, flexible)]
+    if isinstance(f.type, Struct):
+        return _sample_struct(f.type.fields, api_key, version, flexible)
     if f.name in _BY_NAME:
         value = _BY_NAME[f.name]
         if value is None and version not in f._nullable:
@@ -198,7 +201,11 @@ def _walk(r: Reader, fields: list[Field], version: int, flexible: bool, out: lis
             continue
         nullable = version in Versions.parse(f.nullable)
         width = 0 if flexible else 4
-        if isinstance(f.type, list):
+        if isinstance(f.type, Struct):
+            if nullable and INT8.read(r, flexible, False) < 0:
+                continue
+            _walk(r, f.type.fields, version, flexible, out)
+        elif isinstance(f.type, list):
             out.append(Slot(r.pos + 4, "count", width))
             n = read_length(r, flexible, I32)
             for _ in range(n or 0):

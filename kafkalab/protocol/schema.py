@@ -9,6 +9,7 @@ encode or decode any version. A field looks like this:
     Field("transactional_id", STRING, versions="3+", nullable="0+")
     Field("topics", [Field("name", STRING), Field("partitions", [...])])   # array of structs
     Field("group_instance_id", STRING, "5+", nullable="5+", default=NULL)  # absent: None
+    Field("assignment", Struct([Field("topic_partitions", [...])]), nullable="0+")  # one struct
 
 Decoded messages are plain dicts with Kafka's field names in snake_case, so a
 lab can print one and compare it with the JSON schema.
@@ -25,6 +26,7 @@ from typing import Any
 
 from kafkalab.protocol.types import (
     I32,
+    INT8,
     ProtocolError,
     Reader,
     Type,
@@ -70,12 +72,20 @@ NULL: Any = _Null()
 
 
 @dataclass
+class Struct:
+    """A field that is one struct, not an array of them (Kafka: `"type": "Assignment"`).
+    Nullable, it is preceded by an int8: -1 for null, 1 for present."""
+
+    fields: list[Field]
+
+
+@dataclass
 class Field:
-    """One field: a primitive type, an array of a primitive (ArrayOf), or an
-    array of structs (a list of Fields)."""
+    """One field: a primitive type, an array of a primitive (ArrayOf), an array of
+    structs (a list of Fields), or one struct (Struct)."""
 
     name: str
-    type: Type | list[Field]
+    type: Type | list[Field] | Struct
     versions: str = "0+"
     nullable: str = ""
     default: Any = None
@@ -93,6 +103,8 @@ class Field:
             return self.default
         if isinstance(self.type, list):
             return []
+        if isinstance(self.type, Struct):
+            return {f.name: f.default_value() for f in self.type.fields}
         return self.type.default()
 
 
@@ -102,7 +114,15 @@ def write_struct(w: Writer, fields: list[Field], obj: dict, version: int, flexib
             continue
         value = obj.get(f.name, None) if f.name in obj else f.default_value()
         nullable = version in f._nullable
-        if isinstance(f.type, list):
+        if isinstance(f.type, Struct):
+            if nullable:
+                INT8.write(w, -1 if value is None else 1, flexible, False)
+            if value is None:
+                if not nullable:
+                    raise ProtocolError(f"field {f.name} is not nullable in version {version}")
+                continue
+            write_struct(w, f.type.fields, value, version, flexible)
+        elif isinstance(f.type, list):
             if value is None:
                 if not nullable:
                     raise ProtocolError(f"field {f.name} is not nullable in version {version}")
@@ -127,7 +147,12 @@ def read_struct(r: Reader, fields: list[Field], version: int, flexible: bool) ->
             out[f.name] = f.default_value()
             continue
         nullable = version in f._nullable
-        if isinstance(f.type, list):
+        if isinstance(f.type, Struct):
+            if nullable and INT8.read(r, flexible, False) < 0:
+                out[f.name] = None
+                continue
+            out[f.name] = read_struct(r, f.type.fields, version, flexible)
+        elif isinstance(f.type, list):
             n = _read_count(r, flexible)
             if n is None:
                 if not nullable:

@@ -26,6 +26,12 @@ offsets.topic.num.partitions / .replication.factor / min.insync.replicas 2; for
 
 Effects other than Respond and AppendRecords (the transaction coordinator's
 SendTxnMarkers) go to `effect_handler`.
+
+`sync_topic_metadata()` hands the coordinator the cluster's topics, partition
+counts and topic ids from the MetadataCache (Kafka: the coordinator's
+onNewMetadataImage): KIP-848 assigns partitions on the broker and writes them by
+topic id. It runs before every KIP-848 call and before a partition's groups are
+loaded, and costs one comparison when nothing changed.
 """
 
 from __future__ import annotations
@@ -86,6 +92,7 @@ class CoordinatorRuntime:
         self._ids = itertools.count(1)
         self._timer: asyncio.TimerHandle | None = None
         self._creating: asyncio.Task | None = None
+        self._topics_seen: dict[str, tuple[int, Any]] | None = None
         replica_manager.add_leadership_listener(self)  # before any partition is led
 
     # -- requests ------------------------------------------------------------------------------
@@ -102,6 +109,26 @@ class CoordinatorRuntime:
             self._waiting.pop(handle, None)
             raise
         return await future
+
+    def sync_topic_metadata(self) -> None:
+        """Tell the coordinator about topics created, deleted or grown since last time."""
+        if self.metadata_cache is None or not hasattr(self.coordinator, "update_topic_metadata"):
+            return
+        seen = {
+            name: (len(info.partitions), info.topic_id)
+            for name, info in self.metadata_cache.topics().items()
+            if name != self.topic
+        }
+        if seen == self._topics_seen:
+            return
+        self._topics_seen = seen
+        self.execute(
+            self.coordinator.update_topic_metadata(
+                {name: n for name, (n, _) in seen.items()},
+                {name: topic_id for name, (_, topic_id) in seen.items()},
+                now_ms(),
+            )
+        )
 
     def execute(self, effects) -> None:
         """Carry out a coordinator call's effects, then re-arm the timer."""
@@ -215,6 +242,7 @@ class CoordinatorRuntime:
                     records += [(r.key, r.value) for r in batch.records if r.offset >= position]
                 position = max(position, batch.last_offset + 1)
         log.info("%s-%d: loading %d records into the coordinator", *tp, len(records))
+        self.sync_topic_metadata()  # KIP-848 records name partitions by topic id
         self.execute(self.coordinator.complete_load(tp[1], records, now_ms()))
 
     def on_resignation(self, tp: TopicPartition, leader_epoch: int) -> None:

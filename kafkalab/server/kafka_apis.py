@@ -20,6 +20,8 @@ one module per API family:
                           OffsetCommit, OffsetFetch, DescribeGroups, ListGroups,
                           DeleteGroups, OffsetDelete, TxnOffsetCommit (the group
                           coordinator)
+    apis/consumer_group.py ConsumerGroupHeartbeat, ConsumerGroupDescribe (KIP-848, the
+                          same group coordinator)
 
 A handler gets the request header and body (dicts as declared in
 kafkalab.protocol.messages) and returns the response body, or an awaitable of
@@ -39,6 +41,7 @@ from kafkalab.protocol.header import RequestHeader
 from kafkalab.replication.replica_manager import ReplicaManager
 from kafkalab.server.apis import (
     api_versions,
+    consumer_group,
     epochs,
     fetch,
     group,
@@ -85,6 +88,8 @@ HANDLERS: dict[ApiKeys, Handler] = {
     ApiKeys.DELETE_GROUPS: group.handle_delete_groups,
     ApiKeys.OFFSET_DELETE: group.handle_offset_delete,
     ApiKeys.TXN_OFFSET_COMMIT: group.handle_txn_offset_commit,
+    ApiKeys.CONSUMER_GROUP_HEARTBEAT: consumer_group.handle_consumer_group_heartbeat,
+    ApiKeys.CONSUMER_GROUP_DESCRIBE: consumer_group.handle_consumer_group_describe,
     ApiKeys.DESCRIBE_PRODUCERS: producers.handle_describe_producers,
 }
 

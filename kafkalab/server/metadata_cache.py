@@ -11,7 +11,8 @@ delete topics; they never know whether a controller stands behind it:
     StandaloneMetadataCache  a broker on its own (no controller.quorum.bootstrap.servers):
                              it is the whole cluster, leads every partition it holds
                              in epoch 0 with an ISR of itself, and creates topics
-                             itself
+                             itself (a topic is just its directories here, so its
+                             topic id is derived from its name: name_based_topic_id)
 
 Both describe topics with the controller's own types (TopicInfo,
 PartitionRegistration, BrokerRegistration), so the Metadata handler builds one

@@ -11,20 +11,12 @@ from __future__ import annotations
 
 import time
 
-import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafkalab.cluster import LocalCluster
 from kafkalab.cluster.failover import current_leader
 from kafkalab.coordinator.group.coordinator_records import OFFSETS_TOPIC, partition_for
-from kafkalab.protocol.api_keys import ApiKeys
-from kafkalab.protocol.messages import APIS
-
-pytestmark = pytest.mark.skipif(
-    ApiKeys.END_TXN not in APIS,
-    reason="the broker's transaction coordinator (helper/txn-coordinator) is not merged yet",
-)
 
 SOURCE, SINK, GROUP = "eos-in", "eos-out", "eos-group"
 PARTITIONS, RECORDS, BATCH = 2, 200, 20
@@ -109,6 +101,7 @@ def test_consume_transform_produce_survives_the_group_coordinators_death(tmp_pat
             cluster, OFFSETS_TOPIC, partition_for(GROUP, OFFSETS_PARTITIONS)
         )
         transactions, aborted, killed = 0, 0, False
+        committed_so_far: dict[int, int] = {}
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline:
             messages = [m for m in consumer.consume(BATCH, 1.0) if m.error() is None]
@@ -131,6 +124,7 @@ def test_consume_transform_produce_survives_the_group_coordinators_death(tmp_pat
                 )
                 producer.commit_transaction(60)
                 transactions += 1
+                committed_so_far.update(positions)
             except KafkaException as e:
                 error = e.args[0]
                 if not (error.txn_requires_abort() or error.retriable()):
@@ -139,8 +133,16 @@ def test_consume_transform_produce_survives_the_group_coordinators_death(tmp_pat
                 aborted += 1
                 rewind()
             if transactions == 3 and not killed:
+                # A read_committed consumer's OffsetFetch (require_stable) waits out
+                # pending transactional offsets: once it answers, every marker is in
+                # the log, and what the next coordinator knows comes from loading it.
+                stable = {tp.partition: tp.offset for tp in consumer.committed(tps, 60)}
+                assert {p: o for p, o in stable.items() if o >= 0} == committed_so_far
                 cluster.kill(coordinator)  # SIGKILL: its __consumer_offsets partition moves
                 killed = True
+                # the new coordinator loaded the transactional commits, markers honoured
+                loaded = {tp.partition: tp.offset for tp in consumer.committed(tps, 60)}
+                assert {p: o for p, o in loaded.items() if o >= 0} == committed_so_far
         assert killed and transactions >= RECORDS // BATCH
         new_coordinator = current_leader(
             cluster, OFFSETS_TOPIC, partition_for(GROUP, OFFSETS_PARTITIONS)

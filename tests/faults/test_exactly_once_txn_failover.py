@@ -17,11 +17,11 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafkalab.cluster import LocalCluster
 from kafkalab.cluster.failover import current_leader
+from kafkalab.cluster.workload import read_all
 from kafkalab.coordinator.transaction.transaction_log import (
     TRANSACTION_STATE_TOPIC,
     partition_for,
 )
-from tests.faults.test_exactly_once_group_failover import read_committed
 
 SOURCE, SINK, GROUP, TID = "eos-in", "eos-out", "eos-group", "eos-job"
 PARTITIONS, RECORDS, BATCH = 2, 200, 20
@@ -121,7 +121,7 @@ def test_consume_transform_produce_survives_a_kill(tmp_path, victim):
         committed = {tp.partition: tp.offset for tp in consumer.committed(tps, 30)}
         assert committed == {p: RECORDS // PARTITIONS for p in range(PARTITIONS)}
         consumer.close()
-        out = read_committed(bs, SINK, RECORDS)
+        out = read_all(bs, SINK, PARTITIONS, "read_committed", timeout_s=60)
     assert sorted(out) == sorted(b"out-%d" % i for i in range(RECORDS)), (
         f"{len(out)} records out, {len(set(out))} distinct; {aborted} transactions aborted"
     )

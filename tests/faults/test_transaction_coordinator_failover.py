@@ -13,6 +13,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafkalab.cluster import LocalCluster
 from kafkalab.cluster.failover import current_leader
+from kafkalab.cluster.workload import read_all as read_all_from
 from kafkalab.coordinator.transaction.transaction_log import (
     TRANSACTION_STATE_TOPIC,
     describe_record,
@@ -21,7 +22,6 @@ from kafkalab.coordinator.transaction.transaction_log import (
 from kafkalab.records import iter_batches
 from kafkalab.records.control_record import parse_control_record
 from kafkalab.storage.dump_log_segments import dump_paths
-from tests.integration.test_transactions import read_all as read_all_from
 
 TXN_PARTITIONS = 3
 PROPS = {

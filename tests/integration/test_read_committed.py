@@ -1,7 +1,8 @@
 """read_committed on a real broker: transactional batches produced over the wire, COMMIT and
 ABORT markers written through ReplicaManager.append_records as the transaction
 coordinator writes them, and librdkafka (confluent-kafka) consumers reading with
-isolation.level read_committed and read_uncommitted. Also ListOffsets with
+isolation.level read_committed and read_uncommitted (and kafka-python's and
+aiokafka's read_committed consumers). Also ListOffsets with
 isolation_level 1 (the LSO) and DescribeProducers, over the wire."""
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import asyncio
 import time
 
 import pytest
+from aiokafka import AIOKafkaConsumer
+from aiokafka.structs import TopicPartition as ATopicPartition
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer
@@ -107,6 +110,25 @@ def consume(bs: str, isolation: str, until: int) -> list[tuple[int, bytes]]:
         consumer.close()
 
 
+async def aiokafka_read_committed(bs: str, until: int) -> list[bytes]:
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bs, isolation_level="read_committed", enable_auto_commit=False
+    )
+    await consumer.start()
+    try:
+        tp = ATopicPartition(TOPIC, 0)
+        consumer.assign([tp])
+        consumer.seek(tp, 0)
+        values: list[bytes] = []
+        deadline = time.time() + 20
+        while await consumer.position(tp) < until and time.time() < deadline:
+            for messages in (await consumer.getmany(timeout_ms=300)).values():
+                values += [m.value for m in messages]
+        return values
+    finally:
+        await consumer.stop()
+
+
 def list_offset(conn: BrokerConnection, isolation_level: int) -> int:
     body = {
         "replica_id": -1,
@@ -180,7 +202,7 @@ def test_read_committed_skips_aborted_and_stops_at_the_lso(broker):
             b"plain-0", b"committed-3", b"plain-4", b"plain-8", b"open-9", b"plain-10",
         ]  # fmt: skip
 
-        # kafka-python's read_committed consumer drops the aborted records too.
+        # kafka-python's and aiokafka's read_committed consumers drop them too.
         kp = KafkaConsumer(
             bootstrap_servers=bs, isolation_level="read_committed", enable_auto_commit=False,
             consumer_timeout_ms=3000,
@@ -192,6 +214,7 @@ def test_read_committed_skips_aborted_and_stops_at_the_lso(broker):
         finally:
             kp.close()
         assert values == [v for _, v in everything]
+        assert asyncio.run(aiokafka_read_committed(bs, 12)) == values
 
         # Clients cannot write markers themselves.
         body = {

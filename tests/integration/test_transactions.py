@@ -15,6 +15,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from kafkalab.cluster.workload import read_all
 from kafkalab.coordinator.group.coordinator_records import partition_for
 from kafkalab.records import iter_batches
 from kafkalab.records.control_record import parse_control_record
@@ -62,36 +63,6 @@ def batches(broker, topic: str, partition: int) -> list:
     for f in sorted(d.glob("*.log")):
         out += list(iter_batches(f.read_bytes()))
     return out
-
-
-def read_all(bs: str, topic: str, partitions: int, isolation: str) -> list[bytes]:
-    """Every record a consumer with this isolation.level sees, read up to the end of
-    each partition (the LSO under read_committed)."""
-    c = Consumer(
-        {
-            "bootstrap.servers": bs,
-            "group.id": f"reader-{uuid.uuid4().hex[:6]}",
-            "isolation.level": isolation,
-            "enable.partition.eof": True,
-            "enable.auto.commit": False,
-        }
-    )
-    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    values, at_end = [], set()
-    deadline = time.monotonic() + 30
-    try:
-        while len(at_end) < partitions and time.monotonic() < deadline:
-            m = c.poll(0.2)
-            if m is None:
-                continue
-            if m.error() is None:
-                values.append(m.value())
-            elif m.error().code() == KafkaError._PARTITION_EOF:
-                at_end.add(m.partition())
-    finally:
-        c.close()
-    assert len(at_end) == partitions, f"{topic}: not every partition read to its end"
-    return values
 
 
 def completed(broker, tid: str) -> str:

@@ -24,14 +24,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from kafkalab.client import Admin, KafkaConsumer, KafkaProducer
 from kafkalab.client.transaction_manager import ProducerFencedError, TransactionState
-from kafkalab.protocol.api_keys import ApiKeys
-from kafkalab.protocol.messages import APIS
 from kafkalab.server.broker import BrokerThread
-
-pytestmark = pytest.mark.skipif(
-    ApiKeys.END_TXN not in APIS,
-    reason="the broker's transaction coordinator (helper/txn-coordinator) is not merged yet",
-)
 
 
 @pytest.fixture(scope="module")

@@ -155,8 +155,17 @@ def test_new_partitions_bump_the_group_epoch():
     hb(c, "a", 0)
     g = c.consumer_groups["g"]
     epoch = g.group_epoch
-    c.update_topic_metadata({"t": 6, "u": 2})
+    effects = c.update_topic_metadata({"t": 6, "u": 2}, now_ms=5)
     assert g.group_epoch == epoch + 1
+    # the new epoch is written, so a coordinator that loads the group knows it
+    import struct
+
+    from kafkalab.coordinator.group import consumer_group_records as cg
+
+    (append,) = effects.appends()
+    assert dict(append.records)[cg.encode_key(cg.GROUP_METADATA, "g")] == (
+        struct.pack(">hi", 0, epoch + 1) + b"\x00"
+    )
     a = hb(c, "a", 1, owned_partitions=[("t", p) for p in range(4)])
     assert a.assignment == frozenset(("t", p) for p in range(6))
 

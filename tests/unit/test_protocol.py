@@ -16,7 +16,7 @@ from kafkalab.protocol.header import (
     encode_request,
     encode_response,
 )
-from kafkalab.protocol.schema import Field, Message
+from kafkalab.protocol.schema import Field, Message, Struct
 from kafkalab.protocol.types import INT32, RECORDS, STRING, ArrayOf
 
 
@@ -95,6 +95,10 @@ def sample(fields, version, draw):
         if isinstance(f.type, list):
             out[f.name] = [sample(f.type, version, draw) for _ in range(draw(st.integers(0, 2)))]
             continue
+        if isinstance(f.type, Struct):
+            absent = version in f._nullable and draw(st.booleans())
+            out[f.name] = None if absent else sample(f.type.fields, version, draw)
+            continue
         name = f.type.name
         strategy = {
             "int8": st.integers(-128, 127),
@@ -108,6 +112,7 @@ def sample(fields, version, draw):
             "[]int32": st.lists(st.integers(-(2**31), 2**31 - 1), max_size=3),
             "[]int64": st.lists(st.integers(-(2**63), 2**63 - 1), max_size=3),
             "[]string": st.lists(st.text(max_size=5), max_size=3),
+            "uuid": st.uuids(),
         }[name]
         if version in f._nullable:
             strategy = st.none() | strategy
@@ -133,6 +138,8 @@ def restrict(fields, version, decoded):
             value = decoded[f.name]
             if isinstance(f.type, list) and value is not None:
                 value = [restrict(f.type, version, v) for v in value]
+            if isinstance(f.type, Struct) and value is not None:
+                value = restrict(f.type.fields, version, value)
             out[f.name] = value
     return out
 

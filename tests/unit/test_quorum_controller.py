@@ -179,3 +179,31 @@ def test_state_is_the_replay_of_the_metadata_log(tmp_path):
     assert after == before
     assert again.topics["a"].configs == {"retention.ms": "1000"}
     again.close()
+
+
+def test_every_topic_gets_a_random_id_that_survives_a_restart(tmp_path):
+    """Kafka names topics by id too (Metadata v10+, KIP-848 assignments): the controller
+    gives each a random UUID in its TopicRecord, so a topic deleted and created again
+    under the same name is another topic, and the id replays from the log."""
+    import uuid
+
+    from kafkalab.controller.metadata_image import MetadataImage, name_based_topic_id
+
+    c, _ = three_brokers(tmp_path)
+    c.create_topic("orders", 1, 3)
+    c.create_topic("payments", 1, 3)
+    first = c.topics["orders"].topic_id
+    assert first.version == 4 and first != c.topics["payments"].topic_id
+    assert first != name_based_topic_id("orders")
+    c.delete_topic("orders")
+    c.create_topic("orders", 1, 3)
+    second = c.topics["orders"].topic_id
+    assert second != first
+    c.close()
+    again = QuorumController(tmp_path / "controller")
+    assert again.topics["orders"].topic_id == second
+    again.close()
+    # a TopicRecord written before ids were recorded: every replica derives the same one
+    image = MetadataImage()
+    image.replay({"type": "TopicRecord", "name": "old"})
+    assert image.topics["old"].topic_id == name_based_topic_id("old") != uuid.UUID(int=0)

@@ -4,6 +4,7 @@ markers, failover, timeouts and expiry, and the __transaction_state records."""
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from txn_harness import TxnHarness
 
 from kafkalab.coordinator.transaction import (
     InitEpochRule,
@@ -17,7 +18,6 @@ from kafkalab.coordinator.transaction.results import (
     TxnResult,
 )
 from kafkalab.errors import Errors
-from tests.unit.txn_harness import TxnHarness
 
 T0, T1 = ("t", 0), ("t", 1)
 

@@ -12,11 +12,11 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
+from txn_harness import TxnHarness
 
 from kafkalab.coordinator.transaction import InitEpochRule, SendTxnMarkers, TransactionConfig
 from kafkalab.coordinator.transaction import transaction_log as tlog
 from kafkalab.errors import Errors
-from tests.unit.txn_harness import TxnHarness
 
 TID = "app"
 PARTS = [("t", 0), ("t", 1), ("u", 0)]

@@ -43,6 +43,7 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from kafkalab.coordinator.group.coordinator_records import OFFSETS_TOPIC
 from kafkalab.coordinator.group.results import AppendRecords, Effects, Respond
 from kafkalab.coordinator.transaction import transaction_log as tlog
 from kafkalab.coordinator.transaction.results import (
@@ -69,7 +70,6 @@ from kafkalab.coordinator.transaction.transaction_state_machine import (
 from kafkalab.errors import Errors, KafkaError
 
 TopicPartition = tuple[str, int]
-OFFSETS_TOPIC = "__consumer_offsets"
 MAX_EPOCH = 32767  # Short.MAX_VALUE: at MAX_EPOCH - 1 a new producer id is handed out
 COMPLETE_RETRY_MS = 100  # a failed Complete* write is tried again this much later
 _AUTO_REQUESTS = itertools.count(1)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kafkalab.coordinator.group.results import CommitOffset
+from kafkalab.coordinator.group.results import CommitOffset, PartitionOffset
 from kafkalab.errors import Errors
 from kafkalab.protocol.header import RequestHeader
 from kafkalab.server.coordinator_runtime import now_ms
@@ -233,8 +233,11 @@ def handle_offset_fetch(apis: KafkaApis, header: RequestHeader, body: dict) -> d
         require_stable=bool(body.get("require_stable")) if header.api_version >= 7 else False,
     )
     error = result.error
-    # v0-v1 have no top-level error: it goes on every partition.
-    everywhere = header.api_version < 2 and error != Errors.NONE
+    answered = result.partitions
+    if header.api_version < 2 and error != Errors.NONE:
+        # v0-v1 have no top-level error: it goes on every partition asked for (with
+        # none, the client would take "nothing committed" and reset its position).
+        answered = {tp: PartitionOffset(-1, error=error) for tp in partitions or []}
     topics = _by_topic(
         (
             tp,
@@ -242,10 +245,10 @@ def handle_offset_fetch(apis: KafkaApis, header: RequestHeader, body: dict) -> d
                 "committed_offset": p.offset,
                 "committed_leader_epoch": p.leader_epoch,
                 "metadata": p.metadata,
-                "error_code": int(error if everywhere else p.error),
+                "error_code": int(p.error),
             },
         )
-        for tp, p in result.partitions.items()
+        for tp, p in answered.items()
     )
     return {"throttle_time_ms": 0, "topics": topics, "error_code": int(error)}
 

@@ -5,10 +5,16 @@ list means all, v1+ null means all and empty means none. A topic that does not
 exist is created first when `auto.create.topics.enable` is on and the request
 allows it (v4+: allow_auto_topic_creation), with `num.partitions` and
 `default.replication.factor`.
+
+v10+ names every topic by its id too (TopicInfo.topic_id, given by the controller
+at creation), and v12 lets a request name topics by id alone (name null): how a
+KIP-848 consumer learns which topics the ids of its assignment are. An unknown id
+answers UNKNOWN_TOPIC_ID with a null name; ids are never auto-created.
 """
 
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from kafkalab.errors import Errors
@@ -25,11 +31,18 @@ def handle_metadata(apis: KafkaApis, header: RequestHeader, body: dict) -> Any:
     if requested is None or (header.api_version == 0 and not requested):
         names = sorted(cache.topics())
     else:
-        names = [t["name"] for t in requested]
+        ids = {}
+        if any(t["name"] is None for t in requested):
+            ids = {info.topic_id: name for name, info in cache.topics().items()}
+        # a topic asked for by id alone is named by it; an unknown id stays a UUID
+        names = [
+            t["name"] if t["name"] is not None else ids.get(t["topic_id"], t["topic_id"])
+            for t in requested
+        ]
     allow_create = apis.config.auto_create_topics_enable and (
         header.api_version < 4 or body["allow_auto_topic_creation"]
     )
-    missing = [n for n in names if n not in cache.topics()]
+    missing = [n for n in names if isinstance(n, str) and n not in cache.topics()]
     if not (missing and allow_create):
         return metadata_response(apis, names)
 
@@ -46,14 +59,18 @@ def handle_metadata(apis: KafkaApis, header: RequestHeader, body: dict) -> Any:
 
 
 def metadata_response(
-    apis: KafkaApis, names: list[str], creation_errors: dict[str, int] | None = None
+    apis: KafkaApis, names: list[str | uuid.UUID], creation_errors: dict[str, int] | None = None
 ) -> dict:
+    """The response for these topics: names, or the ids no topic has (UNKNOWN_TOPIC_ID)."""
     cache = apis.metadata_cache
     known = cache.topics()
     alive = cache.alive_brokers()
     alive_ids = {b.broker_id for b in alive}
     topics = []
     for name in names:
+        if isinstance(name, uuid.UUID):
+            topics.append(topic_error(None, Errors.UNKNOWN_TOPIC_ID, name))
+            continue
         info = known.get(name)
         if info is None:
             error = (creation_errors or {}).get(name, Errors.UNKNOWN_TOPIC_OR_PARTITION)
@@ -65,6 +82,7 @@ def metadata_response(
             {
                 "error_code": 0,
                 "name": name,
+                "topic_id": info.topic_id,
                 "is_internal": False,
                 "partitions": [
                     {
@@ -91,5 +109,11 @@ def metadata_response(
     }
 
 
-def topic_error(name: str, error: Errors) -> dict:
-    return {"error_code": int(error), "name": name, "is_internal": False, "partitions": []}
+def topic_error(name: str | None, error: Errors, topic_id: uuid.UUID | None = None) -> dict:
+    return {
+        "error_code": int(error),
+        "name": name,
+        "topic_id": topic_id or uuid.UUID(int=0),
+        "is_internal": False,
+        "partitions": [],
+    }

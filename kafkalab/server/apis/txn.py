@@ -25,6 +25,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
+from kafkalab.coordinator.group.coordinator_records import OFFSETS_TOPIC
 from kafkalab.errors import Errors
 from kafkalab.protocol.header import RequestHeader
 from kafkalab.records.control_record import ControlRecordType, build_end_txn_marker_batch
@@ -35,7 +36,6 @@ if TYPE_CHECKING:
     from kafkalab.server.kafka_apis import KafkaApis
 
 log = logging.getLogger(__name__)
-OFFSETS_TOPIC = "__consumer_offsets"
 MARKER_WRITE_TIMEOUT_MS = 30_000  # Kafka: request.timeout.ms of the marker channel
 
 

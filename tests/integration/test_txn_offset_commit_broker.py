@@ -8,7 +8,7 @@ offsets pending.
 The markers are written here as the transaction coordinator's WriteTxnMarkers
 handler writes them (ReplicaManager.append_records with origin COORDINATOR, then
 GroupCoordinator.complete_transaction through the CoordinatorRuntime), so the group
-side is checked on its own; tests/integration/test_transactions_clients.py runs it
+side is checked on its own; test_transactions_clients.py runs it
 end to end with real clients."""
 
 from __future__ import annotations
