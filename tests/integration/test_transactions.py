@@ -15,7 +15,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kafkalab.cluster.workload import read_all
+from kafkalab.cluster.history import History, check
+from kafkalab.cluster.workload import read_all, read_final_log
 from kafkalab.coordinator.group.coordinator_records import partition_for
 from kafkalab.records import iter_batches
 from kafkalab.records.control_record import parse_control_record
@@ -356,6 +357,47 @@ def test_a_hung_producers_transaction_times_out(tmp_path):
         assert read_all(bs, topic, 1, "read_committed") == [b"after"]
         with pytest.raises(KafkaException):
             hung.commit_transaction(10)  # the producer has been fenced
+
+
+def test_the_history_checker_judges_what_read_committed_readers_saw(broker):
+    """A committed and an aborted transaction recorded in a History: read_final_log
+    under read_committed leaves the aborted record and the markers out (and under
+    read_uncommitted ends at the HW although the last offset is a marker); the
+    checker passes the history, and finds the aborted read when what a
+    read_uncommitted reader saw is judged as read_committed."""
+    bs = broker.bootstrap_servers
+    topic = make_topic(bs, 1)
+    history = History()
+
+    def delivered(err, m):
+        assert err is None
+        history.ack(topic, 0, m.value(), m.offset())
+
+    p = txn_producer(bs, "tx-history")
+    p.init_transactions(30)
+    for txn, values, commit in (("t1", [b"c0", b"c1"], True), ("t2", [b"a0"], False)):
+        p.begin_transaction()
+        for v in values:
+            history.send(topic, 0, v, txn=txn)
+            p.produce(topic, v, partition=0, on_delivery=delivered)
+        assert p.flush(30) == 0
+        if commit:
+            p.commit_transaction(30)
+            history.commit(txn)
+        else:
+            p.abort_transaction(30)
+            history.abort(txn)
+    completed(broker, "tx-history")
+    committed = read_final_log(bs, topic, 0, history, isolation="read_committed")
+    everything = read_final_log(bs, topic, 0, history)
+    assert committed == [(0, b"c0"), (1, b"c1")]
+    assert everything == [(0, b"c0"), (1, b"c1"), (3, b"a0")]  # COMMIT at 2, ABORT at 4
+    verdict = check(history)
+    assert verdict.valid, verdict.summary()
+    for offset, value in everything:
+        history.read(topic, 0, offset, value, reader="misjudged", isolation="read_committed")
+    verdict = check(history)
+    assert [(a["value"], a["transaction"]) for a in verdict.aborted_read] == [(b"a0", "t2")]
 
 
 # -- the other clients ------------------------------------------------------------------------
