@@ -13,14 +13,37 @@ verdict with evidence:
                   (a read of something the final log does not hold at that offset)
     diverged      two replicas hold different bytes below the high watermark
 
-Values must be unique per partition (a producer counter does it). The recorder
-is thread-safe: delivery callbacks and consumer threads may call it at once.
+Transactions add Jepsen's transactional anomalies, judged on what read_committed
+readers saw (their reads, and the final log read with read_committed):
+
+    aborted read               a read_committed reader returned a record whose
+                               transaction aborted
+    duplicated (read_committed)
+                               one record at two offsets under read_committed; in an
+                               exactly-once pipeline, one input record's output
+                               (sends name their `source`) at two offsets
+    lost                       also: a record of a committed transaction missing from
+                               the read_committed final log; an input record of a
+                               pipeline without any output there
+
+Each transactional send names its transaction (`txn`), and the producer records
+how the transaction ended: `commit`, `abort`, or `txn_fail` when the client does
+not know (a commit that timed out, a producer that crashed: either may be true).
+
+Values must be unique per partition (a producer counter does it; a pipeline's
+retried output names its attempt, `b"out-7@txn-3"`). The recorder is
+thread-safe: delivery callbacks and consumer threads may call it at once.
 
     history = History()
     history.send("t", 0, b"v1"); history.ack("t", 0, b"v1", offset=7)
     history.final_log("t", 0, [(0, b"v0"), ...])
     verdict = check(history)
     assert verdict.valid, verdict.summary()
+
+    history.send("out", 0, b"o-7@t1", txn="t1", source=("in", 0, b"i-7"))
+    history.commit("t1")                  # or history.abort("t1")
+    history.read("out", 0, 3, b"o-7@t1", reader="c", isolation="read_committed")
+    history.final_log("out", 0, [...], isolation="read_committed")
 """
 
 from __future__ import annotations
@@ -34,23 +57,31 @@ from pathlib import Path
 from kafkalab.records.record_batch import iter_headers, read_header
 
 Partition = tuple[str, int]
+Source = tuple[str, int, bytes]  # (topic, partition, value) of a pipeline's input record
+READ_COMMITTED = "read_committed"
+READ_UNCOMMITTED = "read_uncommitted"
 
 
 @dataclass
 class Op:
     index: int  # position in the history: the real-time order the recorder saw
-    kind: str  # send | ack | fail | read
+    kind: str  # send | ack | fail | read | commit | abort | txn_fail
     tp: Partition
     value: bytes
     offset: int = -1
     error: str = ""
     reader: str = ""  # which consumer read it (reads only)
+    txn: str = ""  # the transaction of a send; the one a commit/abort/txn_fail ends
+    source: Source | None = None  # the input record a pipeline's send was made from
+    isolation: str = READ_UNCOMMITTED  # reads only
 
 
 @dataclass
 class History:
     ops: list[Op] = field(default_factory=list)
     finals: dict[Partition, list[tuple[int, bytes]]] = field(default_factory=dict)
+    #: the final logs as a read_committed consumer reads them (aborted records left out)
+    committed_finals: dict[Partition, list[tuple[int, bytes]]] = field(default_factory=dict)
     replicas: dict[Partition, dict[int, list[tuple[int, bytes]]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -65,12 +96,37 @@ class History:
         offset: int = -1,
         error: str = "",
         reader: str = "",
+        txn: str = "",
+        source: Source | None = None,
+        isolation: str = READ_UNCOMMITTED,
     ) -> None:
         with self._lock:
-            self.ops.append(Op(next(self._counter), kind, tp, bytes(value), offset, error, reader))
+            self.ops.append(
+                Op(
+                    next(self._counter),
+                    kind,
+                    tp,
+                    bytes(value),
+                    offset,
+                    error,
+                    reader,
+                    txn,
+                    source and (source[0], source[1], bytes(source[2])),
+                    isolation,
+                )
+            )
 
-    def send(self, topic: str, partition: int, value: bytes) -> None:
-        self._add("send", (topic, partition), value)
+    def send(
+        self,
+        topic: str,
+        partition: int,
+        value: bytes,
+        txn: str = "",
+        source: Source | None = None,
+    ) -> None:
+        """`txn` names the transaction the send belongs to (empty: none); `source` is
+        the input record (topic, partition, value) a pipeline made this record from."""
+        self._add("send", (topic, partition), value, txn=txn, source=source)
 
     def ack(self, topic: str, partition: int, value: bytes, offset: int) -> None:
         self._add("ack", (topic, partition), value, offset)
@@ -79,13 +135,46 @@ class History:
         """The client gave up on the send: it may or may not be in the log."""
         self._add("fail", (topic, partition), value, error=error)
 
-    def read(self, topic: str, partition: int, offset: int, value: bytes, reader: str = "") -> None:
-        """`reader` names the consumer: one reader's reads must come in log order."""
-        self._add("read", (topic, partition), value, offset, reader=reader)
+    def commit(self, txn: str) -> None:
+        """The transaction's commit was acknowledged."""
+        self._add("commit", ("", -1), b"", txn=txn)
 
-    def final_log(self, topic: str, partition: int, records: list[tuple[int, bytes]]) -> None:
-        """(offset, value) of every record in the healed partition, in offset order."""
-        self.finals[(topic, partition)] = list(records)
+    def abort(self, txn: str) -> None:
+        """The transaction was aborted (its abort acknowledged)."""
+        self._add("abort", ("", -1), b"", txn=txn)
+
+    def txn_fail(self, txn: str, error: str) -> None:
+        """The client does not know how the transaction ended (a commit that timed
+        out, a producer that crashed or was fenced mid-commit): either outcome is fine."""
+        self._add("txn_fail", ("", -1), b"", error=error, txn=txn)
+
+    def read(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        value: bytes,
+        reader: str = "",
+        isolation: str = READ_UNCOMMITTED,
+    ) -> None:
+        """`reader` names the consumer: one reader's reads must come in log order.
+        `isolation` is the consumer's isolation.level: reads under read_committed are
+        judged for aborted reads and duplicates."""
+        self._add("read", (topic, partition), value, offset, reader=reader, isolation=isolation)
+
+    def final_log(
+        self,
+        topic: str,
+        partition: int,
+        records: list[tuple[int, bytes]],
+        isolation: str = READ_UNCOMMITTED,
+    ) -> None:
+        """(offset, value) of every record in the healed partition, in offset order;
+        with `isolation="read_committed"`, what a read_committed consumer reads of it."""
+        if isolation == READ_COMMITTED:
+            self.committed_finals[(topic, partition)] = list(records)
+        else:
+            self.finals[(topic, partition)] = list(records)
 
     def replica_batches(
         self, topic: str, partition: int, broker: int, batches: list[tuple[int, bytes]]
@@ -115,15 +204,29 @@ class Verdict:
     reordered: list[dict]
     moved: list[dict]
     diverged: list[dict]
+    #: read_committed reads of records whose transaction aborted
+    aborted_read: list[dict] = field(default_factory=list)
+    #: records (or a pipeline's input records' outputs) at two offsets under read_committed
+    duplicated_committed: list[dict] = field(default_factory=list)
 
     def summary(self) -> str:
         lines = [
             f"{'valid' if self.valid else 'INVALID'}: {self.acknowledged} acknowledged; "
             f"{len(self.lost)} lost, {len(self.duplicated)} duplicated, "
             f"{len(self.reordered)} reordered, {len(self.moved)} moved, "
-            f"{len(self.diverged)} diverged replica pairs"
+            f"{len(self.diverged)} diverged replica pairs, "
+            f"{len(self.aborted_read)} aborted reads, "
+            f"{len(self.duplicated_committed)} duplicated under read_committed"
         ]
-        for name in ("lost", "duplicated", "reordered", "moved", "diverged"):
+        for name in (
+            "lost",
+            "duplicated",
+            "reordered",
+            "moved",
+            "diverged",
+            "aborted_read",
+            "duplicated_committed",
+        ):
             for item in getattr(self, name)[:5]:
                 lines.append(f"  {name}: {item}")
         return "\n".join(lines)
@@ -231,16 +334,129 @@ def check(history: History) -> Verdict:
                         "differing batches": len(bad) + len(missing),
                     }
                 )
+    aborted_read, duplicated_committed = _transactional(history, acked, reads, lost)
     total = sum(len(v) for v in acked.values())
     return Verdict(
-        valid=not (lost or duplicated or reordered or moved or diverged),
+        valid=not (
+            lost
+            or duplicated
+            or reordered
+            or moved
+            or diverged
+            or aborted_read
+            or duplicated_committed
+        ),
         acknowledged=total,
         lost=lost,
         duplicated=duplicated,
         reordered=reordered,
         moved=moved,
         diverged=diverged,
+        aborted_read=aborted_read,
+        duplicated_committed=duplicated_committed,
     )
+
+
+FINAL_READER = "final read (read_committed)"
+
+
+def _transactional(
+    history: History, acked: dict[Partition, dict[bytes, Op]], reads: list[Op], lost: list[dict]
+) -> tuple[list[dict], list[dict]]:
+    """Jepsen's transactional anomalies for read_committed readers: aborted reads and
+    duplicates; adds committed records (and pipeline inputs) missing from the
+    read_committed final logs to `lost`."""
+    txn_of: dict[tuple[Partition, bytes], str] = {}
+    source_of: dict[tuple[Partition, bytes], Source] = {}
+    members: dict[str, list[Op]] = defaultdict(list)  # the sends of each transaction
+    outcome: dict[str, str] = {}  # commit | abort | unknown
+    for op in history.ops:
+        if op.kind == "send":
+            if op.txn:
+                txn_of[(op.tp, op.value)] = op.txn
+                members[op.txn].append(op)
+            if op.source is not None:
+                source_of[(op.tp, op.value)] = op.source
+        elif op.kind in ("commit", "abort"):
+            outcome[op.txn] = op.kind
+        elif op.kind == "txn_fail":
+            outcome.setdefault(op.txn, "unknown")
+    # Everything read_committed readers returned: their reads and the final read.
+    seen = [
+        (op.tp, op.offset, op.value, op.reader or "?")
+        for op in reads
+        if op.isolation == READ_COMMITTED
+    ]
+    for tp, records in history.committed_finals.items():
+        seen += [(tp, offset, value, FINAL_READER) for offset, value in records]
+    aborted_read = []
+    reported: set[tuple[Partition, int, str]] = set()
+    for tp, offset, value, reader in seen:
+        txn = txn_of.get((tp, value))
+        if txn and outcome.get(txn) == "abort" and (tp, offset, reader) not in reported:
+            reported.add((tp, offset, reader))
+            aborted_read.append(
+                {
+                    "partition": tp,
+                    "value": value,
+                    "offset": offset,
+                    "reader": reader,
+                    "transaction": txn,
+                }
+            )
+    # One record, or one input's output, at more than one offset.
+    positions: dict[tuple, dict[tuple[Partition, int], bytes]] = defaultdict(dict)
+    readers: dict[tuple, set[str]] = defaultdict(set)
+    for tp, offset, value, reader in seen:
+        source = source_of.get((tp, value))
+        key = ("input", source) if source is not None else ("record", tp, value)
+        positions[key][(tp, offset)] = value
+        readers[key].add(reader)
+    duplicated_committed = []
+    for key, where in positions.items():
+        if len(where) > 1:
+            item = {"input": key[1]} if key[0] == "input" else {"value": key[2]}
+            item["at"] = sorted(where)
+            item["values"] = [where[at] for at in sorted(where)]
+            item["readers"] = sorted(readers[key])
+            duplicated_committed.append(item)
+    # Committed transactions whole in the read_committed final logs...
+    for tp, records in history.committed_finals.items():
+        present = {value for _, value in records}
+        for txn, sends in members.items():
+            if outcome.get(txn) != "commit":
+                continue
+            for op in sends:
+                if op.tp == tp and op.value not in present:
+                    lost.append(
+                        {
+                            "partition": tp,
+                            "value": op.value,
+                            "transaction": txn,
+                            "committed, yet not in": "the read_committed final log",
+                        }
+                    )
+    # ...and every input of a pipeline has an output there, once every partition
+    # the pipeline wrote to has its read_committed final log.
+    outputs = {tp for tp, _ in source_of}
+    if outputs and outputs <= set(history.committed_finals):
+        made = {
+            source_of[(tp, value)]
+            for tp, records in history.committed_finals.items()
+            for _, value in records
+            if (tp, value) in source_of
+        }
+        for source_tp in sorted({(s[0], s[1]) for s in source_of.values()}):
+            for value in acked[source_tp]:
+                if (source_tp[0], source_tp[1], value) not in made:
+                    lost.append(
+                        {
+                            "input": (source_tp[0], source_tp[1], value),
+                            "outputs": 0,
+                            "not in": "the read_committed final log",
+                        }
+                    )
+    return aborted_read, duplicated_committed
 
 
 def _end(batches: list[tuple[int, bytes]]) -> int:

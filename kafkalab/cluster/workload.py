@@ -100,11 +100,18 @@ class ProducerWorkload:
 
 
 def read_final_log(
-    bootstrap_servers: str, topic: str, partition: int, history: History, timeout: float = 60
+    bootstrap_servers: str,
+    topic: str,
+    partition: int,
+    history: History,
+    timeout: float = 60,
+    isolation: str = "read_uncommitted",
 ) -> list[tuple[int, bytes]]:
-    """Read the partition from its start to its high watermark, as a consumer sees
-    it now, and record it as the history's final log."""
-    from confluent_kafka import Consumer, TopicPartition
+    """Read the partition from its start to its end, as a consumer with this
+    `isolation.level` sees it now, and record it as the history's final log: up to
+    the high watermark (read_uncommitted), or to the last stable offset, without
+    aborted records and control markers (read_committed)."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
 
     consumer = Consumer(
         {
@@ -112,6 +119,7 @@ def read_final_log(
             "group.id": "kafkalab-final-read",
             "enable.auto.commit": False,
             "enable.partition.eof": True,
+            "isolation.level": isolation,
         }
     )
     try:
@@ -121,17 +129,25 @@ def read_final_log(
         consumer.assign([TopicPartition(topic, partition, low)])
         out: list[tuple[int, bytes]] = []
         deadline = time.monotonic() + timeout
-        while (not out or out[-1][0] < high - 1) and high > low:
+        # read_committed: the last offsets may be markers or aborted records, never
+        # returned, so the end is the partition EOF (at the LSO), not offset high - 1.
+        at_end = False
+        while not at_end and high > low:
             if time.monotonic() > deadline:
                 raise TimeoutError(
                     f"read {len(out)} of {high - low} records of {topic}-{partition}"
                 )
             m = consumer.poll(0.5)
-            if m is not None and m.error() is None:
+            if m is None:
+                continue
+            if m.error() is None:
                 out.append((m.offset(), m.value()))
+                at_end = isolation == "read_uncommitted" and m.offset() >= high - 1
+            elif m.error().code() == KafkaError._PARTITION_EOF:
+                at_end = isolation != "read_uncommitted" or m.offset() >= high
     finally:
         consumer.close()
-    history.final_log(topic, partition, out)
+    history.final_log(topic, partition, out, isolation=isolation)
     return out
 
 

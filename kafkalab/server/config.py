@@ -62,7 +62,6 @@ class KafkaConfig:
     log_retention_check_interval_ms: int = 300_000
     log_flush_scheduler_interval_ms: int = 2**63 - 1
     log_flush_offset_checkpoint_interval_ms: int = 60_000
-    transaction_max_timeout_ms: int = 900_000
     extra: dict[str, str] = field(default_factory=dict)
 
     @classmethod

@@ -4,6 +4,8 @@ Names, defaults and rules follow Spark's Kafka integration guide. Option names
 are case-insensitive (Spark lower-cases them); every `kafka.`-prefixed option
 goes to librdkafka without its prefix (`kafka.isolation.level` ->
 `isolation.level`), except the Kafka settings Spark itself refuses.
+`kafka.isolation.level=read_committed` makes a read see only committed
+transactions' records, and its `latest` offsets are the last stable offsets.
 
     opts = parse_read_options({"kafka.bootstrap.servers": "h:9092", "subscribe": "t"}, streaming=False)
 """
@@ -42,6 +44,7 @@ _REFUSED_KAFKA_PARAMS = {
     "interceptor.classes": "the source always reads keys and values as bytes; interceptors "
     "are not supported",
 }
+ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 _SUBSCRIPTIONS = ("subscribe", "subscribepattern", "assign")
 _UNSUPPORTED = {
     "minoffsetspertrigger": "kafkalab.spark does not implement minOffsetsPerTrigger / "
@@ -99,8 +102,12 @@ class ReadOptions:
     kafka_params: dict[str, str] = field(default_factory=dict)
 
     def consumer_config(self, role: str) -> dict[str, str | int | bool]:
-        """librdkafka settings for a consumer on the driver or an executor."""
+        """librdkafka settings for a consumer on the driver or an executor.
+        `isolation.level` is read_uncommitted unless `kafka.isolation.level` says
+        otherwise: the Java consumer's default, so Spark's, where librdkafka's own
+        default is read_committed."""
         return {
+            "isolation.level": "read_uncommitted",
             **self.kafka_params,
             "bootstrap.servers": self.bootstrap_servers,
             "group.id": self.kafka_params.get("group.id", f"{self.group_id}-{role}"),
@@ -154,6 +161,15 @@ def _kafka_params(opts: dict[str, str]) -> dict[str, str]:
             raise KafkaSourceOptionError(
                 f"Kafka option '{name}' is not supported: {_REFUSED_KAFKA_PARAMS[name]}."
             )
+        if name == "isolation.level":
+            level = value.strip().lower()
+            if level not in ISOLATION_LEVELS:
+                raise KafkaSourceOptionError(
+                    f"Option 'kafka.isolation.level' must be 'read_committed' (only records of "
+                    f"committed transactions, up to the last stable offset) or "
+                    f"'read_uncommitted' (every record, up to the high watermark), got {value!r}"
+                )
+            value = level
         if name != "bootstrap.servers":
             params[name] = value
     return params

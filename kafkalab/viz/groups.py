@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import graphviz
 
 from kafkalab.coordinator.group.group_metadata import VALID_PREVIOUS_STATES, GroupState
+from kafkalab.viz.pictures import state_machine_graph
 
 TopicPartition = tuple[str, int]
 
@@ -52,40 +53,23 @@ def group_state_graph(
     transitions taken drawn thick and red, labelled with their step numbers and
     times; the state the group is in now (the last transition's target) bold."""
     path = list(transitions)
-    g = graphviz.Digraph(graph_attr={"rankdir": "LR", "fontname": "Helvetica"})
-    g.attr("node", shape="box", style="rounded,filled", fontname="Helvetica")
-    g.attr("edge", fontname="Helvetica", fontsize="10")
-    if title:
-        g.attr(label=title, labelloc="t")
-    current = path[-1][2] if path else GroupState.EMPTY
-    for state in GroupState:
-        g.node(
-            state.value,
-            state.value,
-            fillcolor=_STATE_COLOURS[state],
-            penwidth="3" if state is current else "1",
-        )
-    taken: dict[tuple[GroupState, GroupState], list[str]] = {}
+    taken: dict[tuple[str, str], list[str]] = {}
     for step, (at_ms, src, dst) in enumerate(path, start=1):
-        taken.setdefault((src, dst), []).append(f"{step}@{at_ms}ms")
-    for dst, sources in VALID_PREVIOUS_STATES.items():
-        for src in sorted(sources, key=lambda s: s.value):
-            if src is dst:
-                continue
-            steps = taken.get((src, dst))
-            if steps:
-                g.edge(
-                    src.value,
-                    dst.value,
-                    label=", ".join(steps),
-                    color="#d62728",
-                    fontcolor="#d62728",
-                    penwidth="2.5",
-                )
-            else:
-                dead = dst is GroupState.DEAD
-                g.edge(src.value, dst.value, color="#bbbbbb", style="dashed" if dead else "solid")
-    return g
+        taken.setdefault((src.value, dst.value), []).append(f"{step}@{at_ms}ms")
+    edges = [
+        (src.value, dst.value, "", "dashed" if dst is GroupState.DEAD else "solid")
+        for dst, sources in VALID_PREVIOUS_STATES.items()
+        for src in sorted(sources, key=lambda s: s.value)
+        if src is not dst
+    ]
+    current = path[-1][2] if path else GroupState.EMPTY
+    return state_machine_graph(
+        {state.value: _STATE_COLOURS[state] for state in GroupState},
+        edges,
+        taken,
+        current.value,
+        title,
+    )
 
 
 def member_colours(members: Iterable[str]) -> dict[str, str]:

@@ -3,6 +3,7 @@ that point into them."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 import graphviz
@@ -50,3 +51,38 @@ def segments_graph(directory: str | Path, max_batches: int = 8) -> graphviz.Digr
                 if batch is not None and batch < max_batches:
                     graph.edge(f"idx{base}:e{i}", f"log{base}:b{batch}")
     return graph
+
+
+TAKEN = {"color": "#d62728", "fontcolor": "#d62728", "penwidth": "2.5"}
+NOT_TAKEN = {"color": "#bbbbbb", "fontcolor": "#999999"}
+
+
+def state_machine_graph(
+    states: dict[str, str],
+    edges: Iterable[tuple[str, str, str, str]],
+    taken: dict[tuple[str, str], list[str]],
+    current: str | None,
+    title: str | None = None,
+) -> graphviz.Digraph:
+    """A state machine with a path taken through it, the one picture the labs draw of
+    every state machine (a group, a transaction, a transactional producer).
+
+    `states`: name -> fill colour, in drawing order; `edges`: (from, to, label,
+    style) for every allowed transition, drawn grey (style "solid" or "dashed");
+    `taken`: (from, to) -> the labels of the steps that took it, drawn thick and
+    red; `current`: the state drawn bold (None: none)."""
+    g = graphviz.Digraph(graph_attr={"rankdir": "LR", "fontname": "Helvetica"})
+    g.attr("node", shape="box", style="rounded,filled", fontname="Helvetica")
+    g.attr("edge", fontname="Helvetica", fontsize="9")
+    if title:
+        g.attr(label=title, labelloc="t")
+    for state, colour in states.items():
+        g.node(state, state, fillcolor=colour, penwidth="3" if state == current else "1")
+    for src, dst, label, style in edges:
+        steps = taken.get((src, dst))
+        if steps:
+            text = ", ".join(steps) + (f": {label}" if label else "")
+            g.edge(src, dst, label=text, **TAKEN)
+        else:
+            g.edge(src, dst, label=label, style=style, **NOT_TAKEN)
+    return g

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 import graphviz
 
 from kafkalab.client.transaction_manager import EDGES, TransactionState
+from kafkalab.viz.pictures import state_machine_graph
 
 S = TransactionState
 _COLOURS = {
@@ -36,33 +37,20 @@ def transaction_manager_graph(
     """All states and allowed transitions (grey); the transitions taken thick and
     red, labelled with their step numbers; the current state (the last target) bold."""
     path = list(transitions)
-    g = graphviz.Digraph(graph_attr={"rankdir": "LR", "fontname": "Helvetica"})
-    g.attr("node", shape="box", style="rounded,filled", fontname="Helvetica")
-    g.attr("edge", fontname="Helvetica", fontsize="10")
-    if title:
-        g.attr(label=title, labelloc="t")
-    current = path[-1][1] if path else S.UNINITIALIZED
-    for state in TransactionState:
-        g.node(
-            state.value,
-            state.value,
-            fillcolor=_COLOURS[state],
-            penwidth="3" if state is current else "1",
-        )
-    taken: dict[tuple[TransactionState, TransactionState], list[str]] = {}
+    taken: dict[tuple[str, str], list[str]] = {}
     for step, (src, dst) in enumerate(path, start=1):
-        taken.setdefault((src, dst), []).append(str(step))
-    for src, dst in EDGES:
-        steps = taken.get((src, dst))
-        if steps:
-            g.edge(
-                src.value,
-                dst.value,
-                label=", ".join(steps),
-                color="#d62728",
-                fontcolor="#d62728",
-                penwidth="2.5",
-            )
-        elif dst is not S.FATAL_ERROR:
-            g.edge(src.value, dst.value, color="#bbbbbb")
-    return g
+        taken.setdefault((src.value, dst.value), []).append(str(step))
+    # FATAL_ERROR is reachable from everywhere: only the edges taken into it are drawn
+    edges = [
+        (src.value, dst.value, "", "solid")
+        for src, dst in EDGES
+        if dst is not S.FATAL_ERROR or (src.value, dst.value) in taken
+    ]
+    current = path[-1][1] if path else S.UNINITIALIZED
+    return state_machine_graph(
+        {state.value: _COLOURS[state] for state in TransactionState},
+        edges,
+        taken,
+        current.value,
+        title,
+    )

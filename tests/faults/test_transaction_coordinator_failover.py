@@ -142,13 +142,11 @@ def test_the_coordinator_dies_between_end_txn_and_the_markers(cluster):
     written; the coordinator is killed with PrepareCommit on disk; the new one
     loads it and writes the COMMIT marker once the partition is back."""
     tid = "dies-before-markers"
+    p = producer(cluster, tid)
+    p.init_transactions(60)  # __transaction_state exists from here on
     coordinator = current_leader(cluster, TRANSACTION_STATE_TOPIC, partition_for(tid, 3))
     data_broker = next(b for b in (1, 2, 3) if b != coordinator)
     create(cluster, "txn-lonely", assignment=[[data_broker]])
-    p = producer(cluster, tid)
-    p.init_transactions(60)
-    coordinator = current_leader(cluster, TRANSACTION_STATE_TOPIC, partition_for(tid, 3))
-    assert coordinator != data_broker
     p.begin_transaction()
     p.produce("txn-lonely", b"v", partition=0)
     assert p.flush(30) == 0
@@ -177,18 +175,14 @@ def test_the_partition_leader_dies_during_the_commit(cluster):
     before its marker is written: the marker channel follows the leadership to the
     new leader, the transaction completes, and read_committed sees it whole."""
     tid = "leader-dies"
-    create(cluster, "txn-moving", partitions=1, rf=3)
-    coordinator = current_leader(cluster, TRANSACTION_STATE_TOPIC, partition_for(tid, 3))
-    leader = current_leader(cluster, "txn-moving", 0)
-    if leader == coordinator:  # move the partition's leadership off the coordinator
-        cluster.kill(leader)
-        cluster.start_broker(leader)
-        coordinator = current_leader(cluster, TRANSACTION_STATE_TOPIC, partition_for(tid, 3))
-        leader = current_leader(cluster, "txn-moving", 0)
-    if leader == coordinator:
-        pytest.skip("the data leader and the coordinator stayed on one broker")
     p = producer(cluster, tid)
-    p.init_transactions(60)
+    p.init_transactions(60)  # __transaction_state exists from here on
+    coordinator = current_leader(cluster, TRANSACTION_STATE_TOPIC, partition_for(tid, 3))
+    others = [b for b in (1, 2, 3) if b != coordinator]
+    # the first replica leads: the data partition's leader is not the coordinator
+    create(cluster, "txn-moving", assignment=[[others[0], others[1], coordinator]])
+    leader = current_leader(cluster, "txn-moving", 0)
+    assert leader != coordinator
     p.begin_transaction()
     values = [b"m-%d" % i for i in range(10)]
     for v in values:

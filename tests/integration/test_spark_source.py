@@ -22,6 +22,7 @@ def broker(tmp_path_factory):
         {
             "log.dirs": str(tmp_path_factory.mktemp("spark-broker")),
             "log.retention.check.interval.ms": "200",
+            "transaction.state.log.num.partitions": "4",
         }
     ) as b:
         yield b
@@ -274,6 +275,61 @@ def test_offsets_gone_after_retention_follow_fail_on_data_loss(spark, broker):
     offsets = sorted(r.offset for r in rest.select("offset").collect())
     assert offsets[0] >= low and offsets[-1] == 199
     assert offsets == list(range(offsets[0], 200))
+
+
+def test_isolation_level_read_committed_reads_only_committed_transactions(spark, broker):
+    """Spark's kafka.isolation.level goes to the consumers: read_committed ends at
+    the last stable offset and skips aborted records; read_uncommitted (Spark's
+    default) reads every record up to the high watermark."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    bs = broker.bootstrap_servers
+    create_topic(bs, "txn", partitions=2)
+    p = Producer({"bootstrap.servers": bs, "transactional.id": "spark-txn", "linger.ms": 5})
+    p.init_transactions(30)
+    for prefix, keep in (("c", True), ("a", False), ("d", True)):
+        p.begin_transaction()
+        for i in range(6):
+            p.produce("txn", b"%s-%d" % (prefix.encode(), i), partition=i % 2)
+        assert p.flush(30) == 0
+        p.commit_transaction(30) if keep else p.abort_transaction(30)
+    p.begin_transaction()  # left open while Spark reads: it holds partition 0's LSO
+    p.produce("txn", b"open-0", partition=0)
+    assert p.flush(30) == 0
+
+    def latest(isolation: str) -> int:
+        c = Consumer({"bootstrap.servers": bs, "group.id": "w", "isolation.level": isolation})
+        try:
+            return c.get_watermark_offsets(TopicPartition("txn", 0), 10, cached=False)[1]
+        finally:
+            c.close()
+
+    try:
+        hw = latest("read_uncommitted")
+        # The open transaction started at the last stable offset: after 3 records and
+        # a marker per transaction. (Its AddPartitionsToTxn waited for the abort's
+        # and the commit's markers: CONCURRENT_TRANSACTIONS until they were written.)
+        assert latest("read_committed") == 12 == hw - 1
+
+        def values(**options) -> list[tuple[int, int, str]]:
+            df = reader(spark, bs, subscribe="txn", **options).load()
+            rows = df.selectExpr("partition", "offset", "CAST(value AS STRING) AS v").collect()
+            return sorted((r.partition, r.offset, r.v) for r in rows)
+
+        committed = values(**{"kafka.isolation.level": "read_committed"})
+        assert sorted(v for _, _, v in committed) == sorted(
+            f"{t}-{i}" for t in "cd" for i in range(6)
+        )
+        assert max(o for part, o, _ in committed if part == 0) < 12  # below the LSO
+        everything = values(**{"kafka.isolation.level": "read_uncommitted"})
+        assert sorted(v for _, _, v in everything) == sorted(
+            [f"{t}-{i}" for t in "cad" for i in range(6)] + ["open-0"]
+        )
+        assert values() == everything  # Spark's default is read_uncommitted
+        # Each row keeps its own offset; the markers (3, 7, 11 in partition 0) are no rows.
+        assert [o for part, o, _ in everything if part == 0] == [0, 1, 2, 4, 5, 6, 8, 9, 10, 12]
+    finally:
+        p.abort_transaction(30)
 
 
 # -- streaming ------------------------------------------------------------------

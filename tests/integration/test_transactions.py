@@ -15,7 +15,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kafkalab.cluster.workload import read_all
+from kafkalab.cluster.history import History, check
+from kafkalab.cluster.workload import read_all, read_final_log
 from kafkalab.coordinator.group.coordinator_records import partition_for
 from kafkalab.records import iter_batches
 from kafkalab.records.control_record import parse_control_record
@@ -143,31 +144,34 @@ def test_a_second_producer_fences_the_first(broker):
 
 
 def test_send_offsets_to_transaction(broker):
+    """AddOffsetsToTxn puts the group's __consumer_offsets partition in the
+    transaction; its COMMIT marker makes the TxnOffsetCommit visible, its ABORT
+    drops it."""
     bs = broker.bootstrap_servers
     topic = make_topic(bs, 1)
+    group = "tx-offsets-group"
     p = txn_producer(bs, "tx-offsets")
     p.init_transactions(30)
-    p.begin_transaction()
-    p.produce(topic, b"x", partition=0)
-    c = Consumer({"bootstrap.servers": bs, "group.id": "tx-offsets-group"})
+    c = Consumer({"bootstrap.servers": bs, "group.id": group, "enable.auto.commit": False})
     try:
-        p.send_offsets_to_transaction(
-            [TopicPartition(topic, 0, 1)], c.consumer_group_metadata(), 30
-        )
-    except KafkaException as e:
-        # TxnOffsetCommit comes with the group side (helper/txn-client): librdkafka
-        # refuses it as unsupported, after AddOffsetsToTxn has been answered
-        assert e.args[0].code() == KafkaError._UNSUPPORTED_FEATURE, e
-        assert e.args[0].txn_requires_abort()
-        coordinator = broker.broker.transaction_coordinator.coordinator
-        (d,) = coordinator.describe_transactions(["tx-offsets"])
-        assert ("__consumer_offsets", partition_for("tx-offsets-group", 4)) in d.partitions
-        p.abort_transaction(30)
-    else:
-        p.commit_transaction(30)
+        for offset, commit in ((1, True), (5, False)):
+            p.begin_transaction()
+            p.produce(topic, b"x", partition=0)
+            p.send_offsets_to_transaction(
+                [TopicPartition(topic, 0, offset)], c.consumer_group_metadata(), 30
+            )
+            coordinator = broker.broker.transaction_coordinator.coordinator
+            (d,) = coordinator.describe_transactions(["tx-offsets"])
+            assert ("__consumer_offsets", partition_for(group, 4)) in d.partitions
+            if commit:
+                p.commit_transaction(30)
+            else:
+                p.abort_transaction(30)
+            completed(broker, "tx-offsets")
+            (tp,) = c.committed([TopicPartition(topic, 0)], 30)
+            assert tp.offset == 1  # committed by the first, not moved by the aborted second
     finally:
         c.close()
-    assert completed(broker, "tx-offsets").state in ("CompleteCommit", "CompleteAbort")
 
 
 def test_dump_log_decodes_the_transaction_state(broker):
@@ -269,11 +273,26 @@ def test_the_admin_apis_on_the_wire(broker):
                     "committed": True,
                 },
             )
-            return found, too_long, described, listed, stale
+            no_producer = await conn.request(
+                ApiKeys.WRITE_TXN_MARKERS,
+                1,
+                {
+                    "markers": [
+                        {
+                            "producer_id": -1,
+                            "producer_epoch": -1,
+                            "transaction_result": True,
+                            "topics": [{"name": topic, "partition_indexes": [0]}],
+                            "coordinator_epoch": 0,
+                        }
+                    ]
+                },
+            )
+            return found, too_long, described, listed, stale, no_producer
         finally:
             conn.close()
 
-    found, too_long, described, listed, stale = asyncio.run(ask())
+    found, too_long, described, listed, stale, no_producer = asyncio.run(ask())
     assert (found["error_code"], found["port"]) == (0, int(port))
     assert too_long["error_code"] == 50  # INVALID_TRANSACTION_TIMEOUT
     mine, nope = described["transaction_states"]
@@ -284,6 +303,8 @@ def test_the_admin_apis_on_the_wire(broker):
     assert "tx-admin" in [t["transactional_id"] for t in listed["transaction_states"]]
     assert all(t["transaction_state"] == "Ongoing" for t in listed["transaction_states"])
     assert stale["error_code"] == 47  # INVALID_PRODUCER_EPOCH: EndTxn v1 predates PRODUCER_FENCED
+    (refused,) = no_producer["markers"][0]["topics"][0]["partitions"]
+    assert refused["error_code"] == 42  # INVALID_REQUEST: no marker without a producer id
     p.abort_transaction(30)
 
 
@@ -336,6 +357,47 @@ def test_a_hung_producers_transaction_times_out(tmp_path):
         assert read_all(bs, topic, 1, "read_committed") == [b"after"]
         with pytest.raises(KafkaException):
             hung.commit_transaction(10)  # the producer has been fenced
+
+
+def test_the_history_checker_judges_what_read_committed_readers_saw(broker):
+    """A committed and an aborted transaction recorded in a History: read_final_log
+    under read_committed leaves the aborted record and the markers out (and under
+    read_uncommitted ends at the HW although the last offset is a marker); the
+    checker passes the history, and finds the aborted read when what a
+    read_uncommitted reader saw is judged as read_committed."""
+    bs = broker.bootstrap_servers
+    topic = make_topic(bs, 1)
+    history = History()
+
+    def delivered(err, m):
+        assert err is None
+        history.ack(topic, 0, m.value(), m.offset())
+
+    p = txn_producer(bs, "tx-history")
+    p.init_transactions(30)
+    for txn, values, commit in (("t1", [b"c0", b"c1"], True), ("t2", [b"a0"], False)):
+        p.begin_transaction()
+        for v in values:
+            history.send(topic, 0, v, txn=txn)
+            p.produce(topic, v, partition=0, on_delivery=delivered)
+        assert p.flush(30) == 0
+        if commit:
+            p.commit_transaction(30)
+            history.commit(txn)
+        else:
+            p.abort_transaction(30)
+            history.abort(txn)
+    completed(broker, "tx-history")
+    committed = read_final_log(bs, topic, 0, history, isolation="read_committed")
+    everything = read_final_log(bs, topic, 0, history)
+    assert committed == [(0, b"c0"), (1, b"c1")]
+    assert everything == [(0, b"c0"), (1, b"c1"), (3, b"a0")]  # COMMIT at 2, ABORT at 4
+    verdict = check(history)
+    assert verdict.valid, verdict.summary()
+    for offset, value in everything:
+        history.read(topic, 0, offset, value, reader="misjudged", isolation="read_committed")
+    verdict = check(history)
+    assert [(a["value"], a["transaction"]) for a in verdict.aborted_read] == [(b"a0", "t2")]
 
 
 # -- the other clients ------------------------------------------------------------------------

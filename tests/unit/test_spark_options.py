@@ -63,6 +63,10 @@ def test_kafka_params_pass_through_without_prefix():
     assert config["bootstrap.servers"] == "127.0.0.1:9092"
     assert config["enable.auto.commit"] is False
     assert config["group.id"] == f"{o.group_id}-executor"
+    # Spark's default is the Java consumer's read_uncommitted, not librdkafka's read_committed
+    assert read(subscribe="t").consumer_config("d")["isolation.level"] == "read_uncommitted"
+    loud = read(subscribe="t", **{"kafka.isolation.level": " READ_COMMITTED "})
+    assert loud.consumer_config("d")["isolation.level"] == "read_committed"
     # kafka.group.id replaces the generated one, as in Spark
     assert (
         read(subscribe="t", **{"kafka.group.id": "mine"}).consumer_config("d")["group.id"] == "mine"
@@ -103,6 +107,7 @@ def test_kafka_params_pass_through_without_prefix():
             "'error' or 'latest'",
         ),
         ({**BS, "subscribe": "t", "minOffsetsPerTrigger": "5"}, "minOffsetsPerTrigger"),
+        ({**BS, "subscribe": "t", "kafka.isolation.level": "committed"}, "'read_committed' (only"),
     ],
 )
 def test_bad_batch_options_raise_a_clear_error(opts, message):

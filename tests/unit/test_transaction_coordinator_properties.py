@@ -2,12 +2,19 @@
 transactional id come and go, writes succeed or fail, markers arrive late, the
 coordinator fails over. The model says what must hold."""
 
-from hypothesis import settings
+import pytest
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 from txn_harness import TxnHarness
 
-from kafkalab.coordinator.transaction import SendTxnMarkers, TransactionConfig
+from kafkalab.coordinator.transaction import InitEpochRule, SendTxnMarkers, TransactionConfig
 from kafkalab.coordinator.transaction import transaction_log as tlog
 from kafkalab.errors import Errors
 
@@ -16,15 +23,20 @@ PARTS = [("t", 0), ("t", 1), ("u", 0)]
 
 
 class CoordinatorModel(RuleBasedStateMachine):
+    rule_ = InitEpochRule.BUMP
+
     def __init__(self) -> None:
         super().__init__()
         self.h = TxnHarness(
             TransactionConfig(
                 transaction_state_log_num_partitions=2,
                 transaction_abort_timed_out_transaction_cleanup_interval_ms=1000,
+                init_epoch_rule=self.rule_,
             )
         )
-        self.instances: list[tuple[int, int]] = []  # (producer id, epoch) each was given
+        # (producer id, epoch) each producer instance was given, oldest first: only the
+        # newest may get anything through (the older ones are zombies)
+        self.instances: list[tuple[int, int]] = []
         self.max_epoch = -1
         self.expect_commit = False  # an EndTxn(commit) was acknowledged, not yet complete
         self.waiting: dict = {}  # request -> what it was
@@ -46,13 +58,14 @@ class CoordinatorModel(RuleBasedStateMachine):
             del self.waiting[request]
             kind, who = what
             if kind == "init" and result.error == Errors.NONE:
-                assert result.producer_epoch > self.max_epoch or self.max_epoch < 0
-                self.max_epoch = result.producer_epoch
+                if self.rule_ == InitEpochRule.BUMP:
+                    assert result.producer_epoch > self.max_epoch or self.max_epoch < 0
+                self.max_epoch = max(self.max_epoch, result.producer_epoch)
                 self.instances.append((result.producer_id, result.producer_epoch))
-            elif kind in ("add", "end") and who[1] < self.max_epoch:
+            elif kind in ("add", "end") and who[0] < len(self.instances) - 1:
                 errors = result.errors.values() if kind == "add" else [result.error]
-                assert Errors.NONE not in errors, f"a fenced producer {who} got through"
-            if kind == "end" and who[2] and result.error == Errors.NONE:
+                assert Errors.NONE not in errors, f"a zombie (instance {who[0]}) got through"
+            if kind == "end" and who[1] and result.error == Errors.NONE:
                 s = self.h.coordinator.transactions[TID].state
                 if s.state == "PrepareCommit":
                     self.expect_commit = True
@@ -60,7 +73,7 @@ class CoordinatorModel(RuleBasedStateMachine):
     def _call(self, kind, who, name, *args, **kw):
         request, effects = self.h.call_pending(name, *args, **kw)
         self._take(effects)
-        self.waiting[request] = (kind, who)
+        self.waiting[request] = (kind, who or (None, None))
         self._answers()
 
     @rule()
@@ -70,14 +83,16 @@ class CoordinatorModel(RuleBasedStateMachine):
     @precondition(lambda self: self.instances)
     @rule(i=st.integers(0, 10), parts=st.sets(st.sampled_from(PARTS), min_size=1))
     def add(self, i, parts):
-        pid, epoch = self.instances[i % len(self.instances)]
-        self._call("add", (pid, epoch), "add_partitions_to_txn", TID, pid, epoch, parts)
+        n = i % len(self.instances)
+        pid, epoch = self.instances[n]
+        self._call("add", (n, None), "add_partitions_to_txn", TID, pid, epoch, parts)
 
     @precondition(lambda self: self.instances)
     @rule(i=st.integers(0, 10), commit=st.booleans())
     def end(self, i, commit):
-        pid, epoch = self.instances[i % len(self.instances)]
-        self._call("end", (pid, epoch, commit), "end_txn", TID, pid, epoch, commit)
+        n = i % len(self.instances)
+        pid, epoch = self.instances[n]
+        self._call("end", (n, commit), "end_txn", TID, pid, epoch, commit)
 
     @rule(ok=st.booleans())
     def writes_complete(self, ok):
@@ -142,3 +157,25 @@ CoordinatorModel.TestCase.settings = settings(
     max_examples=150, stateful_step_count=40, deadline=None
 )
 TestCoordinatorModel = CoordinatorModel.TestCase
+
+
+class BrokenCoordinatorModel(CoordinatorModel):
+    rule_ = InitEpochRule.NO_BUMP
+
+
+def test_the_model_finds_the_zombie_of_the_broken_coordinator():
+    """With kafkalab.transaction.init.epoch.rule=no-bump the same model fails, on the
+    property the spec's MC_transactions_no_epoch_bump breaks: a zombie gets through."""
+    with pytest.raises(AssertionError, match="zombie"):
+        run_state_machine_as_test(
+            BrokenCoordinatorModel,
+            settings=settings(
+                max_examples=300,
+                stateful_step_count=30,
+                deadline=None,
+                derandomize=True,
+                phases=[Phase.generate],  # finding it is the point; no need to shrink
+                database=None,
+                suppress_health_check=list(HealthCheck),
+            ),
+        )

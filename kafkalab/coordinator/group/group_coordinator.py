@@ -56,13 +56,13 @@ alphabetically first protocol (Kafka: HashMap order).
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import uuid
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from kafkalab.coordinator.coordinator_timer import CoordinatorTimer
 from kafkalab.coordinator.group import consumer_group_records as cgrec
 from kafkalab.coordinator.group import coordinator_records as rec
 from kafkalab.coordinator.group.consumer_group import (
@@ -205,9 +205,7 @@ class GroupCoordinator:
         self.member_id_factory = member_id_factory
         # deadline key -> (due ms, sequence); the heap holds (due, sequence, key) and
         # entries whose key was cancelled or re-armed are skipped when they surface
-        self._deadlines: dict[tuple, tuple[int, int]] = {}
-        self._deadline_heap: list[tuple[int, int, tuple]] = []
-        self._deadline_seq = itertools.count()
+        self._timer = CoordinatorTimer()
         self._revocation_epochs: dict[tuple[str, str], int] = {}
         self._join_phases: dict[str, _JoinPhase] = {}
         self._sync_generation: dict[str, int] = {}
@@ -224,10 +222,7 @@ class GroupCoordinator:
 
     def next_deadline_ms(self) -> int | None:
         """When `tick` next has something to do (None: nothing scheduled)."""
-        heap = self._deadline_heap
-        while heap and self._deadlines.get(heap[0][2]) != heap[0][:2]:
-            heapq.heappop(heap)
-        return heap[0][0] if heap else None
+        return self._timer.next_deadline_ms()
 
     def tick(self, now_ms: int) -> Effects:
         """Fire every deadline due at `now_ms`, earliest first."""
@@ -236,24 +231,18 @@ class GroupCoordinator:
         return effects
 
     def _schedule(self, key: tuple, at_ms: int) -> None:
-        seq = next(self._deadline_seq)
-        self._deadlines[key] = (at_ms, seq)
-        heapq.heappush(self._deadline_heap, (at_ms, seq, key))
+        self._timer.schedule(key, at_ms)
 
     def _cancel(self, key: tuple) -> None:
-        self._deadlines.pop(key, None)
+        self._timer.cancel(key)
 
     def _fire_due(self, now_ms: int, effects: Effects) -> None:
-        if ("expire_offsets",) not in self._deadlines and self.active:
+        if ("expire_offsets",) not in self._timer and self.active:
             self._schedule(
                 ("expire_offsets",), now_ms + self.config.offsets_retention_check_interval_ms
             )
-        while True:
-            at = self.next_deadline_ms()
-            if at is None or at > now_ms:
-                return
-            _, _, key = heapq.heappop(self._deadline_heap)
-            del self._deadlines[key]
+        while (due := self._timer.pop_due(now_ms)) is not None:
+            at, key = due
             kind = key[0]
             if kind == "heartbeat":
                 self._on_expire_heartbeat(key[1], key[2], at, effects)
@@ -525,8 +514,7 @@ class GroupCoordinator:
         self.groups.clear()
         self._unload_consumer_groups(None)
         self.active = False
-        self._deadlines.clear()
-        self._deadline_heap.clear()
+        self._timer.clear()
         self._revocation_epochs.clear()
         return effects
 

@@ -37,12 +37,13 @@ Producer ids come from `producer_ids()` (the broker passes its ProducerIdManager
 
 from __future__ import annotations
 
-import heapq
 import itertools
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from kafkalab.coordinator.coordinator_timer import CoordinatorTimer
+from kafkalab.coordinator.group.coordinator_records import OFFSETS_TOPIC
 from kafkalab.coordinator.group.results import AppendRecords, Effects, Respond
 from kafkalab.coordinator.transaction import transaction_log as tlog
 from kafkalab.coordinator.transaction.results import (
@@ -69,7 +70,6 @@ from kafkalab.coordinator.transaction.transaction_state_machine import (
 from kafkalab.errors import Errors, KafkaError
 
 TopicPartition = tuple[str, int]
-OFFSETS_TOPIC = "__consumer_offsets"
 MAX_EPOCH = 32767  # Short.MAX_VALUE: at MAX_EPOCH - 1 a new producer id is handed out
 COMPLETE_RETRY_MS = 100  # a failed Complete* write is tried again this much later
 _AUTO_REQUESTS = itertools.count(1)
@@ -144,19 +144,14 @@ class TransactionCoordinator:
         self.producer_ids = producer_ids or (lambda: next(counter))
         self._appends: dict[int, _PendingAppend] = {}
         self._append_ids = itertools.count(1)
-        self._deadlines: dict[tuple, tuple[int, int]] = {}
-        self._deadline_heap: list[tuple[int, int, tuple]] = []
-        self._deadline_seq = itertools.count()
+        self._timer = CoordinatorTimer()
 
     # ======================================================================================
     # time
     # ======================================================================================
 
     def next_deadline_ms(self) -> int | None:
-        heap = self._deadline_heap
-        while heap and self._deadlines.get(heap[0][2]) != heap[0][:2]:
-            heapq.heappop(heap)
-        return heap[0][0] if heap else None
+        return self._timer.next_deadline_ms()
 
     def tick(self, now_ms: int) -> Effects:
         effects = Effects()
@@ -164,9 +159,7 @@ class TransactionCoordinator:
         return effects
 
     def _schedule(self, key: tuple, at_ms: int) -> None:
-        seq = next(self._deadline_seq)
-        self._deadlines[key] = (at_ms, seq)
-        heapq.heappush(self._deadline_heap, (at_ms, seq, key))
+        self._timer.schedule(key, at_ms)
 
     def _fire_due(self, now_ms: int, effects: Effects) -> None:
         if not self.active:
@@ -176,14 +169,10 @@ class TransactionCoordinator:
             (("abort_timed_out",), cfg.transaction_abort_timed_out_transaction_cleanup_interval_ms),
             (("remove_expired",), cfg.transaction_remove_expired_transaction_cleanup_interval_ms),
         ):
-            if key not in self._deadlines:
+            if key not in self._timer:
                 self._schedule(key, now_ms + interval)
-        while True:
-            at = self.next_deadline_ms()
-            if at is None or at > now_ms:
-                return
-            _, _, key = heapq.heappop(self._deadline_heap)
-            del self._deadlines[key]
+        while (due := self._timer.pop_due(now_ms)) is not None:
+            _, key = due
             if key[0] == "abort_timed_out":
                 self.abort_timed_out_transactions(now_ms, effects)
                 self._schedule(
@@ -310,8 +299,7 @@ class TransactionCoordinator:
         self.owned.clear()
         self.loading.clear()
         self.active = False
-        self._deadlines.clear()
-        self._deadline_heap.clear()
+        self._timer.clear()
         return effects
 
     # ======================================================================================

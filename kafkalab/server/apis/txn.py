@@ -25,6 +25,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
+from kafkalab.coordinator.group.coordinator_records import OFFSETS_TOPIC
 from kafkalab.errors import Errors
 from kafkalab.protocol.header import RequestHeader
 from kafkalab.records.control_record import ControlRecordType, build_end_txn_marker_batch
@@ -35,7 +36,6 @@ if TYPE_CHECKING:
     from kafkalab.server.kafka_apis import KafkaApis
 
 log = logging.getLogger(__name__)
-OFFSETS_TOPIC = "__consumer_offsets"
 MARKER_WRITE_TIMEOUT_MS = 30_000  # Kafka: request.timeout.ms of the marker channel
 
 
@@ -133,13 +133,20 @@ async def handle_write_txn_markers(apis: KafkaApis, header: RequestHeader, body:
     answers = []
     for marker in body["markers"]:
         kind = ControlRecordType.COMMIT if marker["transaction_result"] else ControlRecordType.ABORT
-        batch = build_end_txn_marker_batch(
-            marker["producer_id"], marker["producer_epoch"], kind, marker["coordinator_epoch"]
-        )
+        try:
+            batch = build_end_txn_marker_batch(
+                marker["producer_id"], marker["producer_epoch"], kind, marker["coordinator_epoch"]
+            )
+        except ValueError as e:  # no producer id / epoch: no marker can be built
+            log.info("WriteTxnMarkers refused: %s", e)
+            batch = None
         results: dict[tuple[str, int], AppendResult] = {}
         for topic in marker["topics"]:
             for p in topic["partition_indexes"]:
                 tp = (topic["name"], p)
+                if batch is None:
+                    results[tp] = AppendResult(Errors.INVALID_REQUEST)
+                    continue
                 results[tp] = rm.append_records(
                     *tp, batch, required_acks=-1, origin=AppendOrigin.COORDINATOR
                 )
