@@ -180,6 +180,7 @@ class SoakReport:
     final_records: int = 0
     read: int = 0
     read_gaps: list[tuple[int, int]] = field(default_factory=list)
+    read_errors: dict[str, int] = field(default_factory=dict)  # the read-along client's
     read_all: bool = False  # the consumer read up to the last record of the final log
     high_watermark: int = 0
     replicas_compared: int = 0
@@ -234,7 +235,12 @@ class SoakReport:
             ("duplicated", "-" if v is None else str(len(v.duplicated))),
             ("reordered", "-" if v is None else str(len(v.reordered))),
             ("moved", "-" if v is None else str(len(v.moved))),
-            ("read along", f"{self.read:,} ({len(self.read_gaps)} gaps)"),
+            (
+                "read along",
+                f"{self.read:,} ({len(self.read_gaps)} gaps"
+                + "".join(f", {name} x{n}" for name, n in sorted(self.read_errors.items()))
+                + ")",
+            ),
             (
                 "failover (leader kill -> ack)",
                 f"p50 {ms(percentile(fo, 50))}, p99 {ms(percentile(fo, 99))}, "
@@ -478,6 +484,7 @@ def run_soak(
         finally:
             reader.stop()
         report.read, report.read_gaps = reader.read, list(reader.gaps)
+        report.read_errors = dict(reader.errors)
         replicas = history.replicas.get((topic, 0), {})
         report.replicas_compared = len(replicas)
         report.batches_compared = min((len(b) for b in replicas.values()), default=0)
