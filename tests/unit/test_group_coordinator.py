@@ -494,7 +494,7 @@ def test_becoming_leader_again_reloads_from_the_log_only():
     assert (g.state, list(g.members)) == (GroupState.STABLE, [m1])
     # a stale election (older epoch) changes nothing
     h.c.on_become_leader(p, epoch=4)
-    assert p in h.c.owned and "g" in h.c.groups
+    assert p in h.c.partitions.owned and "g" in h.c.groups
 
 
 def test_a_group_remembers_the_path_it_took():

@@ -62,6 +62,7 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from kafkalab.coordinator.coordinator_partitions import CoordinatorPartitions
 from kafkalab.coordinator.coordinator_timer import CoordinatorTimer
 from kafkalab.coordinator.group import consumer_group_records as cgrec
 from kafkalab.coordinator.group import coordinator_records as rec
@@ -197,10 +198,7 @@ class GroupCoordinator:
     ) -> None:
         self.config = config or GroupConfig()
         n = self.config.offsets_topic_num_partitions
-        self.owned: set[int] = set(range(n)) if partitions is None else set(partitions)
-        self.loading: set[int] = set()
-        self.epochs: dict[int, int] = {}
-        self.active = True
+        self.partitions = CoordinatorPartitions(range(n) if partitions is None else partitions)
         self.groups: dict[str, GroupMetadata] = {}
         self.member_id_factory = member_id_factory
         # deadline key -> (due ms, sequence); the heap holds (due, sequence, key) and
@@ -237,7 +235,7 @@ class GroupCoordinator:
         self._timer.cancel(key)
 
     def _fire_due(self, now_ms: int, effects: Effects) -> None:
-        if ("expire_offsets",) not in self._timer and self.active:
+        if ("expire_offsets",) not in self._timer and self.partitions.active:
             self._schedule(
                 ("expire_offsets",), now_ms + self.config.offsets_retention_check_interval_ms
             )
@@ -281,28 +279,18 @@ class GroupCoordinator:
     def _validate_group_status(self, group_id: str | None, api: str) -> Errors | None:
         if group_id is None or (group_id == "" and api not in _EMPTY_ID_OK):
             return Errors.INVALID_GROUP_ID
-        if not self.active:
-            return Errors.COORDINATOR_NOT_AVAILABLE
-        p = self.partition_for(group_id)
-        if p in self.loading:
-            return Errors.COORDINATOR_LOAD_IN_PROGRESS
-        if p not in self.owned:
-            return Errors.NOT_COORDINATOR
-        return None
+        return self.partitions.status(self.partition_for(group_id))
 
     def on_become_leader(self, partition: int, epoch: int = 0) -> Effects:
         """This broker now leads __consumer_offsets-<partition>: load it (Kafka:
         onElection). Until `complete_load`, its groups answer COORDINATOR_LOAD_IN_PROGRESS.
         Groups still cached from an earlier term are dropped first: the log decides."""
         effects = Effects()
-        if epoch < self.epochs.get(partition, -1):
+        if not self.partitions.begin_load(partition, epoch):
             return effects
-        self.epochs[partition] = epoch
         for group_id in [g for g in self.groups if self.partition_for(g) == partition]:
             self._unload(self.groups.pop(group_id), effects)
         self._unload_consumer_groups(partition)
-        self.owned.discard(partition)
-        self.loading.add(partition)
         return effects
 
     def complete_load(
@@ -389,8 +377,7 @@ class GroupCoordinator:
                 )
                 if member.state is MemberState.UNREVOKED_PARTITIONS:
                     self._schedule_revocation(group_id, member, now_ms)
-        self.loading.discard(partition)
-        self.owned.add(partition)
+        self.partitions.finish_load(partition)
         return self.tick(now_ms)
 
     def _replay_consumer_group_record(
@@ -486,12 +473,8 @@ class GroupCoordinator:
         """This broker no longer leads the partition: unload its groups (Kafka:
         onResignation). Parked requests get NOT_COORDINATOR."""
         effects = Effects()
-        if epoch is not None and epoch < self.epochs.get(partition, -1):
+        if not self.partitions.resign(partition, epoch):
             return effects
-        if epoch is not None:
-            self.epochs[partition] = epoch
-        self.owned.discard(partition)
-        self.loading.discard(partition)
         for group_id in [g for g in self.groups if self.partition_for(g) == partition]:
             self._unload(self.groups.pop(group_id), effects)
         self._unload_consumer_groups(partition)
@@ -513,7 +496,7 @@ class GroupCoordinator:
             self._unload(group, effects)
         self.groups.clear()
         self._unload_consumer_groups(None)
-        self.active = False
+        self.partitions.close()
         self._timer.clear()
         self._revocation_epochs.clear()
         return effects
@@ -1579,7 +1562,7 @@ class GroupCoordinator:
         completePendingTxnOffsetCommit). A partition still loading reads the marker
         from the log itself. Answers None."""
         effects = self._begin(now_ms, request)
-        if partition in self.owned and partition not in self.loading:
+        if partition in self.partitions.owned and partition not in self.partitions.loading:
             for group in self.groups.values():
                 if self.partition_for(group.group_id) != partition:
                     continue
@@ -1771,7 +1754,11 @@ class GroupCoordinator:
                 chosen = []
             return self._remove_offsets(group, chosen)
 
-        owned = [g for g in self.groups.values() if self.partition_for(g.group_id) in self.owned]
+        owned = [
+            g
+            for g in self.groups.values()
+            if self.partition_for(g.group_id) in self.partitions.owned
+        ]
         self._cleanup_group_metadata(owned, expired, now_ms, effects)
         return effects
 
@@ -1861,23 +1848,23 @@ class GroupCoordinator:
     def list_groups(self, states: Iterable[str] | None = None) -> ListGroupsResult:
         """ListGroups (v4+ filters by state, case-insensitively). While a partition
         loads the error is COORDINATOR_LOAD_IN_PROGRESS, with the groups known so far."""
-        if not self.active:
+        if not self.partitions.active:
             return ListGroupsResult(Errors.COORDINATOR_NOT_AVAILABLE)
         wanted = {s.lower() for s in states} if states else None
         groups = tuple(
             ListedGroup(g.group_id, g.protocol_type or "", str(g.state))
             for g in self.groups.values()
             if not g.is_(DEAD)
-            and self.partition_for(g.group_id) in self.owned
+            and self.partition_for(g.group_id) in self.partitions.owned
             and (wanted is None or str(g.state).lower() in wanted)
         )
         groups = tuple(g for g in groups if g.group_id not in self.consumer_groups) + tuple(
             ListedGroup(g.group_id, PROTOCOL_TYPE, str(g.state))
             for g in self.consumer_groups.values()
-            if self.partition_for(g.group_id) in self.owned
+            if self.partition_for(g.group_id) in self.partitions.owned
             and (wanted is None or str(g.state).lower() in wanted)
         )
-        error = Errors.COORDINATOR_LOAD_IN_PROGRESS if self.loading else Errors.NONE
+        error = Errors.COORDINATOR_LOAD_IN_PROGRESS if self.partitions.loading else Errors.NONE
         return ListGroupsResult(error, groups)
 
     # ======================================================================================

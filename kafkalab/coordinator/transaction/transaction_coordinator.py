@@ -42,6 +42,7 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from kafkalab.coordinator.coordinator_partitions import CoordinatorPartitions
 from kafkalab.coordinator.coordinator_timer import CoordinatorTimer
 from kafkalab.coordinator.group.coordinator_records import OFFSETS_TOPIC
 from kafkalab.coordinator.group.results import AppendRecords, Effects, Respond
@@ -135,10 +136,7 @@ class TransactionCoordinator:
     ) -> None:
         self.config = config or TransactionConfig()
         n = self.config.transaction_state_log_num_partitions
-        self.owned: set[int] = set(range(n)) if partitions is None else set(partitions)
-        self.loading: set[int] = set()
-        self.epochs: dict[int, int] = {}
-        self.active = True
+        self.partitions = CoordinatorPartitions(range(n) if partitions is None else partitions)
         self.transactions: dict[str, TransactionMetadata] = {}
         counter = itertools.count(1000)
         self.producer_ids = producer_ids or (lambda: next(counter))
@@ -162,7 +160,7 @@ class TransactionCoordinator:
         self._timer.schedule(key, at_ms)
 
     def _fire_due(self, now_ms: int, effects: Effects) -> None:
-        if not self.active:
+        if not self.partitions.active:
             return
         cfg = self.config
         for key, interval in (
@@ -205,26 +203,15 @@ class TransactionCoordinator:
     def _status(self, transactional_id: str | None) -> Errors | None:
         if not transactional_id:
             return Errors.INVALID_REQUEST
-        if not self.active:
-            return Errors.COORDINATOR_NOT_AVAILABLE
-        p = self.partition_for(transactional_id)
-        if p in self.loading:
-            return Errors.COORDINATOR_LOAD_IN_PROGRESS
-        if p not in self.owned:
-            return Errors.NOT_COORDINATOR
-        return None
+        return self.partitions.status(self.partition_for(transactional_id))
 
     def on_become_leader(self, partition: int, epoch: int = 0) -> Effects:
         """This broker now leads __transaction_state-<partition>: load it (Kafka:
         onElection). Its ids answer COORDINATOR_LOAD_IN_PROGRESS until `complete_load`.
         The leader epoch is the coordinator epoch the markers carry."""
         effects = Effects()
-        if epoch < self.epochs.get(partition, -1):
-            return effects
-        self.epochs[partition] = epoch
-        self._unload_partition(partition, effects)
-        self.owned.discard(partition)
-        self.loading.add(partition)
+        if self.partitions.begin_load(partition, epoch):
+            self._unload_partition(partition, effects)
         return effects
 
     def complete_load(
@@ -235,7 +222,7 @@ class TransactionCoordinator:
         Prepare* transaction gets its markers sent again (Kafka:
         loadTransactionsForTxnTopicPartition, then addTxnMarkersToSend)."""
         effects = Effects()
-        if partition not in self.loading:
+        if partition not in self.partitions.loading:
             return effects
         values: dict[str, tlog.TransactionLogValue] = {}
         for key, value in records:
@@ -246,8 +233,7 @@ class TransactionCoordinator:
                 values.pop(tid, None)
             else:
                 values[tid] = tlog.read_value(value)
-        self.loading.discard(partition)
-        self.owned.add(partition)
+        self.partitions.finish_load(partition)
         for tid, v in sorted(values.items()):
             if self.partition_for(tid) != partition:
                 continue
@@ -275,13 +261,8 @@ class TransactionCoordinator:
         """No longer the leader: forget the partition's ids (NOT_COORDINATOR to any
         request still waiting for a write)."""
         effects = Effects()
-        if epoch is not None and epoch < self.epochs.get(partition, -1):
-            return effects
-        if epoch is not None:
-            self.epochs[partition] = epoch
-        self.owned.discard(partition)
-        self.loading.discard(partition)
-        self._unload_partition(partition, effects)
+        if self.partitions.resign(partition, epoch):
+            self._unload_partition(partition, effects)
         return effects
 
     def _unload_partition(self, partition: int | None, effects: Effects) -> None:
@@ -296,9 +277,7 @@ class TransactionCoordinator:
     def shutdown(self) -> Effects:
         effects = Effects()
         self._unload_partition(None, effects)
-        self.owned.clear()
-        self.loading.clear()
-        self.active = False
+        self.partitions.close()
         self._timer.clear()
         return effects
 
@@ -422,7 +401,7 @@ class TransactionCoordinator:
                 meta.transactional_id,
                 s.producer_id,
                 s.producer_epoch,
-                self.epochs.get(self.partition_for(meta.transactional_id), 0),
+                self.partitions.epochs.get(self.partition_for(meta.transactional_id), 0),
                 s.state == PREPARE_COMMIT,
                 frozenset(s.pending_markers),
             )
@@ -687,7 +666,7 @@ class TransactionCoordinator:
             if (
                 s.state != ONGOING
                 or meta.pending is not None
-                or self.partition_for(tid) not in self.owned
+                or self.partition_for(tid) not in self.partitions.owned
                 or meta.start_ms + meta.timeout_ms > now_ms
             ):
                 continue
@@ -710,7 +689,7 @@ class TransactionCoordinator:
             if (
                 meta.state.state in ENDED
                 and meta.pending is None
-                and self.partition_for(tid) in self.owned
+                and self.partition_for(tid) in self.partitions.owned
                 and meta.last_update_ms + expiry <= now_ms
             ):
                 self._write(meta, meta, "expire", None, now_ms, effects)
@@ -760,5 +739,5 @@ class TransactionCoordinator:
             for tid, m in sorted(self.transactions.items())
             if (not states or m.state.state in states) and (not pids or m.state.producer_id in pids)
         )
-        error = Errors.COORDINATOR_LOAD_IN_PROGRESS if self.loading else Errors.NONE
+        error = Errors.COORDINATOR_LOAD_IN_PROGRESS if self.partitions.loading else Errors.NONE
         return ListTransactionsResult(error, unknown, listed)
