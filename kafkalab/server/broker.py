@@ -135,6 +135,7 @@ class KafkaBroker:
             group_config.offsets_topic_num_partitions,
             group_config.offsets_topic_replication_factor,
             int(config.extra.get("offsets.commit.timeout.ms", 5000)),
+            topic_metadata=True,
         )
         controller = config.extra.get("controller.quorum.bootstrap.servers")
         producer_ids = ProducerIdManager(config.log_dirs[0], config.node_id if controller else None)

@@ -27,8 +27,8 @@ offsets.topic.num.partitions / .replication.factor / min.insync.replicas 2; for
 Effects other than Respond and AppendRecords (the transaction coordinator's
 SendTxnMarkers) go to `effect_handler`.
 
-`sync_topic_metadata()` hands the coordinator the cluster's topics, partition
-counts and topic ids from the MetadataCache (Kafka: the coordinator's
+`sync_topic_metadata()` hands a coordinator that asks for it (`topic_metadata=True`:
+the group coordinator) the cluster's topics, partition counts and topic ids from the MetadataCache (Kafka: the coordinator's
 onNewMetadataImage): KIP-848 assigns partitions on the broker and writes them by
 topic id. It runs before every KIP-848 call and before a partition's groups are
 loaded, and costs one comparison when nothing changed.
@@ -77,6 +77,7 @@ class CoordinatorRuntime:
         min_isr: int = 2,
         segment_bytes: int = OFFSETS_TOPIC_SEGMENT_BYTES,
         effect_handler: Callable[[Any], None] | None = None,
+        topic_metadata: bool = False,
     ) -> None:
         self.coordinator = coordinator
         self.topic = topic
@@ -88,6 +89,7 @@ class CoordinatorRuntime:
         self.min_isr = min_isr
         self.segment_bytes = segment_bytes
         self.effect_handler = effect_handler
+        self.topic_metadata = topic_metadata  # the coordinator has update_topic_metadata
         self._waiting: dict[int, asyncio.Future] = {}
         self._ids = itertools.count(1)
         self._timer: asyncio.TimerHandle | None = None
@@ -112,7 +114,7 @@ class CoordinatorRuntime:
 
     def sync_topic_metadata(self) -> None:
         """Tell the coordinator about topics created, deleted or grown since last time."""
-        if self.metadata_cache is None or not hasattr(self.coordinator, "update_topic_metadata"):
+        if self.metadata_cache is None or not self.topic_metadata:
             return
         seen = {
             name: (len(info.partitions), info.topic_id)
