@@ -99,6 +99,49 @@ class ProducerWorkload:
         self.stop()
 
 
+def _consumer(bootstrap_servers: str, isolation: str, group_id: str):
+    from confluent_kafka import Consumer
+
+    return Consumer(
+        {
+            "bootstrap.servers": bootstrap_servers,
+            "group.id": group_id,  # librdkafka wants one; only assign() is used
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "isolation.level": isolation,
+        }
+    )
+
+
+def _read_to_end(
+    consumer, topic: str, starts: dict[int, int], ends: dict[int, int], timeout_s: float
+) -> list[tuple[int, int, bytes]]:
+    """(partition, offset, value) of every record `consumer` reads from `starts`
+    until each partition's EOF at or past `ends` (0: the first EOF). Under
+    read_committed the end is the EOF at the LSO: the last offsets may be markers
+    or aborted records, never returned, so no offset can be waited for."""
+    from confluent_kafka import KafkaError, TopicPartition
+
+    consumer.assign([TopicPartition(topic, p, offset) for p, offset in starts.items()])
+    out: list[tuple[int, int, bytes]] = []
+    done: set[int] = set()
+    deadline = time.monotonic() + timeout_s
+    while len(done) < len(starts):
+        if time.monotonic() > deadline:
+            raise TimeoutError(
+                f"{topic}: partitions {sorted(set(starts) - done)} not read to their end "
+                f"in {timeout_s} s ({len(out)} records read)"
+            )
+        m = consumer.poll(0.2)
+        if m is None:
+            continue
+        if m.error() is None:
+            out.append((m.partition(), m.offset(), m.value()))
+        elif m.error().code() == KafkaError._PARTITION_EOF and m.offset() >= ends[m.partition()]:
+            done.add(m.partition())
+    return out
+
+
 def read_final_log(
     bootstrap_servers: str,
     topic: str,
@@ -111,42 +154,18 @@ def read_final_log(
     `isolation.level` sees it now, and record it as the history's final log: up to
     the high watermark (read_uncommitted), or to the last stable offset, without
     aborted records and control markers (read_committed)."""
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
+    from confluent_kafka import TopicPartition
 
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap_servers,
-            "group.id": "kafkalab-final-read",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "isolation.level": isolation,
-        }
-    )
+    consumer = _consumer(bootstrap_servers, isolation, "kafkalab-final-read")
     try:
         low, high = consumer.get_watermark_offsets(
             TopicPartition(topic, partition), timeout=timeout
         )
-        consumer.assign([TopicPartition(topic, partition, low)])
-        out: list[tuple[int, bytes]] = []
-        deadline = time.monotonic() + timeout
-        # read_committed: the last offsets may be markers or aborted records, never
-        # returned, so the end is the partition EOF (at the LSO), not offset high - 1.
-        at_end = False
-        while not at_end and high > low:
-            if time.monotonic() > deadline:
-                raise TimeoutError(
-                    f"read {len(out)} of {high - low} records of {topic}-{partition}"
-                )
-            m = consumer.poll(0.5)
-            if m is None:
-                continue
-            if m.error() is None:
-                out.append((m.offset(), m.value()))
-                at_end = isolation == "read_uncommitted" and m.offset() >= high - 1
-            elif m.error().code() == KafkaError._PARTITION_EOF:
-                at_end = isolation != "read_uncommitted" or m.offset() >= high
+        end = high if isolation == "read_uncommitted" else 0
+        read = _read_to_end(consumer, topic, {partition: low}, {partition: end}, timeout)
     finally:
         consumer.close()
+    out = [(offset, value) for _, offset, value in read]
     history.final_log(topic, partition, out, isolation=isolation)
     return out
 
@@ -191,31 +210,10 @@ def read_all(
     """Every record value a librdkafka consumer with this `isolation.level` sees, read
     from offset 0 up to the end of each partition (the LSO under read_committed).
     Raises TimeoutError when a partition's end is not reached in `timeout_s`."""
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
-
-    c = Consumer(
-        {
-            "bootstrap.servers": bs,
-            "group.id": f"reader-{uuid.uuid4().hex[:6]}",
-            "isolation.level": isolation,
-            "enable.partition.eof": True,
-            "enable.auto.commit": False,
-        }
-    )
-    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    values, at_end = [], set()
-    deadline = time.monotonic() + timeout_s
+    consumer = _consumer(bs, isolation, f"reader-{uuid.uuid4().hex[:6]}")
     try:
-        while len(at_end) < partitions and time.monotonic() < deadline:
-            m = c.poll(0.2)
-            if m is None:
-                continue
-            if m.error() is None:
-                values.append(m.value())
-            elif m.error().code() == KafkaError._PARTITION_EOF:
-                at_end.add(m.partition())
+        starts = dict.fromkeys(range(partitions), 0)
+        read = _read_to_end(consumer, topic, starts, dict(starts), timeout_s)
     finally:
-        c.close()
-    if len(at_end) < partitions:
-        raise TimeoutError(f"{topic}: not every partition read to its end in {timeout_s} s")
-    return values
+        consumer.close()
+    return [value for _, _, value in read]
