@@ -116,6 +116,12 @@ class KafkaBroker:
             checkpoint_interval_ms=config.log_flush_offset_checkpoint_interval_ms,
             cleaner_enable=config.extra.get("log.cleaner.enable", "true").lower() == "true",
             cleaner_backoff_ms=int(config.extra.get("log.cleaner.backoff.ms", 15_000)),
+            producer_id_expiration_ms=int(
+                config.extra.get("producer.id.expiration.ms", 86_400_000)
+            ),
+            producer_id_expiration_check_interval_ms=int(
+                config.extra.get("producer.id.expiration.check.interval.ms", 600_000)
+            ),
         )
         self.replica_manager = ReplicaManager(
             self.log_manager,

@@ -15,8 +15,8 @@ Startup: if `.kafka_cleanshutdown` is there, logs are trusted as they are;
 otherwise every log re-checks its data past its recovery point. The marker is
 removed at startup and written again only by `shutdown()`.
 
-The background duties (retention, flush.ms, checkpoints, log compaction) are not
-threads here:
+The background duties (retention, flush.ms, checkpoints, log compaction, the
+expiry of idle producer ids) are not threads here:
 the owner calls `tick()` (the broker from its event loop, a lab by hand), which
 runs each duty whose interval has passed. Time comes from `clock` (ms). The
 cleaner duty (`clean_logs`, every log.cleaner.backoff.ms) cleans the filthiest
@@ -78,6 +78,8 @@ class LogManager:
         cleaner_enable: bool = True,  # log.cleaner.enable
         cleaner_backoff_ms: int = DEFAULT_CLEANER_BACKOFF_MS,  # log.cleaner.backoff.ms
         cleaner_dedupe_buffer_size: int = DEFAULT_DEDUPE_BUFFER_SIZE,  # log.cleaner.dedupe.buffer.size
+        producer_id_expiration_ms: int = 86_400_000,  # producer.id.expiration.ms
+        producer_id_expiration_check_interval_ms: int = 600_000,  # producer.id.expiration.check.interval.ms
         clock: Callable[[], int] = _wall_clock_ms,
     ) -> None:
         if isinstance(log_dirs, (str, os.PathLike)):
@@ -93,7 +95,9 @@ class LogManager:
             "flush": flush_check_interval_ms,
             "checkpoint": checkpoint_interval_ms,
             "cleaner": cleaner_backoff_ms if cleaner_enable else 2**63 - 1,
+            "producer-expiration": producer_id_expiration_check_interval_ms,
         }
+        self.producer_id_expiration_ms = producer_id_expiration_ms
         self.cleaner = LogCleaner(dedupe_buffer_size=cleaner_dedupe_buffer_size)
         now = clock()
         self._last_run = dict.fromkeys(self._intervals, now)
@@ -212,6 +216,19 @@ class LogManager:
         due); None when no log needs it (Kafka: a LogCleaner thread's doWork)."""
         return self.cleaner.clean_filthiest_log(self._logs, self.clock())
 
+    def remove_expired_producers(self) -> dict[TopicPartition, list[int]]:
+        """Forget, in every log, the producers idle for producer.id.expiration.ms
+        (Kafka: the PeriodicProducerExpirationCheck task); returns them per log."""
+        now = self.clock()
+        out = {}
+        for tp, lg in self._logs.items():
+            removed = lg.producer_state.remove_expired_producers(
+                now, self.producer_id_expiration_ms
+            )
+            if removed:
+                out[tp] = removed
+        return out
+
     def flush_dirty_logs(self) -> list[TopicPartition]:
         """Flush each log whose flush.ms has passed (Kafka: flushDirtyLogs)."""
         return [tp for tp, lg in self._logs.items() if lg.maybe_flush()]
@@ -239,6 +256,7 @@ class LogManager:
             "flush": self.flush_dirty_logs,
             "checkpoint": self.checkpoint,
             "cleaner": self.clean_logs,
+            "producer-expiration": self.remove_expired_producers,
         }
         for name, duty in duties.items():
             if now - self._last_run[name] >= self._intervals[name]:

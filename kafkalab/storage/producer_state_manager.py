@@ -380,6 +380,22 @@ class ProducerStateManager:
             self.producers[pid] = entry
         self._reindex_ongoing()
 
+    def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> list[int]:
+        """Forget every producer idle for `expiration_ms` (producer.id.expiration.ms)
+        whose transaction, if any, is over (Kafka: removeExpiredProducers). Its
+        next batch is then a new producer's, whatever its sequence: this is why a
+        producer silent for longer than the expiration loses its duplicate check.
+        Returns the producer ids removed."""
+        expired = sorted(
+            pid
+            for pid, entry in self.producers.items()
+            if entry.current_txn_first_offset is None
+            and now_ms - entry.last_timestamp >= expiration_ms
+        )
+        for pid in expired:
+            del self.producers[pid]
+        return expired
+
     def truncate_and_reload(self) -> None:
         """Forget everything (the log was truncated); the log replays it again."""
         self.producers.clear()

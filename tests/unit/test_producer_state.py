@@ -82,3 +82,42 @@ def test_truncation_forgets_the_batches_it_removes(tmp_path):
     log.truncate_to(6)  # batches with sequences 6 and 8 are gone
     assert log.append_as_leader(idem(6)).first_offset == 6  # not a duplicate any more
     log.close()
+
+
+def test_idle_producers_expire_but_not_while_their_transaction_is_open(tmp_path):
+    """producer.id.expiration.ms: a producer idle that long is forgotten (its next
+    batch starts a new producer, whatever its sequence); one with a transaction
+    still open is kept, since the LSO depends on it (Kafka: removeExpiredProducers)."""
+    from kafkalab.storage import LogManager
+
+    now = [1_000_000]
+    manager = LogManager(
+        tmp_path,
+        producer_id_expiration_ms=60_000,
+        producer_id_expiration_check_interval_ms=1000,
+        clock=lambda: now[0],
+    )
+    log = manager.get_or_create_log("t", 0)
+
+    def batch(pid: int, seq: int, transactional: bool = False) -> bytes:
+        return build_batch(
+            [SimpleRecord(b"r", timestamp=now[0])],
+            producer_id=pid,
+            producer_epoch=0,
+            base_sequence=seq,
+            is_transactional=transactional,
+        )
+
+    log.append_as_leader(batch(7, 0))
+    log.append_as_leader(batch(8, 0, transactional=True))
+    now[0] += 30_000
+    log.append_as_leader(batch(9, 0))  # active 30 s later
+    now[0] += 30_000
+    assert manager.tick()["producer-expiration"] == {("t", 0): [7]}
+    assert set(log.producer_state.producers) == {8, 9}
+    log.append_as_leader(batch(7, 40))  # a new producer to the log: any sequence
+    with pytest.raises(OutOfOrderSequenceError):
+        log.append_as_leader(batch(9, 40))  # still known: the gap is refused
+    now[0] += 600_000
+    assert manager.tick()["producer-expiration"] == {("t", 0): [7, 9]}  # 8 is in a txn
+    manager.shutdown()
