@@ -241,13 +241,12 @@ class ReplicaManager:
             return ReadResult(e.code, log.high_watermark, log.log_start_offset, last_stable)
         aborted = None
         if max_offset is not None:
-            # Every aborted transaction overlapping what a read_committed consumer may
-            # read: from the fetch offset up to the LSO (Kafka bounds it by the
-            # fetched bytes; a wider bound only adds entries the consumer has not
-            # reached yet). Nothing read, nothing to tell.
+            # Every aborted transaction overlapping the batches this fetch returns,
+            # bounded by the bytes read as Kafka bounds it. Nothing read, nothing to tell.
             aborted = []
             if info.records is not None and info.size_in_bytes:
-                aborted = log.collect_aborted_transactions(offset, max_offset)
+                upper = log.fetch_upper_bound_offset(info)
+                aborted = log.collect_aborted_transactions(offset, upper)
         return ReadResult(
             Errors.NONE, log.high_watermark, log.log_start_offset, last_stable, info, aborted
         )

@@ -85,6 +85,7 @@ from kafkalab.storage.log_segment import (
     offset_index_file,
     time_index_file,
 )
+from kafkalab.storage.offset_index import OffsetPosition
 from kafkalab.storage.producer_state_manager import ProducerStateManager
 from kafkalab.storage.transaction_index import AbortedTxn
 
@@ -720,6 +721,22 @@ class UnifiedLog:
             if result.is_complete:
                 break
         return out
+
+    def fetch_upper_bound_offset(self, info: FetchDataInfo) -> int:
+        """An offset no batch of `info`'s bytes reaches past: the first offset-index
+        entry at or beyond the end of the bytes read, else the next segment's base
+        offset, else the LEO (Kafka: UnifiedLog.addAbortedTransactions's bound). A
+        read_committed fetch names the aborted transactions below it only."""
+        meta = info.fetch_offset_metadata
+        i = self._floor_index(meta.segment_base_offset)
+        segment = self._segments[i]
+        start = OffsetPosition(meta.message_offset, meta.relative_position_in_segment)
+        found = segment.offset_index.fetch_upper_bound_offset(start, info.size_in_bytes)
+        if found is not None:
+            return found.offset
+        if i + 1 < len(self._segments):
+            return self._segments[i + 1].base_offset
+        return self.log_end_offset
 
     def read(
         self,

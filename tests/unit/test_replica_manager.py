@@ -132,3 +132,30 @@ def test_read_committed_waits_on_the_lso_and_names_aborted_transactions(tmp_path
     assert part.log.last_stable_offset == 3
     follower.shutdown()
     rm.shutdown()
+
+
+def test_a_read_committed_fetch_names_only_the_aborted_transactions_its_bytes_reach(tmp_path):
+    """Kafka bounds the aborted-transaction list by the bytes returned (the first
+    offset-index entry past them), not by the LSO: a small fetch of a log with
+    many aborted transactions does not carry all of them."""
+    from kafkalab.records.control_record import ControlRecordType, build_end_txn_marker_batch
+    from kafkalab.storage.transaction_index import AbortedTxn
+    from kafkalab.storage.unified_log import AppendOrigin
+
+    rm = ReplicaManager(
+        LogManager(tmp_path, LogConfig(index_interval_bytes=1)), Timers(), broker_id=1
+    )
+    tp = ("t", 0)
+    rm.make_leader(tp, 0, [1], [1], 0)
+    for pid in (5, 6, 7):  # three transactions, each aborted: offsets 0-2, 3-5, 6-8
+        txn = build_batch([b"a", b"b"], producer_id=pid, producer_epoch=0, base_sequence=0,
+                          is_transactional=True)  # fmt: skip
+        assert rm.append_records("t", 0, txn).error == Errors.NONE
+        abort = build_end_txn_marker_batch(pid, 0, ControlRecordType.ABORT, 0)
+        rm.append_records("t", 0, abort, origin=AppendOrigin.COORDINATOR)
+    assert rm.partition(tp).log.last_stable_offset == 9
+    first_batch = rm.read("t", 0, 0, 1, True, FetchIsolation.TXN_COMMITTED)  # one batch
+    assert first_batch.aborted_transactions == [AbortedTxn(5, 0, 2, 3)]
+    everything = rm.read("t", 0, 0, 1 << 20, True, FetchIsolation.TXN_COMMITTED)
+    assert [t.producer_id for t in everything.aborted_transactions] == [5, 6, 7]
+    rm.shutdown()
