@@ -126,17 +126,24 @@ class BrokerMetadataListener:
                 for offset, record in records:
                     self.image.replay(record)
                     self.next_offset = offset + 1
-                self._publish()
+                await self._publish()
                 async with self._applied:
                     self._applied.notify_all()
 
-    def _publish(self) -> None:
-        """Make the ReplicaManager match the image (Kafka: BrokerMetadataPublisher)."""
+    async def _publish(self) -> None:
+        """Make the ReplicaManager match the image (Kafka: BrokerMetadataPublisher).
+
+        It yields to the event loop between partitions:
+        a new topic of many partitions (the 50 of __consumer_offsets, created
+        when the first group appears) takes tens of ms a partition to open, and
+        the broker's heartbeats must go on meanwhile, or the controller fences a
+        broker that is only busy (Kafka heartbeats from a thread of its own)."""
         rm, me = self.replica_manager, self.broker_id
         for topic in list(self.image.topics.values()):
-            for index, reg in topic.partitions.items():
+            for index, reg in list(topic.partitions.items()):
                 if me not in reg.replicas:
                     continue
+                await asyncio.sleep(0)
                 tp = (topic.name, index)
                 part = rm.partition(tp)
                 if reg.leader == me:
@@ -193,6 +200,7 @@ class BrokerMetadataListener:
         for tp in [tp for tp in rm.partitions if tp[0] not in self.image.topics]:
             self.fetchers.remove(tp)
             rm.remove_partition(tp)
+            await asyncio.sleep(0)
 
     def broker_address(self, broker_id: int) -> tuple[str, int]:
         """Where a broker listens, as it registered last (a restarted broker may

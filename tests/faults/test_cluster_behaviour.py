@@ -9,7 +9,7 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, NewTopic
 from faults_helpers import controller_isr, wait_until
 from test_checked_histories import create, leader_of
 
@@ -260,3 +260,27 @@ def test_list_offsets_is_answered_by_the_leader_only_as_in_kafka(cluster):
     if epoch > 0:
         assert ask(leader, -1, -1, epoch - 1)["error_code"] == Errors.FENCED_LEADER_EPOCH
     assert ask(leader, -1, -1, epoch + 1)["error_code"] == Errors.UNKNOWN_LEADER_EPOCH
+
+
+def test_a_topic_of_many_partitions_does_not_get_busy_brokers_fenced(tmp_path):
+    """Found by the soak: the first consumer group creates __consumer_offsets, 50
+    partitions of 3 replicas, and each broker opened its share in one go, without
+    letting its heartbeats out; with the labs' 500 ms session timeout the
+    controller fenced all three brokers, and every leadership moved while the
+    soak's load began. The broker now yields between partitions."""
+    from kafkalab.cluster.failover import LABS_FAILOVER
+
+    with LocalCluster(brokers=3, base_dir=tmp_path, **LABS_FAILOVER) as cluster:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        new = NewTopic("wide", 50, 3)  # as many as __consumer_offsets
+        for future in admin.create_topics([new]).values():
+            future.result(60)
+
+        def all_led() -> bool:
+            rows = cluster.describe("wide")
+            return len(rows[(rows.role == "leader") & (rows.status == "running")]) == 50
+
+        wait_until(all_led, 60)
+        cluster.wait_fully_replicated(60)
+        fenced = [line for line in cluster.controller.output if "fenced brokers" in line]
+        assert fenced == [], "".join(fenced)
