@@ -142,6 +142,25 @@ def _read_to_end(
     return out
 
 
+def _watermarks(consumer, topic: str, partition: int, timeout_s: float) -> tuple[int, int]:
+    """The partition's (log start, high watermark), asked again while its leadership
+    moves (a restarted broker taking its preferred leadership back answers
+    NOT_LEADER_OR_FOLLOWER for a moment)."""
+    from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+    moving = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE}
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return consumer.get_watermark_offsets(
+                TopicPartition(topic, partition), timeout=timeout_s
+            )
+        except KafkaException as e:
+            if e.args[0].code() not in moving or time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
 def read_final_log(
     bootstrap_servers: str,
     topic: str,
@@ -154,13 +173,9 @@ def read_final_log(
     `isolation.level` sees it now, and record it as the history's final log: up to
     the high watermark (read_uncommitted), or to the last stable offset, without
     aborted records and control markers (read_committed)."""
-    from confluent_kafka import TopicPartition
-
     consumer = _consumer(bootstrap_servers, isolation, "kafkalab-final-read")
     try:
-        low, high = consumer.get_watermark_offsets(
-            TopicPartition(topic, partition), timeout=timeout
-        )
+        low, high = _watermarks(consumer, topic, partition, timeout)
         end = high if isolation == "read_uncommitted" else 0
         read = _read_to_end(consumer, topic, {partition: low}, {partition: end}, timeout)
     finally:
