@@ -373,3 +373,22 @@ def test_requests_pipelined_behind_a_parked_one_are_answered_in_order():
 
     asyncio.run(scenario())
     assert answered_ids() == [1, 2, 3, 4, 5]
+
+
+def test_a_retention_past_the_end_of_time_is_stored_as_never():
+    """Found by the protocol fuzzer: OffsetCommit v2-v4 with retention_time_ms near
+    2^63 made now + retention overflow the record's int64 expire_timestamp, and
+    the broker dropped the connection instead of answering."""
+    from group_harness import Harness
+
+    from kafkalab.coordinator.group.results import CommitOffset
+
+    h = Harness()
+    e = h.c.commit_offsets(
+        "g", {("t", 0): CommitOffset(5)}, now_ms=1000, request="c",
+        expire_timestamp_ms=1000 + 2**63 - 1,
+    )  # fmt: skip
+    (append,) = e.appends()
+    out = h.c.append_completed(append.append_id, Errors.NONE, now_ms=1000)
+    assert out.responses()[0].result.partitions == {("t", 0): Errors.NONE}
+    assert h.c.groups["g"].offsets[("t", 0)].expire_timestamp == 2**63 - 1

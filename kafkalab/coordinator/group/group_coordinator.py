@@ -1410,6 +1410,10 @@ class GroupCoordinator:
             for tp, c in offsets.items()
             if c.metadata is not None and len(c.metadata) > self.config.offset_metadata_max_bytes
         }
+        if expire_timestamp_ms is not None:
+            # now + a retention_time_ms from the wire: keep it an int64, as the
+            # OffsetCommitValue v1 record field is (the fuzzer sent 2^63 - 1)
+            expire_timestamp_ms = max(-(2**63), min(expire_timestamp_ms, 2**63 - 1))
         to_write = {
             tp: OffsetAndMetadata(
                 c.offset, c.leader_epoch, c.metadata or "", now_ms, expire_timestamp_ms
