@@ -52,22 +52,21 @@ def group_state_graph(
     """Every state of a classic group and every allowed transition (grey); the
     transitions taken drawn thick and red, labelled with their step numbers and
     times; the state the group is in now (the last transition's target) bold."""
-    path = list(transitions)
-    taken: dict[tuple[str, str], list[str]] = {}
-    for step, (at_ms, src, dst) in enumerate(path, start=1):
-        taken.setdefault((src.value, dst.value), []).append(f"{step}@{at_ms}ms")
+    path = [
+        (src.value, dst.value, f"{step}@{at_ms}ms")
+        for step, (at_ms, src, dst) in enumerate(transitions, start=1)
+    ]
     edges = [
         (src.value, dst.value, "", "dashed" if dst is GroupState.DEAD else "solid")
         for dst, sources in VALID_PREVIOUS_STATES.items()
         for src in sorted(sources, key=lambda s: s.value)
         if src is not dst
     ]
-    current = path[-1][2] if path else GroupState.EMPTY
     return state_machine_graph(
         {state.value: _STATE_COLOURS[state] for state in GroupState},
         edges,
-        taken,
-        current.value,
+        path,
+        GroupState.EMPTY.value,
         title,
     )
 

@@ -3,7 +3,7 @@ that point into them."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import graphviz
@@ -60,8 +60,8 @@ NOT_TAKEN = {"color": "#bbbbbb", "fontcolor": "#999999"}
 def state_machine_graph(
     states: dict[str, str],
     edges: Iterable[tuple[str, str, str, str]],
-    taken: dict[tuple[str, str], list[str]],
-    current: str | None,
+    path: Sequence[tuple[str, str, str]],
+    initial: str | None = None,
     title: str | None = None,
 ) -> graphviz.Digraph:
     """A state machine with a path taken through it, the one picture the labs draw of
@@ -69,8 +69,13 @@ def state_machine_graph(
 
     `states`: name -> fill colour, in drawing order; `edges`: (from, to, label,
     style) for every allowed transition, drawn grey (style "solid" or "dashed");
-    `taken`: (from, to) -> the labels of the steps that took it, drawn thick and
-    red; `current`: the state drawn bold (None: none)."""
+    `path`: the steps taken, (from, to, the step's label), their edges drawn thick
+    and red with the labels of every step that took them; the current state, the
+    last step's target (`initial` before any step; None: none), is drawn bold."""
+    taken: dict[tuple[str, str], list[str]] = {}
+    for src, dst, step in path:
+        taken.setdefault((src, dst), []).append(step)
+    current = path[-1][1] if path else initial
     g = graphviz.Digraph(graph_attr={"rankdir": "LR", "fontname": "Helvetica"})
     g.attr("node", shape="box", style="rounded,filled", fontname="Helvetica")
     g.attr("edge", fontname="Helvetica", fontsize="9")

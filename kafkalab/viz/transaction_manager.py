@@ -36,21 +36,20 @@ def transaction_manager_graph(
 ) -> graphviz.Digraph:
     """All states and allowed transitions (grey); the transitions taken thick and
     red, labelled with their step numbers; the current state (the last target) bold."""
-    path = list(transitions)
-    taken: dict[tuple[str, str], list[str]] = {}
-    for step, (src, dst) in enumerate(path, start=1):
-        taken.setdefault((src.value, dst.value), []).append(str(step))
+    path = [
+        (src.value, dst.value, str(step)) for step, (src, dst) in enumerate(transitions, start=1)
+    ]
+    taken = {(src, dst) for src, dst, _ in path}
     # FATAL_ERROR is reachable from everywhere: only the edges taken into it are drawn
     edges = [
         (src.value, dst.value, "", "solid")
         for src, dst in EDGES
         if dst is not S.FATAL_ERROR or (src.value, dst.value) in taken
     ]
-    current = path[-1][1] if path else S.UNINITIALIZED
     return state_machine_graph(
         {state.value: _COLOURS[state] for state in TransactionState},
         edges,
-        taken,
-        current.value,
+        path,
+        S.UNINITIALIZED.value,
         title,
     )

@@ -137,20 +137,16 @@ def transaction_state_graph(
     with its cause; dashed to Dead); the transitions taken thick and red, labelled
     with their step numbers; the current state (the last target) bold. A
     transition outside TRANSITIONS raises ValueError: the picture would lie."""
-    path = list(transitions)
-    for edge in path:
-        if edge not in TRANSITIONS:
-            raise ValueError(f"{edge[0]} -> {edge[1]} is not a transition the coordinator makes")
-    taken: dict[tuple[str, str], list[str]] = {}
-    for step, edge in enumerate(path, start=1):
-        taken.setdefault(edge, []).append(str(step))
+    path = [(src, dst, str(step)) for step, (src, dst) in enumerate(transitions, start=1)]
+    for src, dst, _ in path:
+        if (src, dst) not in TRANSITIONS:
+            raise ValueError(f"{src} -> {dst} is not a transition the coordinator makes")
     edges = [
         (src, dst, cause, "dashed" if dst == DEAD else "solid")
         for (src, dst), cause in TRANSITIONS.items()
     ]
-    current = path[-1][1] if path else None
     return state_machine_graph(
-        {state: _COLOURS[state] for state in STATES}, edges, taken, current, title
+        {state: _COLOURS[state] for state in STATES}, edges, path, title=title
     )
 
 
