@@ -11,10 +11,16 @@
 
 Each process has its own data directory under `base_dir`; every process the
 cluster starts it stops, also when a test fails (`__exit__`).
+
+`KAFKALAB_MIN_SESSION_TIMEOUT_MS` in the environment raises every cluster's
+`broker.session.timeout.ms` to at least that much (binder/start sets 3000: on
+one throttled CPU a broker's heartbeats come late, and a lab's 500 ms session
+would have the controller fence healthy brokers).
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import time
@@ -131,6 +137,20 @@ def under_replicated(rows: list[dict]) -> list[tuple[str, int]]:
     return out
 
 
+MIN_SESSION_TIMEOUT_ENV = "KAFKALAB_MIN_SESSION_TIMEOUT_MS"
+
+
+def effective_session_timeout_ms(session_timeout_ms: int) -> int:
+    """The session timeout a cluster uses: the one asked for, raised to the
+    environment's floor (`KAFKALAB_MIN_SESSION_TIMEOUT_MS`) where one is set."""
+    floor = os.environ.get(MIN_SESSION_TIMEOUT_ENV, "").strip()
+    if not floor:
+        return session_timeout_ms
+    if not floor.isdigit():
+        raise ValueError(f"{MIN_SESSION_TIMEOUT_ENV} must be a whole number of ms, not {floor!r}")
+    return max(session_timeout_ms, int(floor))
+
+
 class LocalCluster:
     def __init__(
         self,
@@ -148,7 +168,7 @@ class LocalCluster:
         self.base_dir = Path(base_dir or tempfile.mkdtemp(prefix="kafkalab-cluster-"))
         self.n = brokers
         self.broker_props = dict(broker_props or {})
-        self.session_timeout_ms = session_timeout_ms
+        self.session_timeout_ms = effective_session_timeout_ms(session_timeout_ms)
         self.controller_props = dict(controller_props or {})
         self.props_by_broker = {b: dict(p) for b, p in (props_by_broker or {}).items()}
         self.outlive_parent = outlive_parent
