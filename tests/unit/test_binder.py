@@ -46,7 +46,9 @@ def test_binder_pins_every_runtime_and_lab_dependency_within_its_range() -> None
         name = _name(requirement)
         assert name in pins, f"{name} is a lab dependency but Binder does not install it"
         specifier = SpecifierSet(re.sub(r"^[A-Za-z0-9_.\-\[\]]+", "", requirement).strip())
-        assert pins[name] in specifier, f"Binder pins {name}=={pins[name]}, pyproject wants {specifier}"
+        assert pins[name] in specifier, (
+            f"Binder pins {name}=={pins[name]}, pyproject wants {specifier}"
+        )
     assert "kafkalab" not in pins, "postBuild installs kafkalab itself, from the checkout"
 
 

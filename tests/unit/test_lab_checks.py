@@ -40,8 +40,7 @@ def test_answered_sees_the_placeholder_anywhere() -> None:
 
 
 def test_student_code_that_is_a_placeholder_crashes_or_returns_nothing_is_not_yet() -> None:
-    def placeholder():
-        ...
+    def placeholder(): ...
 
     def raises():
         raise NotImplementedError
