@@ -20,7 +20,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.kafkalab-installed
 JS_STAMP := tests/js/node_modules/.installed
 
-.PHONY: lab test setup system-deps lint bench soak fuzz clean
+.PHONY: lab test setup system-deps lint bench soak fuzz binder-fit clean
 
 # --allow-root: as root (most containers, Codespaces-style images, CI runners)
 # JupyterLab refuses to start without it. For any other user it changes nothing
@@ -66,6 +66,11 @@ soak: setup
 
 fuzz: setup
 	$(BIN)/python benchmarks/fuzz_protocol.py $(FUZZ_ARGS)
+
+# Every notebook as Binder runs it (binder/start's environment, one CPU): wall
+# time and the peak memory of the kernel's whole process tree, against 2 GiB.
+binder-fit: setup
+	$(BIN)/python benchmarks/labs_on_binder.py $(BINDER_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info tests/js/node_modules
