@@ -15,11 +15,12 @@ drawn as Kafka's `Dead`.
 
 `TRANSITIONS` are the edges kafkalab's coordinator can write, each with what
 causes it; tests/unit/test_viz_transactions.py explores TransactionStateMachine
-and checks that they are exactly the transitions it makes. They differ from
-Kafka's `TransactionState.validPreviousStates` in one place: InitProducerId on
-a completed transaction keeps CompleteCommit / CompleteAbort (with the bumped
-epoch) where Kafka writes Empty. kafkalab never writes PrepareEpochFence: its
-fencing InitProducerId goes straight to PrepareAbort with the new epoch.
+and checks that they are exactly the transitions it makes. They are Kafka's
+`TransactionState.validPreviousStates` for transaction version 1 (InitProducerId
+on a completed transaction writes Empty with the next epoch, as Kafka's
+prepareIncrementProducerEpoch), but for one thing: kafkalab never writes
+PrepareEpochFence: its fencing InitProducerId goes straight to PrepareAbort
+with the new epoch.
 """
 
 from __future__ import annotations
@@ -58,8 +59,8 @@ TRANSITIONS: dict[tuple[str, str], str] = {
     (PREPARE_ABORT, COMPLETE_ABORT): "every ABORT marker written",
     (COMPLETE_COMMIT, ONGOING): "AddPartitionsToTxn",
     (COMPLETE_ABORT, ONGOING): "AddPartitionsToTxn",
-    (COMPLETE_COMMIT, COMPLETE_COMMIT): "InitProducerId",
-    (COMPLETE_ABORT, COMPLETE_ABORT): "InitProducerId",
+    (COMPLETE_COMMIT, EMPTY): "InitProducerId",
+    (COMPLETE_ABORT, EMPTY): "InitProducerId",
     (EMPTY, DEAD): "expired",
     (COMPLETE_COMMIT, DEAD): "expired",
     (COMPLETE_ABORT, DEAD): "expired",

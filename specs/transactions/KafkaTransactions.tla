@@ -117,7 +117,8 @@ Init ==
 \* An instance (re)starts. With a transaction in progress the coordinator
 \* first aborts it (fencing its owner with a new epoch); the caller retries
 \* (CONCURRENT_TRANSACTIONS) until the abort is complete. Then it hands out the
-\* next epoch: the caller owns the transactional.id from now on.
+\* next epoch, starting from Empty (Kafka's prepareIncrementProducerEpoch): the
+\* caller owns the transactional.id from now on.
 InitProducerId(i) ==
     /\ producer[i].status \in {"uninitialized", "ready", "fenced"}
     /\ coordinator.epoch < MaxEpoch
@@ -131,7 +132,7 @@ InitProducerId(i) ==
        \/ /\ Ended(coordinator.state)
           /\ LET e == IF BumpEpochOnInit \/ coordinator.epoch < 0
                       THEN coordinator.epoch + 1 ELSE coordinator.epoch
-             IN  /\ coordinator' = [coordinator EXCEPT !.epoch = e]
+             IN  /\ coordinator' = [coordinator EXCEPT !.epoch = e, !.state = "Empty", !.partitions = {}]
                  /\ producer' = [producer EXCEPT ![i] =
                                    [epoch |-> e, status |-> "ready", txn |-> NoTxn,
                                     seq |-> [p \in Partitions |-> 0], parts |-> {}]]

@@ -130,3 +130,32 @@ def test_the_epoch_never_goes_back_and_old_epochs_stay_fenced(ops):
             with pytest.raises(KafkaError) as fenced:
                 m.add_partitions(seen - 1, ["t-9"])
             assert fenced.value.code == Errors.PRODUCER_FENCED
+
+
+@pytest.mark.parametrize("commit", [True, False])
+def test_init_producer_id_after_a_completed_transaction_starts_empty_with_the_next_epoch(commit):
+    # Kafka's prepareIncrementProducerEpoch: Complete* --InitProducerId--> Empty.
+    m = TransactionStateMachine(7)
+    m.init_producer_id()
+    m.add_partitions(0, ["t-0"])
+    m.end_txn(0, commit=commit)
+    m.marker_written("t-0")
+    m.complete()
+    assert m.current.state == ("CompleteCommit" if commit else "CompleteAbort")
+    assert m.init_producer_id() == (7, 1)
+    assert (m.current.state, m.current.producer_epoch, m.current.partitions) == (
+        "Empty",
+        1,
+        frozenset(),
+    )
+
+
+def test_the_broken_coordinator_keeps_the_epoch_but_still_starts_empty():
+    m = TransactionStateMachine(7, bump_epoch_on_init=False)
+    m.init_producer_id()
+    m.add_partitions(0, ["t-0"])
+    m.end_txn(0, commit=True)
+    m.marker_written("t-0")
+    m.complete()
+    assert m.init_producer_id() == (7, 0)
+    assert m.current.state == "Empty"

@@ -106,14 +106,14 @@ def test_the_path_read_from_the_coordinators_records():
         ("CompleteAbort", "Ongoing"),
         ("Ongoing", "PrepareAbort"),
         ("PrepareAbort", "CompleteAbort"),
-        ("CompleteAbort", "CompleteAbort"),
+        ("CompleteAbort", "Empty"),  # InitProducerId: Kafka's prepareIncrementProducerEpoch
     ]
     assert transaction_state_path(records, "someone-else") == []
     lines = transaction_state_graph(path).source.splitlines()
     red = [line for line in lines if "->" in line and "#d62728" in line]
     assert len(red) == len(set(path))
     assert any("Ongoing -> PrepareAbort" in line and '"5, 8:' in line for line in red)
-    (current,) = [line for line in lines if line.strip().startswith("CompleteAbort [")]
+    (current,) = [line for line in lines if line.strip().startswith("Empty [")]
     assert "penwidth=3" in current
 
     table = transaction_log_table(records)

@@ -9,6 +9,7 @@ state (`TransactionStateMachine.load`).
     Empty ──AddPartitionsToTxn──> Ongoing ──EndTxn(commit)──> PrepareCommit ──markers──> CompleteCommit
                                           ──EndTxn(abort) / timeout / InitProducerId──> PrepareAbort ──> CompleteAbort
     Complete* ──AddPartitionsToTxn──> Ongoing (the next transaction)
+    Empty / Complete* ──InitProducerId──> Empty, with the next epoch (Kafka's prepareIncrementProducerEpoch)
 
 Invariants kept here:
 - the producer epoch only grows; InitProducerId bumps it (and so fences every
@@ -85,7 +86,8 @@ class TransactionStateMachine:
             if self.bump_epoch_on_init or s.producer_epoch < 0
             else s.producer_epoch
         )
-        self.current = replace(s, producer_epoch=epoch)
+        # Kafka's prepareIncrementProducerEpoch: the new epoch starts from Empty.
+        self.current = replace(s, producer_epoch=epoch, state=EMPTY, partitions=frozenset())
         return s.producer_id, epoch
 
     def add_partitions(self, epoch: int, partitions) -> None:
