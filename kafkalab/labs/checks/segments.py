@@ -9,6 +9,7 @@ directory) and compares it with the student's.
 
 from __future__ import annotations
 
+import logging
 import shutil
 import tempfile
 from collections.abc import Sequence
@@ -188,12 +189,16 @@ def check_recovered_log_end(
     """
     if not answered(answer):
         return UNANSWERED
-    with tempfile.TemporaryDirectory(prefix="kafkalab-check-") as scratch:
-        recovered = UnifiedLog(
-            _scratch_copy(Path(crashed), scratch), config, recovery_point=recovery_point
-        )
-        expected = recovered.log_end_offset
-        recovered.close()
+    quiet = logging.getLogger("kafkalab.storage.unified_log")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)  # the scratch copy's "cut N bytes" warning would hint
+    try:
+        with tempfile.TemporaryDirectory(prefix="kafkalab-check-") as scratch:
+            copy = _scratch_copy(Path(crashed), scratch)
+            with UnifiedLog(copy, config, recovery_point=recovery_point) as recovered:
+                expected = recovered.log_end_offset
+    finally:
+        quiet.setLevel(level)
     return compare(
         answer,
         expected,
