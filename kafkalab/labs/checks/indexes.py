@@ -131,7 +131,8 @@ def check_time_lookup_start(answer: object, segment: LogSegment, timestamp: int)
 def check_rebuilt_entries(answer: object, directory: Path, config: LogConfig) -> Verdict:
     """How many entries the offset index has once the log in `directory` reopens.
 
-    The check reopens a copy of the directory. When a segment's index file is
+    The check reopens a copy of the directory as after a clean shutdown (every
+    file is trusted but the missing ones). When a segment's index file is
     missing (or fails its sanity check), the loader rebuilds it (LogSegment.recover):
     it reads the .log batch by batch, checks each CRC, and adds entries by the
     same index.interval.bytes rule as appends did.
@@ -141,7 +142,7 @@ def check_rebuilt_entries(answer: object, directory: Path, config: LogConfig) ->
     with tempfile.TemporaryDirectory(prefix="kafkalab-check-") as scratch:
         copy = Path(scratch) / Path(directory).name
         shutil.copytree(directory, copy)
-        reopened = UnifiedLog(copy, config)
+        reopened = UnifiedLog(copy, config, clean_shutdown=True)
         expected = sum(s.offset_index.entries for s in reopened.segments)
         reopened.close()
     return compare(
