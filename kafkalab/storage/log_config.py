@@ -73,6 +73,8 @@ _BROKER_SYNONYMS = {
     "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
     "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
     "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
+    # the broker-level default under the topic config's own name
+    "min.insync.replicas": "min.insync.replicas",
 }
 _UNIT_MS = {
     "log.roll.hours": 3_600_000,

@@ -435,6 +435,11 @@ def test_log_config_names_defaults_and_errors():
     )
     assert (broker.segment_bytes, broker.retention_ms) == (2048, 3_600_000)
     assert LogConfig().to_properties()["segment.index.bytes"] == "10485760"
+    # server.properties sets the topics' default min.insync.replicas under its own name
+    # (a broker that ignored it let acks=all through with an ISR of one: lab 03 part 2)
+    broker = LogConfig.from_properties({"min.insync.replicas": "2"}, broker_prefix=True)
+    assert broker.min_insync_replicas == 2
+    assert broker.with_overrides({"min.insync.replicas": "3"}).min_insync_replicas == 3
     with pytest.raises(InvalidConfigError, match="segment.bytes"):
         LogConfig.from_properties({"segment.bytes": "1"})
     with pytest.raises(InvalidConfigError, match="unknown topic config"):
