@@ -15,13 +15,14 @@ the old rule, `high-watermark`, it asks nothing and cuts at its own HW.
 
 from __future__ import annotations
 
+import random
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from kafkalab.labs.checks import Verdict, answered, compare, run_student_code, verdict
+from kafkalab.labs.checks import Verdict, answered, compare, run_student_code
 from kafkalab.replication.partition import TRUNCATION_RULES, Partition
 from kafkalab.storage import UnifiedLog
 from kafkalab.storage.checkpoint_file import LeaderEpochCheckpointFile, OffsetCheckpointFile
@@ -179,7 +180,7 @@ def checkpoint_starts(answer: Any, partition_dir: str | Path) -> Verdict:
     return compare(
         dict(answer) if isinstance(answer, Mapping) else answer,
         expected,
-        what="the epochs and their start offsets",
+        what="the map epoch -> start offset",
         why="after the version line (0) and the entry count, each line is `epoch start-offset`; "
         "an epoch in which nothing was written before a newer one began is not in the file",
         hint="skip the first two lines (version, count); each next line is one epoch and the "
@@ -225,9 +226,8 @@ def _replica_from_files(
     """A replica opened from a copy of a broker's files: its partition directory
     (log, indexes, leader-epoch-checkpoint) and its HW from the broker's
     replication-offset-checkpoint."""
-    hw = (
-        OffsetCheckpointFile(broker_dir / "replication-offset-checkpoint").read().get((topic, 0), 0)
-    )
+    checkpoint = broker_dir / "replication-offset-checkpoint"
+    hw = OffsetCheckpointFile(checkpoint).read().get((topic, 0), 0) if checkpoint.exists() else 0
     source = broker_dir / f"{topic}-0"
     target = directory / f"broker-{broker_id}" / f"{topic}-0"
     target.mkdir(parents=True)
@@ -326,86 +326,126 @@ def losing_step(answer: Any, trace) -> Verdict:
     )
 
 
-def _spec_constants(trace, rule: str) -> dict:
-    constants = dict(trace.meta.get("constants") or {})
-    constants["Replicas"] = set(trace.states[0]["log"])
-    constants["TruncationRule"] = rule
-    return constants
+def _small_replica(rng: random.Random) -> tuple[list[dict], int, list[dict]]:
+    """A replica with up to 3 records and up to 3 epochs out of 0..3, as a spec
+    state holds it: (log, HW, epoch cache)."""
+    length = rng.randint(0, 3)
+    numbers = sorted(rng.sample(range(4), rng.randint(0, 3)))
+    starts = sorted(rng.randint(0, length) for _ in numbers)
+    cache = [{"epoch": e, "start": s} for e, s in zip(numbers, starts, strict=True)]
+    log = [
+        {"id": i + 1, "epoch": max([c["epoch"] for c in cache if c["start"] <= i], default=0)}
+        for i in range(length)
+    ]
+    return log, rng.randint(0, length), cache
+
+
+def _replica(length: int, hw: int, cache: list[tuple[int, int]]) -> tuple:
+    entries = [{"epoch": e, "start": s} for e, s in cache]
+    log = [
+        {"id": i + 1, "epoch": max([e for e, s in cache if s <= i], default=0)}
+        for i in range(length)
+    ]
+    return log, hw, entries
+
+
+#: KIP-279's case: the follower led epoch 2 (from offset 2), which the leader never had;
+#: the leader has epochs 0, 1, 3. Asked about 2, it answers epoch 1; the follower's
+#: largest epoch <= 1 is 0, so it cuts where its epoch 0 ends and asks about 0.
+_KIP_279 = [_replica(3, 0, [(0, 0), (2, 2)]), _replica(3, 3, [(0, 0), (1, 1), (3, 2)])]
 
 
 def truncation_round_function(
-    function: Callable[..., Any], spec, traces: Iterable, rules: Iterable[str] = TRUNCATION_RULES
+    function: Callable[..., Any],
+    spec,
+    traces: Iterable,
+    rules: Iterable[str] = TRUNCATION_RULES,
+    extra: int = 60,
 ) -> Verdict:
     """The student's one round of the truncation, `function(leo, hw, epochs, answer)
-    -> (offset, done)`, driven round after round as `Truncation(r, l)` drives the
-    spec's `Round`, in every state of every trace, for every pair of brokers and
-    every rule. The leader's answers are the spec's `EndOffsetFor`; the right final
-    cut is the spec's `Truncation(r, l).leo`, both evaluated by the TLA+ evaluator.
-    `epochs` is the follower's epoch cache as [(epoch, start offset), ...]; `answer`
-    is None when the follower asks nothing (high-watermark, or no epochs)."""
-    seen: set = set()
-    cases = 0
+    -> (offset, done)`, driven round after round as the spec's `Truncation(r, l)`
+    drives its `Round`. Every replica seen in the traces (its log, HW and epoch
+    cache) is made the follower of every replica seen (its log and cache), under
+    every rule, and so is a fixed sample of `extra` small replicas (up to 3
+    records, epochs 0..3) the traces never reach: old epochs against new.
+    The leader's answers are the spec's `EndOffsetFor` and the right final cut is
+    `Truncation(r, l).leo`, both evaluated by the TLA+ evaluator. `epochs` is the
+    follower's epoch cache as [(epoch, start offset), ...]; `answer` is None when
+    the follower asks nothing (high-watermark, or no epochs)."""
+    traces = list(traces)
+    if not traces:
+        return Verdict(False, "no case to check: pass the traces the notebook loaded")
+    views = {}
     for trace in traces:
         for state in trace.states:
-            key = repr((state["log"], state["hw"], state["cache"]))
-            if key in seen:
-                continue
-            seen.add(key)
-            view = {k: state[k] for k in ("log", "hw", "cache")}
-            brokers = sorted(state["log"])
-            for rule in rules:
-                constants = _spec_constants(trace, rule)
-                for r in brokers:
-                    for ldr in brokers:
-                        if r == ldr:
-                            continue
-                        expected = spec.evaluate(
-                            f'Truncation("{r}", "{ldr}")', constants=constants, state=view
-                        )
-                        expected_leo = _field(expected, "leo")
-                        leo, hw = len(state["log"][r]), state["hw"][r]
-                        epochs = [(e["epoch"], e["start"]) for e in state["cache"][r]]
-                        for _ in range(1 + len(epochs)):
-                            latest = epochs[-1][0] if epochs else -1
-                            answer = None
-                            if rule != "high-watermark" and latest >= 0:
-                                answer = tuple(
-                                    spec.evaluate(
-                                        f'EndOffsetFor(cache["{ldr}"], Len(log["{ldr}"]), {latest})',
-                                        constants=constants,
-                                        state=view,
-                                    )
-                                )
-                            asked = (leo, hw, list(epochs), answer)
-                            result, problem = run_student_code(function, *asked)
-                            if problem is not None:
-                                return problem
-                            if not (isinstance(result, tuple | list) and len(result) == 2):
-                                return Verdict(False, "return a pair (offset, done)")
-                            offset, done = result
-                            leo = offset
-                            epochs = [(e, s) for e, s in epochs if s < offset]
-                            if done:
-                                break
-                        cases += 1
-                        if leo != expected_leo:
-                            return Verdict(
-                                False,
-                                f"under {rule}, follower {r} (log length "
-                                f"{len(state['log'][r])}, HW {hw}, epochs "
-                                f"{[(e['epoch'], e['start']) for e in state['cache'][r]]}) asking "
-                                f"{ldr} ends at offset {leo}, not where the spec's Truncation "
-                                "cuts. The rule: nothing to ask or an answer of -1 -> your HW "
-                                "(capped by your LEO), done; your own end of the answered epoch "
-                                "unknown -> the leader's end offset, done; the answered epoch "
-                                "is not one of yours -> where that older epoch ends for you, "
-                                "ask again; else min(yours, the leader's, your LEO), done",
+            for r in state["log"]:
+                view = (state["log"][r], state["hw"][r], state["cache"][r])
+                views.setdefault(repr(view), view)
+    rng = random.Random(404)  # and a fixed sample of small replicas the traces never reach
+    for _ in range(extra):
+        view = _small_replica(rng)
+        views.setdefault(repr(view), view)
+    for view in _KIP_279:
+        views.setdefault(repr(view), view)
+    f, ldr = "b2", "b1"  # the follower and the leader in the spec's state
+    constants = dict(traces[0].meta.get("constants") or {})
+    constants["Replicas"] = {f, ldr}
+    cases = 0
+    for rule in rules:
+        constants["TruncationRule"] = rule
+        for follower in views.values():
+            for leader in views.values():
+                state = {
+                    "log": {f: follower[0], ldr: leader[0]},
+                    "hw": {f: follower[1], ldr: leader[1]},
+                    "cache": {f: follower[2], ldr: leader[2]},
+                }
+                expected = _field(
+                    spec.evaluate(f'Truncation("{f}", "{ldr}")', constants=constants, state=state),
+                    "leo",
+                )
+                leo, hw = len(follower[0]), follower[1]
+                epochs = [(e["epoch"], e["start"]) for e in follower[2]]
+                for _ in range(1 + len(epochs)):
+                    latest = epochs[-1][0] if epochs else -1
+                    answer = None
+                    if rule != "high-watermark" and latest >= 0:
+                        answer = tuple(
+                            spec.evaluate(
+                                f'EndOffsetFor(cache["{ldr}"], Len(log["{ldr}"]), {latest})',
+                                constants=constants,
+                                state=state,
                             )
-    return verdict(
-        cases > 0,
-        f"your rounds cut where the spec's Truncation does in all {cases} cases "
-        "(every state of the traces, every follower and leader, every rule)",
-        "no case to check: pass the traces the notebook loaded",
+                        )
+                    result, problem = run_student_code(function, leo, hw, list(epochs), answer)
+                    if problem is not None:
+                        return problem
+                    if not (isinstance(result, tuple | list) and len(result) == 2):
+                        return Verdict(False, "return a pair (offset, done)")
+                    leo, done = result
+                    epochs = [(e, s) for e, s in epochs if s < leo]
+                    if done:
+                        break
+                cases += 1
+                if leo != expected:
+                    return Verdict(
+                        False,
+                        f"under {rule}, a follower with log length {len(follower[0])}, HW "
+                        f"{follower[1]} and epochs "
+                        f"{[(e['epoch'], e['start']) for e in follower[2]]}, asking a leader "
+                        f"with log length {len(leader[0])} and epochs "
+                        f"{[(e['epoch'], e['start']) for e in leader[2]]}, ends at offset {leo}: "
+                        "not where the spec's Truncation cuts. The rule: nothing to ask or an "
+                        "answer of -1 -> your HW (capped by your LEO), done; you know no epoch "
+                        "<= the answered one -> the leader's end offset, done; your largest "
+                        "epoch <= it is an older one (the answered epoch was never yours) -> "
+                        "where that older epoch ends for you, ask again; else min(your end, the "
+                        "leader's end, your LEO), done",
+                    )
+    return Verdict(
+        True,
+        f"your rounds cut where the spec's Truncation does in all {cases} cases (every replica "
+        "of the traces and of the sample following every other, under every rule)",
     )
 
 
