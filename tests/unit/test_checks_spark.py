@@ -108,6 +108,32 @@ def test_offsets_for_range_wrong_and_placeholder() -> None:
     assert_not_yet(checks.offsets_for_range(..., fake_read, 2, 100, 199), "replace the ...")
 
 
+# -- last_stable_offset ------------------------------------------------------------------
+
+# payments as in 01_batch: committed 0-2 (marker 3), aborted 4-5 (marker 6), open 7.
+PAYMENTS = {
+    "read_uncommitted": ["paid-1", "paid-2", "paid-3", "oops-1", "oops-2", "pending-1"],
+    "read_committed": ["paid-1", "paid-2", "paid-3"],
+}
+
+
+def latest(isolation: str) -> int:
+    return {"read_uncommitted": 8, "read_committed": 7}[isolation]
+
+
+def test_last_stable_offset() -> None:
+    v = checks.last_stable_offset((7, 3), latest, PAYMENTS.get)
+    assert v and "LSO 7" in str(v), v
+    assert_not_yet(checks.last_stable_offset((8, 3), latest, PAYMENTS.get), "open")
+    assert_not_yet(checks.last_stable_offset((6, 3), latest, PAYMENTS.get), "oldest open")
+    assert_not_yet(checks.last_stable_offset((7, 5), latest, PAYMENTS.get), "aborted")
+    assert_not_yet(checks.last_stable_offset((7, ...), latest, PAYMENTS.get), "replace the ...")
+    assert_not_yet(checks.last_stable_offset(7, latest, PAYMENTS.get), "two numbers")
+    # once the open transaction commits, the LSO is the HW
+    committed = {**PAYMENTS, "read_committed": [*PAYMENTS["read_committed"], "pending-1"]}
+    assert checks.last_stable_offset((9, 4), lambda i: 9, committed.get)
+
+
 # -- batch_offsets -----------------------------------------------------------------------
 
 

@@ -17,7 +17,13 @@ from kafkalab.cluster.history import History, check
 from kafkalab.labs.checks import Verdict, answered, compare, run_student_code, verdict
 from kafkalab.spark.offsets import OffsetRange, plan_ranges
 
-__all__ = ["batch_offsets", "lost_and_duplicated", "offsets_for_range", "read_tasks"]
+__all__ = [
+    "batch_offsets",
+    "last_stable_offset",
+    "lost_and_duplicated",
+    "offsets_for_range",
+    "read_tasks",
+]
 
 
 def read_tasks(answer: Any, by_partition: Any, min_partitions: int, df: Any = None) -> Verdict:
@@ -126,6 +132,50 @@ def offsets_for_range(
         False,
         f"your read ends at offset {high}: endingOffsets is exclusive, the offset after "
         "the last one read",
+    )
+
+
+def last_stable_offset(
+    answer: Any,
+    latest: Callable[[str], int],
+    read: Callable[[str], Any],
+) -> Verdict:
+    """Where a ``read_committed`` batch read ends, and how many records it returns:
+    ``(lso, records)``.
+
+    The rule: the last stable offset (LSO) is the first offset of the oldest
+    transaction still open, or the high watermark when none is open; a
+    ``read_committed`` read ends there (exclusive) and returns only the records of
+    committed transactions below it: aborted records are skipped, and the commit and
+    abort markers are control records no consumer hands out. ``latest(isolation)``
+    asks the partition leader (ListOffsets) for its latest offset under that
+    isolation; ``read(isolation)`` runs the Spark read.
+    """
+    if not answered(answer) or (isinstance(answer, tuple) and not answered(*answer)):
+        return compare(..., None, what="", why="")
+    if not isinstance(answer, tuple) or len(answer) != 2:
+        return Verdict(False, "answer with two numbers: (the LSO, records read_committed returns)")
+    lso, hw = latest("read_committed"), latest("read_uncommitted")
+    records = len(read("read_committed"))
+    if answer[0] != lso:
+        hint = (
+            "the LSO is not the high watermark while a transaction is open"
+            if answer[0] == hw and lso != hw
+            else "the LSO is the first offset of the oldest open transaction (the HW if none is open)"
+        )
+        return Verdict(False, f"the LSO is not {answer[0]}: {hint}")
+    return compare(
+        answer[1],
+        records,
+        what="the number of records a read_committed read returns",
+        why=(
+            f"the read ends at the LSO {lso} (the HW is {hw}) and returns only committed "
+            "records below it: no aborted record, no marker"
+        ),
+        hint=(
+            "count the committed transactions' records below the LSO: aborted records are "
+            "skipped, and markers (control records) are never returned"
+        ),
     )
 
 
