@@ -81,6 +81,10 @@ class SocketServer:
         self._handlers: list[asyncio.Task] = []
         self._connections: set[asyncio.Task] = set()
         self._busy = 0  # requests read and not yet answered
+        # The deepest the channel has been (requests read, waiting for a handler): a
+        # gauge the labs sample in-process (`channel.qsize()` is the depth now). Set it
+        # to 0 to measure again.
+        self.channel_peak = 0
         self.bound_port: int | None = None
 
     async def start(self) -> None:
@@ -214,6 +218,7 @@ class SocketServer:
             return False
         future = asyncio.get_running_loop().create_future()
         await self.channel.put(Request(header, api, body, future))
+        self.channel_peak = max(self.channel_peak, self.channel.qsize())
         result = await future
         if inspect.isawaitable(result):
             # A request parked in a purgatory (or waiting for the controller): if the
