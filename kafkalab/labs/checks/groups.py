@@ -369,8 +369,8 @@ def compaction_survivors(
     """The student's ``survivors(records)`` against what the real log cleaner kept.
 
     ``records`` are the closed segment's records as ``(offset, key, value)``,
-    a tombstone's value being ``"<DELETE>"``; ``kept`` the offsets of those
-    records that were still there after the cleaner's first pass. The rule:
+    a tombstone's value being ``"<DELETE>"``; ``kept`` the offsets in the log
+    after the cleaner's first pass (those of later segments are ignored). The rule:
     the cleaner keeps the latest record of each key; a tombstone is the latest
     record of its key, and a first pass keeps it too (it goes in the first
     pass after ``delete.retention.ms`` has passed since it was first cleaned).
@@ -378,14 +378,14 @@ def compaction_survivors(
     if not answered(survivors):
         return _NOT_ANSWERED
     result, problem = run_student_code(survivors, list(records))
-    if problem:
+    if problem is not None:  # a Verdict, falsy: test for None
         return problem
     try:
         mine = {int(o) for o in result}
     except (TypeError, ValueError):
         return Verdict(False, "return the offsets that survive, e.g. a set of ints")
-    real = set(kept)
     key_of = {o: k for o, k, _ in records}
+    real = set(kept) & set(key_of)  # what the pass kept of this segment (not what came after)
     latest: dict[str, int] = {}
     for o, k, _ in records:
         latest[k] = o
