@@ -130,7 +130,12 @@ def state_after_session_timeout(
 
 
 def state_after_leaving(
-    state: Any, generation: Any, coordinator: Any, group_id: str, leaving: Sequence[str], now_ms: int
+    state: Any,
+    generation: Any,
+    coordinator: Any,
+    group_id: str,
+    leaving: Sequence[str],
+    now_ms: int,
 ) -> Verdict:
     """State and generation of the group once every member in ``leaving`` sent LeaveGroup.
 
@@ -144,7 +149,9 @@ def state_after_leaving(
     if not answered(state, generation):
         return _NOT_ANSWERED
     twin = copy.deepcopy(coordinator)
-    effects = twin.leave_group(group_id, [(m, None) for m in leaving], now_ms=now_ms, request="leave")
+    effects = twin.leave_group(
+        group_id, [(m, None) for m in leaving], now_ms=now_ms, request="leave"
+    )
     _settle(twin, effects, now_ms)
     group = twin.groups[group_id]
     before = coordinator.groups[group_id].generation_id
@@ -400,19 +407,19 @@ def compaction_survivors(
             "a later record of the same key supersedes it",
         )
     missing = real - mine
-    if missing & tombstones:
+    if missing - tombstones:
+        o = min(missing - tombstones)
+        return Verdict(
+            False,
+            f"{len(missing - tombstones)} records the cleaner kept are missing, e.g. offset {o}, "
+            f"key {key_of[o]}: the latest record of every key survives",
+        )
+    if missing:
         return Verdict(
             False,
             "you dropped tombstones: the first pass keeps a tombstone (it is the latest record "
             "of its key), so that a reader that is behind still sees the deletion; it goes "
             "only delete.retention.ms after that pass",
-        )
-    if missing:
-        o = min(missing)
-        return Verdict(
-            False,
-            f"{len(missing)} records the cleaner kept are missing, e.g. offset {o}, key "
-            f"{key_of[o]}: the latest record of every key survives",
         )
     agrees = real == set(latest.values())
     return verdict(
