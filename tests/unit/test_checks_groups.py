@@ -187,6 +187,16 @@ def test_moved_and_revoked() -> None:
     not_yet(checks.moved_and_revoked(moved, ..., TOPICS), "replace the ...")
 
 
+def test_cooperative_rounds() -> None:
+    assert checks.cooperative_rounds([0, 3], TOPICS)
+    assert checks.cooperative_rounds((0, 4), {**TOPICS, "refunds": 4})
+    not_yet(checks.cooperative_rounds([3, 3], TOPICS), "round 1", "changes owner")
+    not_yet(checks.cooperative_rounds([0, 4], TOPICS), "balanced share")
+    not_yet(checks.cooperative_rounds([3], TOPICS), "round(s)")
+    not_yet(checks.cooperative_rounds(3, TOPICS), "list")
+    not_yet(checks.cooperative_rounds(..., TOPICS), "replace the ...")
+
+
 # ---------------------------------------------------------------- 06/03
 
 

@@ -23,6 +23,7 @@ TopicPartition = tuple[str, int]
 
 __all__ = [
     "compaction_survivors",
+    "cooperative_rounds",
     "epochs_after_a_join",
     "join_phase_end",
     "moved_and_revoked",
@@ -229,8 +230,9 @@ def range_assignment(answer: Any, topics: Mapping[str, int], members: Sequence[s
     return Verdict(False, "compare your answer with the range rule, topic by topic")
 
 
-def _d_joins(strategy: str, topics: Mapping[str, int]) -> tuple[int, int]:
-    """Members a, b, c form a group; then d joins. Returns (moved, revoked) for d's join.
+def _d_joins(strategy: str, topics: Mapping[str, int]) -> tuple[int, int, list[int]]:
+    """Members a, b, c form a group; then d joins. Returns (moved, revoked) for d's join,
+    and how many partitions d owns after each round of it.
 
     Played with the real assignor, as the notebook's ``play`` does: each member
     has its own assignor object; eager members revoke everything before they
@@ -276,12 +278,14 @@ def _d_joins(strategy: str, topics: Mapping[str, int]) -> tuple[int, int]:
     before = {tp: n for n in names for tp in owned[n]}
     names.append("d")
     revoked = more = rebalance()
+    d_per_round = [len(owned["d"])]
     while cooperative and more:  # a second round hands over what the first revoked
         more = rebalance()
         revoked += more
+        d_per_round.append(len(owned["d"]))
     after = {tp: n for n in names for tp in owned[n]}
     moved = sum(1 for tp, n in before.items() if after.get(tp) != n)
-    return moved, revoked
+    return moved, revoked, d_per_round
 
 
 def moved_and_revoked(moved: Any, revoked: Any, topics: Mapping[str, int]) -> Verdict:
@@ -299,7 +303,7 @@ def moved_and_revoked(moved: Any, revoked: Any, topics: Mapping[str, int]) -> Ve
     for name, answer in (("moved", moved), ("revoked", revoked)):
         if not isinstance(answer, Mapping) or set(answer) != set(strategies):
             return Verdict(False, f"give {name} as a dict with the keys {list(strategies)}")
-    expected = {s: _d_joins(s, topics) for s in strategies}
+    expected = {s: _d_joins(s, topics)[:2] for s in strategies}
     total = sum(topics.values())
     for s in strategies:
         if moved[s] != expected[s][0]:
@@ -323,6 +327,43 @@ def moved_and_revoked(moved: Any, revoked: Any, topics: Mapping[str, int]) -> Ve
         f"both move {expected['sticky'][0]} (what balance requires); sticky revokes "
         f"{expected['sticky'][1]} (everything, eagerly) and cooperative-sticky "
         f"{expected['cooperative-sticky'][1]} (only what moves, handed over in a second round)",
+    )
+
+
+def cooperative_rounds(d_owns_after_round: Any, topics: Mapping[str, int]) -> Verdict:
+    """What ``d`` owns after each round of its join under cooperative-sticky.
+
+    The answer is a list, one number per round. The rule (KIP-429): round 1's
+    assignment leaves out every partition that changes owner, so its old owner
+    revokes it and nobody gets it; the members that revoked something rejoin at
+    once, and round 2, with those partitions owned by nobody, gives them to
+    ``d``. Worked out by playing the step with kafkalab's CooperativeStickyAssignor.
+    """
+    if not answered(d_owns_after_round):
+        return _NOT_ANSWERED
+    expected = _d_joins("cooperative-sticky", topics)[2]
+    if isinstance(d_owns_after_round, (str, bytes)) or not isinstance(d_owns_after_round, Sequence):
+        return Verdict(False, "give a list: how many partitions d owns after each round")
+    if len(d_owns_after_round) != len(expected):
+        return Verdict(
+            False,
+            f"the join does not take {len(d_owns_after_round)} round(s): a round that revoked "
+            "something is followed by another, until one revokes nothing",
+        )
+    if d_owns_after_round[0] != expected[0]:
+        return Verdict(
+            False,
+            f"d does not own {d_owns_after_round[0]!r} after round 1: the first round's "
+            "assignment leaves out every partition that changes owner (its old owner still "
+            "holds it)",
+        )
+    return compare(
+        list(d_owns_after_round),
+        expected,
+        what="d's partitions after each round",
+        why="round 1 only takes partitions away (nobody may own one twice); round 2 gives "
+        "d what round 1 freed, its share of the group",
+        hint="after round 2, d has its balanced share of all the partitions",
     )
 
 
