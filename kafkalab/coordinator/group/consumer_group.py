@@ -2,8 +2,9 @@
 
 Kafka's classes: org.apache.kafka.coordinator.group.modern.consumer.ConsumerGroup,
 ConsumerGroupMember, CurrentAssignmentBuilder, and
-GroupMetadataManager.consumerGroupHeartbeat (Kafka 3.7+, the default protocol of
-the Java consumer in 4.0 and `group.protocol=consumer` in librdkafka).
+GroupMetadataManager.consumerGroupHeartbeat (Kafka 3.7+, generally available in
+4.0; a client asks for it with `group.protocol=consumer`, the Java consumer's
+default still being `classic`).
 
 No JoinGroup/SyncGroup and no client-side assignor: each member sends one
 request, ConsumerGroupHeartbeat, every heartbeat interval; the coordinator keeps
