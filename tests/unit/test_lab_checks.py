@@ -2,7 +2,15 @@
 
 import pytest
 
-from kafkalab.labs.checks import NotYet, answered, compare, predicted, run_student_code, verdict
+from kafkalab.labs.checks import (
+    UNANSWERED,
+    NotYet,
+    answered,
+    compare,
+    predicted,
+    run_student_code,
+    verdict,
+)
 
 
 def test_a_placeholder_is_not_yet_and_says_what_to_do() -> None:
@@ -62,3 +70,9 @@ def test_a_prediction_compares_and_never_fails() -> None:
     missed = predicted(2, 3, what="the HW", why="w")
     assert missed.made and not missed.held
     assert str(missed) == "you predicted the HW would be 2; it was 3: w"
+
+
+def test_a_dict_answer_with_a_placeholder_value_is_unanswered() -> None:
+    assert not answered({"acks": "all", "min.insync.replicas": ...})
+    assert answered({"acks": "all", "min.insync.replicas": 2})
+    assert compare({"a": ...}, {"a": 1}, what="x", why="y") is UNANSWERED

@@ -22,11 +22,12 @@ prediction is never wrong enough to stop a notebook.
 from __future__ import annotations
 
 import html
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "UNANSWERED",
     "NotYet",
     "Verdict",
     "answered",
@@ -80,9 +81,18 @@ class Verdict:
         return self
 
 
+#: The verdict of an answer still left as the exercise's placeholder ``...``.
+UNANSWERED = Verdict(False, _UNANSWERED)
+
+
 def answered(*answers: Any) -> bool:
-    """False while any answer is still the exercise's placeholder ``...``."""
-    return all(answer is not ... for answer in answers)
+    """False while any answer is still the exercise's placeholder ``...``, also
+    as a value of a dict answer (``{"acks": ..., ...}``)."""
+    for answer in answers:
+        values = answer.values() if isinstance(answer, Mapping) else (answer,)
+        if any(value is ... for value in values):
+            return False
+    return True
 
 
 def verdict(right: bool, why_right: str, why_not: str) -> Verdict:
@@ -100,7 +110,7 @@ def compare(answer: Any, expected: Any, *, what: str, why: str, hint: str = "") 
     place that gives the answer away.
     """
     if not answered(answer):
-        return Verdict(False, _UNANSWERED)
+        return UNANSWERED
     if answer == expected:
         return Verdict(True, f"{what} is {expected!r}: {why}")
     return Verdict(False, f"{what} is not {answer!r}: {hint or why}")
@@ -115,7 +125,7 @@ def run_student_code(function: Callable[..., Any], *args: Any) -> tuple[Any, Ver
     try:
         result = function(*args)
     except NotImplementedError:
-        return None, Verdict(False, _UNANSWERED)
+        return None, UNANSWERED
     except Exception as exc:  # the student's code, any mistake at all
         return None, Verdict(False, f"your code raised {type(exc).__name__}: {exc}")
     if result is None or result is ...:

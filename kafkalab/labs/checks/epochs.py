@@ -22,7 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from kafkalab.labs.checks import Verdict, answered, compare, run_student_code
+from kafkalab.labs.checks import UNANSWERED, Verdict, answered, compare, run_student_code
 from kafkalab.replication.partition import TRUNCATION_RULES, Partition
 from kafkalab.storage import UnifiedLog
 from kafkalab.storage.checkpoint_file import LeaderEpochCheckpointFile, OffsetCheckpointFile
@@ -36,18 +36,6 @@ __all__ = [
     "truncation_points",
     "truncation_round_function",
 ]
-
-_UNANSWERED = compare(..., None, what="", why="").why
-
-
-def _not_answered() -> Verdict:
-    return Verdict(False, _UNANSWERED)
-
-
-def _all_answered(answer: Any) -> bool:
-    if isinstance(answer, Mapping):
-        return answered(*answer.values())
-    return answered(answer)
 
 
 def _as_tuple(answer: Any) -> Any:
@@ -107,10 +95,10 @@ def truncation_points(answer: Any, follower: Partition, leader: Partition) -> Ve
     """`answer` maps a truncation rule to the offset the follower cuts its log at
     when it becomes the leader's follower. Worked out by running the real
     `Partition.truncate_by_rule` on a copy of the follower, asking the live leader."""
-    if not isinstance(answer, Mapping) or not _all_answered(answer) or not answer:
+    if not isinstance(answer, Mapping) or not answered(answer) or not answer:
         return (
-            _not_answered()
-            if not _all_answered(answer)
+            UNANSWERED
+            if not answered(answer)
             else Verdict(False, "answer with a dict: rule -> offset")
         )
     unknown = [rule for rule in answer if rule not in TRUNCATION_RULES]
@@ -140,7 +128,7 @@ def first_round(leader_answer: Any, cut_at: Any, follower: Partition, leader: Pa
     `follower.epoch_query()`, the answer `leader.last_offset_for_leader_epoch`, the
     cut the real truncation run on a copy of the follower."""
     if not answered(leader_answer, cut_at):
-        return _not_answered()
+        return UNANSWERED
     question = follower.epoch_query()
     if question is None:
         return Verdict(False, f"under {follower.truncation_rule} this follower asks nothing")
@@ -173,8 +161,8 @@ def first_round(leader_answer: Any, cut_at: Any, follower: Partition, leader: Pa
 def checkpoint_starts(answer: Any, partition_dir: str | Path) -> Verdict:
     """`answer` maps each epoch in the partition's `leader-epoch-checkpoint` file to
     the offset it started at; read with Kafka's file format (version, count, pairs)."""
-    if not _all_answered(answer):
-        return _not_answered()
+    if not answered(answer):
+        return UNANSWERED
     entries = LeaderEpochCheckpointFile(Path(partition_dir) / "leader-epoch-checkpoint").read()
     expected = dict(entries)
     return compare(
@@ -193,12 +181,12 @@ def offsets_for_epochs(answer: Any, leader: Partition) -> Verdict:
     (epoch, end offset), worked out by `leader.last_offset_for_leader_epoch`."""
     if not isinstance(answer, Mapping):
         return (
-            _not_answered()
+            UNANSWERED
             if not answered(answer)
             else Verdict(False, "answer with a dict: requested epoch -> (epoch, end offset)")
         )
-    if not _all_answered(answer):
-        return _not_answered()
+    if not answered(answer):
+        return UNANSWERED
     expected = {e: leader.last_offset_for_leader_epoch(e) for e in answer}
     got = {e: _as_tuple(a) for e, a in answer.items()}
     wrong = [e for e in answer if got[e] != expected[e]]
@@ -246,10 +234,10 @@ def cut_from_files(
     (`snapshot/broker-<id>/`). The check opens copies of those files as real logs,
     makes one the leader in its latest epoch, the other its follower, and runs
     `Partition.truncate_by_rule`."""
-    if not isinstance(answer, Mapping) or not _all_answered(answer) or not answer:
+    if not isinstance(answer, Mapping) or not answered(answer) or not answer:
         return (
-            _not_answered()
-            if not _all_answered(answer)
+            UNANSWERED
+            if not answered(answer)
             else Verdict(False, "answer with a dict: rule -> offset")
         )
     snapshot = Path(snapshot)
@@ -312,7 +300,7 @@ def losing_step(answer: Any, trace) -> Verdict:
     """The first step of `trace` whose state breaks NoCommittedLoss: a committed
     record missing from a replica in the controller's ISR."""
     if not answered(answer):
-        return _not_answered()
+        return UNANSWERED
     bad = [step for step, state in enumerate(trace.states) if not _no_committed_loss(state)]
     expected = bad[0] if bad else None
     return compare(

@@ -16,7 +16,7 @@ from typing import Any
 
 from kafkalab.client.assignors import RebalanceProtocol, assignor_for
 from kafkalab.coordinator.group import GroupState
-from kafkalab.labs.checks import Verdict, answered, compare, run_student_code, verdict
+from kafkalab.labs.checks import UNANSWERED, Verdict, answered, compare, run_student_code, verdict
 from kafkalab.protocol.consumer_protocol import Subscription
 
 TopicPartition = tuple[str, int]
@@ -31,8 +31,6 @@ __all__ = [
     "state_after_leaving",
     "state_after_session_timeout",
 ]
-
-_NOT_ANSWERED = compare(..., None, what="", why="")
 
 
 def _state(state: Any) -> str:
@@ -62,7 +60,7 @@ def join_phase_end(ends_at_ms: Any, state_after: Any, coordinator: Any, group_id
     copy of the notebook's coordinator's clock run to each deadline in turn.
     """
     if not answered(ends_at_ms, state_after):
-        return _NOT_ANSWERED
+        return UNANSWERED
     twin = copy.deepcopy(coordinator)
     group = twin.groups[group_id]
     now = None
@@ -106,7 +104,7 @@ def state_after_session_timeout(
     copy of the notebook's coordinator.
     """
     if not answered(state, members):
-        return _NOT_ANSWERED
+        return UNANSWERED
     twin = copy.deepcopy(coordinator)
     _settle(twin, twin.tick(now_ms), now_ms)
     group = twin.groups[group_id]
@@ -148,7 +146,7 @@ def state_after_leaving(
     LeaveGroups to a copy of the notebook's coordinator.
     """
     if not answered(state, generation):
-        return _NOT_ANSWERED
+        return UNANSWERED
     twin = copy.deepcopy(coordinator)
     effects = twin.leave_group(
         group_id, [(m, None) for m in leaving], now_ms=now_ms, request="leave"
@@ -193,7 +191,7 @@ def range_assignment(answer: Any, topics: Mapping[str, int], members: Sequence[s
     Worked out by kafkalab's RangeAssignor.
     """
     if not answered(answer):
-        return _NOT_ANSWERED
+        return UNANSWERED
     subscriptions = {m: Subscription(tuple(sorted(topics))) for m in members}
     expected = _normalise(assignor_for("range").assign(topics, subscriptions))
     if not isinstance(answer, Mapping):
@@ -298,7 +296,7 @@ def moved_and_revoked(moved: Any, revoked: Any, topics: Mapping[str, int]) -> Ve
     playing the step with kafkalab's real assignors.
     """
     if not answered(moved, revoked):
-        return _NOT_ANSWERED
+        return UNANSWERED
     strategies = ("sticky", "cooperative-sticky")
     for name, answer in (("moved", moved), ("revoked", revoked)):
         if not isinstance(answer, Mapping) or set(answer) != set(strategies):
@@ -340,7 +338,7 @@ def cooperative_rounds(d_owns_after_round: Any, topics: Mapping[str, int]) -> Ve
     ``d``. Worked out by playing the step with kafkalab's CooperativeStickyAssignor.
     """
     if not answered(d_owns_after_round):
-        return _NOT_ANSWERED
+        return UNANSWERED
     expected = _d_joins("cooperative-sticky", topics)[2]
     if isinstance(d_owns_after_round, (str, bytes)) or not isinstance(d_owns_after_round, Sequence):
         return Verdict(False, "give a list: how many partitions d owns after each round")
@@ -382,7 +380,7 @@ def epochs_after_a_join(group_epoch: Any, member_epoch: Any, snapshots: Sequence
     epoch is the group epoch.
     """
     if not answered(group_epoch, member_epoch):
-        return _NOT_ANSWERED
+        return UNANSWERED
     first, last = snapshots[0], snapshots[-1]
     g = compare(
         group_epoch,
@@ -424,7 +422,7 @@ def compaction_survivors(
     pass after ``delete.retention.ms`` has passed since it was first cleaned).
     """
     if not answered(survivors):
-        return _NOT_ANSWERED
+        return UNANSWERED
     result, problem = run_student_code(survivors, list(records))
     if problem is not None:  # a Verdict, falsy: test for None
         return problem

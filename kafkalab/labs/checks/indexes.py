@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from kafkalab.labs.checks import Verdict, answered, compare
+from kafkalab.labs.checks import UNANSWERED, Verdict, answered, compare
 from kafkalab.storage import LogConfig, UnifiedLog
 from kafkalab.storage.log_segment import LogSegment
 
@@ -23,9 +23,6 @@ __all__ = [
     "check_scan_start",
     "check_time_lookup_start",
 ]
-
-#: The verdict for an answer still left as the exercise's placeholder ``...``.
-UNANSWERED = compare(..., None, what="", why="")
 
 
 def check_scan_start(answer: object, log: UnifiedLog, offset: int) -> Verdict:

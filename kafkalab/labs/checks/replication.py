@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from kafkalab.errors import Errors, KafkaError
-from kafkalab.labs.checks import Verdict, answered, run_student_code, verdict
+from kafkalab.labs.checks import UNANSWERED, Verdict, answered, run_student_code, verdict
 from kafkalab.records import SimpleRecord, build_batch
 from kafkalab.replication.partition import Partition
 from kafkalab.storage import UnifiedLog
@@ -33,13 +33,6 @@ __all__ = [
     "no_committed_loss",
     "unclean_election",
 ]
-
-_UNANSWERED = Verdict(
-    False,
-    "replace the ... in the exercise cell with your answer and run it, then this check "
-    "again (the collapsed cell below this one holds a worked solution)",
-)
-
 
 # -- copies of the notebook's replicas -------------------------------------------------------
 
@@ -88,7 +81,7 @@ def high_watermarks(
     in order). Rule: HW = the smallest LEO over the ISR, where the leader knows
     a follower's LEO only from the offset that follower fetches from *next*."""
     if not answered(answer):
-        return _UNANSWERED
+        return UNANSWERED
     with tempfile.TemporaryDirectory(prefix="kafkalab-check-") as tmp:
         ldr = _copy_replica(leader, Path(tmp))
         fols = [_copy_replica(f, Path(tmp)) for f in followers]
@@ -142,7 +135,7 @@ def isr_shrink(
     leaves when now - its last caught-up time is *more than*
     replica.lag.time.max.ms. Worked out with the real maybe_shrink_isr on a copy."""
     if not answered(shrink_at_ms, isr_after):
-        return _UNANSWERED
+        return UNANSWERED
     expected = None
     for k in range(1, rounds + 1):
         t = now_ms + k * step_ms
@@ -194,9 +187,9 @@ def acks_outcomes(answer: Any, leader: Partition, min_insync_replicas: int) -> V
     min.insync.replicas; acks=1 needs only the leader. Worked out by appending to
     a copy of the leader."""
     if not isinstance(answer, dict):
-        return _UNANSWERED if not answered(answer) else Verdict(False, "give a dict")
+        return UNANSWERED if not answered(answer) else Verdict(False, "give a dict")
     if not answered(*answer.values()):
-        return _UNANSWERED
+        return UNANSWERED
     expected = {}
     with tempfile.TemporaryDirectory(prefix="kafkalab-check-") as tmp:
         ldr = _copy_replica(leader, Path(tmp))
@@ -251,7 +244,7 @@ def controller_election(
     assignment order that is alive and in the ISR; a new leader bumps the leader
     epoch by one. Worked out on a copy of the controller (its metadata log)."""
     if not answered(new_leader, leader_epoch):
-        return _UNANSWERED
+        return UNANSWERED
     with tempfile.TemporaryDirectory(prefix="kafkalab-check-") as tmp:
         shadow = _controller_copy(controller, Path(tmp))
         try:
@@ -291,7 +284,7 @@ def unclean_election(
     partition's, and the others truncate to it. Worked out with the real
     QuorumController on the leader's replicas and ISR."""
     if not answered(new_leader, lost):
-        return _UNANSWERED
+        return UNANSWERED
     from kafkalab.controller.quorum_controller import QuorumController
 
     with tempfile.TemporaryDirectory(prefix="kafkalab-check-") as tmp:
@@ -362,9 +355,9 @@ def durable_settings(settings: Any, brokers: int) -> Verdict:
     - enable.idempotence=true: a retried batch is written once and in order.
     """
     if not isinstance(settings, dict):
-        return _UNANSWERED if not answered(settings) else Verdict(False, "give a dict")
+        return UNANSWERED if not answered(settings) else Verdict(False, "give a dict")
     if not answered(*settings.values()):
-        return _UNANSWERED
+        return UNANSWERED
     keys = (
         "acks",
         "replication.factor",
@@ -450,7 +443,7 @@ def no_committed_loss(
     from kafkalab.specs.trace import plain
 
     if predicate is ... or not callable(predicate):
-        return _UNANSWERED
+        return UNANSWERED
     states: list[tuple[Any, dict, dict]] = []  # (module, constants, raw state)
     mod = load_module(str(module))
     constants = solve_constants(mod, "ConstInit", None)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from kafkalab.labs.checks import Verdict, answered, compare, run_student_code
+from kafkalab.labs.checks import UNANSWERED, Verdict, answered, compare, run_student_code
 
 __all__ = [
     "answer_order",
@@ -18,8 +18,6 @@ __all__ = [
     "delayed_produce_completion",
     "sendfile_range",
 ]
-
-_UNANSWERED = compare(..., None, what="", why="")
 
 
 def answer_order(answer: Sequence[int], arrivals: Callable[[], Sequence[int]]) -> Verdict:
@@ -32,7 +30,7 @@ def answer_order(answer: Sequence[int], arrivals: Callable[[], Sequence[int]]) -
     waits in a purgatory; another connection is not held up by that.
     """
     if not answered(answer):
-        return _UNANSWERED
+        return UNANSWERED
     observed = list(arrivals())
     if sorted(answer) != sorted(observed):
         return Verdict(
@@ -130,7 +128,7 @@ def delayed_produce_completion(
     from that follower's next fetch offset. Replicas outside the ISR do not count.
     """
     if not answered(completed_by, hw_then):
-        return _UNANSWERED
+        return UNANSWERED
     outcome = replay()
     step = compare(
         completed_by,
@@ -169,13 +167,11 @@ def delayed_fetch_outcomes(
     high watermark, so an append alone does not count until the followers have it.
     """
     if not answered(answer):
-        return _UNANSWERED
+        return UNANSWERED
     if not isinstance(answer, Mapping):
         return Verdict(False, "answer with a dict: {min_bytes: what answers the fetch}")
     choices = ["at once", *events, "timeout"]
-    for min_bytes, said in answer.items():
-        if not answered(said):
-            return _UNANSWERED
+    for said in answer.values():
         if said not in choices:
             return Verdict(False, f"{said!r} is not one of {choices!r}")
     expected = {}
@@ -208,7 +204,7 @@ def sendfile_range(answer: Any, log: Any, fetch_offset: int, max_bytes: int) -> 
     and ends where the high watermark's batch begins; it may end inside a batch.
     """
     if not answered(answer):
-        return _UNANSWERED
+        return UNANSWERED
     info = log.read(fetch_offset, max_bytes, max_offset=log.high_watermark, min_one_message=True)
     if info.records is None:
         expected = None

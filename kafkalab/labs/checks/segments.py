@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from kafkalab.labs.checks import Verdict, answered, compare
+from kafkalab.labs.checks import UNANSWERED, Verdict, answered, compare
 from kafkalab.records.record_batch import read_header
 from kafkalab.storage import LogConfig, UnifiedLog
 
@@ -26,9 +26,6 @@ __all__ = [
     "check_segment_count",
     "check_segment_file",
 ]
-
-#: The verdict for an answer still left as the exercise's placeholder ``...``.
-UNANSWERED = compare(..., None, what="", why="")
 
 
 def check_batch_fields(batch_length: object, records_count: object, batch: bytes) -> Verdict:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kafkalab.cluster.history import History, check
-from kafkalab.labs.checks import Verdict, answered, compare, run_student_code, verdict
+from kafkalab.labs.checks import UNANSWERED, Verdict, answered, compare, run_student_code, verdict
 from kafkalab.spark.offsets import OffsetRange, plan_ranges
 
 __all__ = [
@@ -24,11 +24,6 @@ __all__ = [
     "offsets_for_range",
     "read_tasks",
 ]
-
-
-def _placeholder() -> Verdict:
-    """The verdict while an answer is still the placeholder ``...`` (compare says so)."""
-    return compare(..., None, what="", why="")
 
 
 def read_tasks(answer: Any, by_partition: Any, min_partitions: int, df: Any = None) -> Verdict:
@@ -42,7 +37,7 @@ def read_tasks(answer: Any, by_partition: Any, min_partitions: int, df: Any = No
     read with ``minPartitions``, whose plan must agree.
     """
     if not answered(answer) or (isinstance(answer, tuple) and not answered(*answer)):
-        return _placeholder()
+        return UNANSWERED
     ranges = [
         OffsetRange(
             "t", int(row["partition"]), int(row["first offset"]), int(row["last offset"]) + 1
@@ -102,7 +97,7 @@ def offsets_for_range(
     returns its ``(partition, offset)`` pairs.
     """
     if not answered(options):
-        return _placeholder()
+        return UNANSWERED
     if not isinstance(options, dict):
         return Verdict(False, "answer with a dict of option name -> value (a JSON string)")
     options = {k: v if isinstance(v, str) else json.dumps(v) for k, v in options.items()}
@@ -157,7 +152,7 @@ def last_stable_offset(
     isolation; ``read(isolation)`` runs the Spark read.
     """
     if not answered(answer) or (isinstance(answer, tuple) and not answered(*answer)):
-        return _placeholder()
+        return UNANSWERED
     if not isinstance(answer, tuple) or len(answer) != 2:
         return Verdict(False, "answer with two numbers: (the LSO, records read_committed returns)")
     lso, hw = latest("read_committed"), latest("read_uncommitted")
@@ -205,7 +200,7 @@ def batch_offsets(answer: Any, checkpoint: Path, batch: int, progress: list[dict
     ``recentProgress``, whose ``numInputRows`` for the batch must agree.
     """
     if not answered(answer):
-        return _placeholder()
+        return UNANSWERED
     start = checkpoint_offsets(checkpoint, batch - 1)
     end = checkpoint_offsets(checkpoint, batch)
     expected = {p: (start.get(p, 0), end[p]) for p in sorted(end)}

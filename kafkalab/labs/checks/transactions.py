@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from kafkalab.client.aborted_transactions import AbortedTransactions
-from kafkalab.labs.checks import Verdict, answered, compare, verdict
+from kafkalab.labs.checks import UNANSWERED, Verdict, answered, compare, verdict
 from kafkalab.records import iter_batches
 from kafkalab.records.control_record import parse_control_record
 from kafkalab.storage.unified_log import FetchIsolation
@@ -30,19 +30,6 @@ __all__ = [
     "spec_lso_and_visible",
     "zombie_errors",
 ]
-
-_UNANSWERED = compare(..., None, what="", why="").why
-
-
-def _not_answered() -> Verdict:
-    return Verdict(False, _UNANSWERED)
-
-
-def _unanswered(answer: Any) -> bool:
-    """The placeholder ..., also as any value of a dict answer."""
-    if isinstance(answer, Mapping):
-        return not answered(*answer.values())
-    return not answered(answer)
 
 
 def _as(kind: type, answer: Any) -> Any:
@@ -98,8 +85,8 @@ def batch_kinds(
     to one of the five batches it remembers: answered, not written),
     ``"appended"`` (first sequence = last sequence + 1) or ``"out of order"``
     (anything else: OUT_OF_ORDER_SEQUENCE_NUMBER, a gap or an overlap)."""
-    if _unanswered(answer):
-        return _not_answered()
+    if not answered(answer):
+        return UNANSWERED
     entry = log.producer_state.producers.get(producer_id)
     expected = {name: _kind(entry, epoch, *seqs) for name, seqs in batches.items()}
     if not isinstance(answer, Mapping) or set(answer) != set(expected):
@@ -121,8 +108,8 @@ def batch_kinds(
 def fenced_epochs(answer: Any, log, producer_id: int, candidates: Iterable[int]) -> Verdict:
     """The epochs of `producer_id` the leader refuses with INVALID_PRODUCER_EPOCH:
     every epoch older than the one its producer state holds now."""
-    if _unanswered(answer):
-        return _not_answered()
+    if not answered(answer):
+        return UNANSWERED
     current = log.producer_state.producers[producer_id].producer_epoch
     expected = {e for e in candidates if e < current}
     return compare(
@@ -170,8 +157,8 @@ def last_stable_offsets(answer: Any, logs: Mapping[str, Any]) -> Verdict:
     the first offset of the oldest transaction that is open, or ended by a
     marker not yet below the high watermark (the first unstable offset), and
     never past the high watermark: min(HW, first unstable offset)."""
-    if _unanswered(answer):
-        return _not_answered()
+    if not answered(answer):
+        return UNANSWERED
     expected = {}
     for name, log in logs.items():
         first = log.producer_state.first_unstable_offset()
@@ -202,8 +189,8 @@ def read_committed_values(answer: Any, logs: Iterable, candidates: Iterable[str]
     the leader's read up to the LSO plus its aborted-transaction list (from the
     `.txnindex`), filtered as the consumer filters (no control records, no batch
     of an aborted transaction)."""
-    if _unanswered(answer):
-        return _not_answered()
+    if not answered(answer):
+        return UNANSWERED
     returned = {v.decode() for log in logs for v in _read_committed(log)}
     expected = {c for c in candidates if c in returned}
     return compare(
@@ -225,8 +212,8 @@ def zombie_errors(
     zombie's epoch: the coordinator compares it with the epoch of the
     transactional id (PRODUCER_FENCED when older), the leader with the epoch its
     producer state learned from data and markers (INVALID_PRODUCER_EPOCH)."""
-    if _unanswered(answer):
-        return _not_answered()
+    if not answered(answer):
+        return UNANSWERED
     (described,) = coordinator.describe_transactions([transactional_id])
     at_leader = log.producer_state.producers[producer_id].producer_epoch
     expected = {
@@ -252,8 +239,8 @@ def zombie_errors(
 def marker_offsets(answer: Any, partition_dir: Path) -> Verdict:
     """The offsets of the control batches (COMMIT/ABORT markers) in a partition,
     read from the replica's `.log` files."""
-    if _unanswered(answer):
-        return _not_answered()
+    if not answered(answer):
+        return UNANSWERED
     found = {}
     for path in sorted(Path(partition_dir).glob("*.log")):
         for batch in iter_batches(path.read_bytes()):
@@ -275,8 +262,8 @@ def epoch_after_timeout(answer: Any, records: list[dict]) -> Verdict:
     """The producer epoch of the transactional id's last `__transaction_state`
     record after the coordinator aborted a timed-out transaction (read from a
     broker's files: offset, state, producer epoch per record)."""
-    if _unanswered(answer):
-        return _not_answered()
+    if not answered(answer):
+        return UNANSWERED
     return compare(
         answer,
         records[-1]["producer epoch"],
@@ -295,9 +282,9 @@ def spec_lso_and_visible(answer: Any, spec, state: dict, partition: str) -> Verd
     """The spec's Lso(p) and Visible(p) in one state, evaluated by the TLA+
     evaluator: (LSO, set of visible offsets)."""
     if not answered(answer) or not isinstance(answer, tuple | list) or len(answer) != 2:
-        return _not_answered() if not answered(answer) else Verdict(False, "answer (lso, visible)")
+        return UNANSWERED if not answered(answer) else Verdict(False, "answer (lso, visible)")
     if not answered(*answer):
-        return _not_answered()
+        return UNANSWERED
     lso = spec.evaluate(f'Lso("{partition}")', state=state)
     visible = set(spec.evaluate(f'Visible("{partition}")', state=state))
     got_lso, got_visible = answer
