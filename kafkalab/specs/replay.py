@@ -403,6 +403,15 @@ def replay_transactions(
                     i = changed[0]
                     got = machine.init_producer_id()
                     did = f"InitProducerId({i}) -> {got}"
+                elif (
+                    not changed
+                    and ac["state"] == "Empty"
+                    and bc["state"] in ("CompleteCommit", "CompleteAbort")
+                ):
+                    # an instance that was ready already asks again: with the epoch
+                    # kept (the broken coordinator) only the coordinator's state moves
+                    got = machine.init_producer_id()
+                    did = f"InitProducerId({a['owner']}) -> {got}, the instance unchanged"
                 elif ac["state"] == "PrepareAbort" and bc["state"] == "Ongoing" and not changed:
                     if ac["epoch"] > bc["epoch"]:
                         machine.timeout_abort()
