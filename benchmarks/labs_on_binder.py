@@ -15,8 +15,8 @@ notebook left running.
     .venv/bin/python benchmarks/labs_on_binder.py --only 03_replication
     .venv/bin/python benchmarks/labs_on_binder.py --no-binder --cpus 2 --scale full
 
-Writes benchmarks/results/labs-<scale>-<cpus>cpu-<commit>.json (committed: the
-README's figures come from these files).
+Writes benchmarks/results/labs-<scale>-<cpus>cpu-<commit>[-<only>].json
+(committed: the README's figures come from these files).
 """
 
 from __future__ import annotations
@@ -162,7 +162,10 @@ def run_notebook(path: Path, cell_timeout: int) -> NotebookRun:
     try:
         client.execute()
     except CellExecutionError as exc:
-        error = str(exc).strip().splitlines()[-1][:300]
+        # nbclient's message: the failing cell's source between dashed lines, then the error
+        lines = str(exc).strip().splitlines()
+        cell = lines[2] if len(lines) > 2 else "?"
+        error = f"in the cell starting {cell[:120]!r}: {lines[-1][:300]}"
     except Exception as exc:  # a kernel that died, a timeout: reported, the run goes on
         error = f"{type(exc).__name__}: {exc}"[:300]
     seconds = time.monotonic() - started
@@ -249,7 +252,8 @@ def main() -> int:
     }
     out = ROOT / "benchmarks" / "results"
     out.mkdir(exist_ok=True)
-    name = f"labs-{scale}-{len(cpus)}cpu-{result['commit']}.json"
+    only = "-" + args.only.replace("/", "-").strip("-") if args.only else ""
+    name = f"labs-{scale}-{len(cpus)}cpu-{result['commit']}{only}.json"
     (out / name).write_text(json.dumps(result, indent=2) + "\n")
     fits = worst.peak_pss_mib * MIB < LIMIT_BYTES
     print(
