@@ -64,6 +64,8 @@ from kafkalab.storage.log_manager import LogManager
 log = logging.getLogger(__name__)
 TICK_SECONDS = 1.0
 EXIT_WITH_PID = "KAFKALAB_EXIT_WITH_PID"
+#: How long a broker whose starter died may take to stop before it exits hard.
+PARENT_GONE_STOP_TIMEOUT_S = 15
 
 
 async def stop_when_parent_dies(stop) -> None:
@@ -79,7 +81,13 @@ async def stop_when_parent_dies(stop) -> None:
             os.kill(pid, 0)
         except ProcessLookupError:
             log.warning("process %d that started us is gone: stopping", pid)
-            await stop()
+            try:
+                await asyncio.wait_for(stop(), PARENT_GONE_STOP_TIMEOUT_S)
+            except Exception:
+                # A stop that fails or hangs (a notebook's temp dir, our data
+                # directory, removed with the kernel) must not leave us running.
+                log.exception("could not stop cleanly after process %d died: exiting", pid)
+                os._exit(1)
             return
 
 
