@@ -98,6 +98,12 @@ def command(pid: int) -> str:
         return "?"
 
 
+def _ours(pid: int) -> bool:
+    """A kafkalab process, or Spark's JVM or Python workers."""
+    cmd = command(pid)
+    return any(word in cmd for word in ("kafkalab", "pyspark", "org.apache.spark"))
+
+
 @dataclass
 class Peak:
     pss: int = 0
@@ -155,6 +161,7 @@ def run_notebook(path: Path, cell_timeout: int) -> NotebookRun:
         kernel_name="python3",
         resources={"metadata": {"path": str(path.parent)}},
     )
+    before = {pid for pids in _children().values() for pid in pids}
     sampler = TreeSampler()
     sampler.start()
     started = time.monotonic()
@@ -170,8 +177,13 @@ def run_notebook(path: Path, cell_timeout: int) -> NotebookRun:
         error = f"{type(exc).__name__}: {exc}"[:300]
     seconds = time.monotonic() - started
     peak = sampler.stop()
-    time.sleep(1)  # a process on its way out is not left behind
-    left = [command(pid) for pid in descendants(os.getpid())]
+    time.sleep(2)  # a process on its way out is not left behind
+    # Left running: what is still under us, and what the notebook started that
+    # outlived its kernel (an orphan belongs to init, no longer to us).
+    new = {pid for pids in _children().values() for pid in pids} - before
+    left = sorted(
+        {command(pid) for pid in new if pid in set(descendants(os.getpid())) or _ours(pid)}
+    )
     return NotebookRun(
         notebook=str(path.relative_to(ROOT)),
         seconds=round(seconds, 1),
