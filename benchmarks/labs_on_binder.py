@@ -181,9 +181,8 @@ def run_notebook(path: Path, cell_timeout: int) -> NotebookRun:
     # Left running: what is still under us, and what the notebook started that
     # outlived its kernel (an orphan belongs to init, no longer to us).
     new = {pid for pids in _children().values() for pid in pids} - before
-    left = sorted(
-        {command(pid) for pid in new if pid in set(descendants(os.getpid())) or _ours(pid)}
-    )
+    under_us = set(descendants(os.getpid()))
+    left = sorted({command(pid) for pid in new if pid in under_us or _ours(pid)})
     return NotebookRun(
         notebook=str(path.relative_to(ROOT)),
         seconds=round(seconds, 1),
