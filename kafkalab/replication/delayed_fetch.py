@@ -4,7 +4,9 @@ Kafka's class: kafka.server.DelayedFetch. Watched under every partition it
 asks for; an append (or, for consumers, a high watermark move) calls
 `check_and_complete` on that partition and the fetch tries again. An error on
 any partition (this broker stopped leading it, the offset is out of range)
-answers at once. `on_done()` runs exactly once, and reads what is there then.
+answers at once, and so does a fetch with `min_bytes` 0 (as in Kafka: nothing
+readable is already enough). `on_done()` runs exactly once, and reads what is
+there then.
 """
 
 from __future__ import annotations
@@ -76,7 +78,7 @@ class DelayedFetch(DelayedOperation):
             if result.error != Errors.NONE:
                 return self.force_complete()  # errors are answered at once
             available += result.size
-        if available >= max(1, self.min_bytes):
+        if available >= self.min_bytes:  # min_bytes 0: at once, even with nothing to send
             return self.force_complete()
         return False
 

@@ -159,3 +159,24 @@ def test_a_read_committed_fetch_names_only_the_aborted_transactions_its_bytes_re
     everything = rm.read("t", 0, 0, 1 << 20, True, FetchIsolation.TXN_COMMITTED)
     assert [t.producer_id for t in everything.aborted_transactions] == [5, 6, 7]
     rm.shutdown()
+
+
+def test_a_fetch_asking_for_min_bytes_0_is_answered_at_once_even_when_empty(tmp_path):
+    from kafkalab.replication.delayed_fetch import DelayedFetch, FetchPartition
+    from kafkalab.storage.unified_log import FetchIsolation
+
+    rm = manager(tmp_path)
+    rm.make_leader(("t", 0), 0, [1], [1], 0)
+    answered = []
+
+    def fetch(min_bytes):
+        return DelayedFetch(
+            500, min_bytes, FetchIsolation.HIGH_WATERMARK, [FetchPartition("t", 0, 0, 1 << 20)],
+            rm.read, lambda: answered.append(min_bytes),
+        )  # fmt: skip
+
+    # Kafka's DelayedFetch: complete once the bytes readable reach min_bytes; 0 >= 0.
+    assert rm.delayed_fetch.try_complete_else_watch(fetch(0), [("t", 0)])
+    assert not rm.delayed_fetch.try_complete_else_watch(fetch(1), [("t", 0)])
+    assert answered == [0]  # the min_bytes=1 fetch waits for data (or its max_wait_ms)
+    rm.shutdown()
