@@ -82,6 +82,7 @@ class ControllerApis:
             listener["port"],
             str(body["incarnation_id"]),
             _now_ms(),
+            [(x["name"], x["host"], x["port"]) for x in body["listeners"]],
         )
         return {"throttle_time_ms": 0, "error_code": 0, "broker_epoch": epoch}
 

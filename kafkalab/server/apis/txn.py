@@ -129,6 +129,29 @@ async def handle_end_txn(apis: KafkaApis, header: RequestHeader, body: dict) -> 
 
 
 async def handle_write_txn_markers(apis: KafkaApis, header: RequestHeader, body: dict) -> dict:
+    if not apis.from_broker(header):
+        # Only a transaction coordinator, on a broker, writes markers: Kafka answers
+        # a principal without CLUSTER_ACTION CLUSTER_AUTHORIZATION_FAILED for every
+        # partition; here, a request that did not come on the inter-broker listener.
+        refused = int(Errors.CLUSTER_AUTHORIZATION_FAILED)
+        return {
+            "markers": [
+                {
+                    "producer_id": m["producer_id"],
+                    "topics": [
+                        {
+                            "name": t["name"],
+                            "partitions": [
+                                {"partition_index": p, "error_code": refused}
+                                for p in t["partition_indexes"]
+                            ],
+                        }
+                        for t in m["topics"]
+                    ],
+                }
+                for m in body["markers"]
+            ]
+        }
     rm = apis.replica_manager
     answers = []
     for marker in body["markers"]:
