@@ -39,6 +39,8 @@ from kafkalab.coordinator.transaction import (
     TransactionConfig,
     TransactionCoordinator,
 )
+from kafkalab.errors import KafkaError
+from kafkalab.protocol.api_keys import ApiKeys
 from kafkalab.protocol.messages import APIS, CONTROLLER_APIS
 from kafkalab.replication.replica_manager import ReplicaManager
 from kafkalab.server.alter_partition_manager import AlterPartitionManager
@@ -55,7 +57,7 @@ from kafkalab.server.metadata_cache import (
     StandaloneMetadataCache,
 )
 from kafkalab.server.metadata_listener import BrokerMetadataListener
-from kafkalab.server.producer_ids import ProducerIdManager
+from kafkalab.server.producer_ids import ProducerIdManager, RPCProducerIdManager
 from kafkalab.server.replica_fetcher import ReplicaFetcherManager
 from kafkalab.server.replica_state import REPORT_INTERVAL_S, ReplicaStateReporter
 from kafkalab.server.socket_server import SocketServer
@@ -156,7 +158,14 @@ class KafkaBroker:
             topic_metadata=True,
         )
         controller = config.extra.get("controller.quorum.bootstrap.servers")
-        producer_ids = ProducerIdManager(config.log_dirs[0], config.node_id if controller else None)
+        # In a cluster, blocks of ids from the controller (AllocateProducerIds); on
+        # its own, from a file in the broker's log dir.
+        producer_ids: ProducerIdManager | RPCProducerIdManager = (
+            RPCProducerIdManager(config.node_id, self._broker_epoch, self._allocate_producer_ids)
+            if controller
+            else ProducerIdManager(config.log_dirs[0])
+        )
+        self.producer_ids = producer_ids
         txn_config = TransactionConfig.from_properties(config.extra)
         self.transaction_coordinator = CoordinatorRuntime(
             TransactionCoordinator(txn_config, partitions=(), producer_ids=producer_ids.generate),
@@ -217,6 +226,7 @@ class KafkaBroker:
         if self.lifecycle is not None:
             self.metadata_listener.start()
             self.lifecycle.start()
+            self.producer_ids.start()  # the first block, as soon as we are registered
 
     def _standalone_metadata(self) -> MetadataCache:
         return StandaloneMetadataCache(
@@ -265,6 +275,20 @@ class KafkaBroker:
         ).submit
         self._controller_channel = channel
         return KRaftMetadataCache(listener, channel)
+
+    def _broker_epoch(self) -> int:
+        return self.lifecycle.broker_epoch if self.lifecycle is not None else -1
+
+    async def _allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> tuple[int, int]:
+        """AllocateProducerIds to the controller: (first id, count) of our next block."""
+        response = await self._controller_channel.request(
+            ApiKeys.ALLOCATE_PRODUCER_IDS,
+            0,
+            {"broker_id": broker_id, "broker_epoch": broker_epoch},
+        )
+        if response["error_code"]:
+            raise KafkaError(response["error_code"], "AllocateProducerIds")
+        return response["producer_id_start"], response["producer_id_len"]
 
     def _client_id(self) -> str:
         """Our requests to other brokers say who we are, in which broker epoch
@@ -324,6 +348,7 @@ class KafkaBroker:
             if task is not None:
                 task.cancel()
         if self.lifecycle is not None:
+            self.producer_ids.stop()
             await self._controlled_shutdown()
             await self.metadata_listener.stop()
             await self.fetchers.stop()

@@ -63,7 +63,7 @@ from kafkalab.server.coordinator_runtime import CoordinatorRuntime
 from kafkalab.server.inter_broker_connection import parse_broker_client_id
 from kafkalab.server.link_faults import LinkFaults
 from kafkalab.server.metadata_cache import MetadataCache
-from kafkalab.server.producer_ids import ProducerIdManager
+from kafkalab.server.producer_ids import ProducerIdManager, RPCProducerIdManager
 
 Handler = Callable[["KafkaApis", RequestHeader, dict], Any]
 
@@ -107,7 +107,7 @@ class KafkaApis:
         config: KafkaConfig,
         replica_manager: ReplicaManager,
         metadata_cache: MetadataCache,
-        producer_ids: ProducerIdManager,
+        producer_ids: ProducerIdManager | RPCProducerIdManager,
         link_faults: LinkFaults | None = None,
         group_coordinator: CoordinatorRuntime | None = None,
         transaction_coordinator: CoordinatorRuntime | None = None,

@@ -8,7 +8,8 @@ produce         Produce (0)
 fetch           Fetch (1), OffsetForLeaderEpoch (23)
 list_offsets    ListOffsets (2)
 topics          CreateTopics (19), DeleteTopics (20)
-controller      BrokerRegistration (62), BrokerHeartbeat (63), AlterPartition (56);
+controller      BrokerRegistration (62), BrokerHeartbeat (63), AlterPartition (56),
+                AllocateProducerIds (67);
                 CONTROLLER_APIS, what the controller's listener serves
 group           the classic group protocol: FindCoordinator (10), JoinGroup (11),
                 Heartbeat (12), LeaveGroup (13), SyncGroup (14), DescribeGroups (15),
@@ -26,8 +27,8 @@ Each declaration follows Kafka's JSON schema of the same name
 (`clients/src/main/resources/common/message/<Name>Request.json`), field for
 field, in order, with the versions each field exists in. `APIS` holds
 the version range the broker advertises for each API: the non-flexible ranges
-that every client in shared/kafka-protocol-notes.md can use (ApiVersions
-also at v3, the first flexible one, which librdkafka and kafka-python send).
+that every client can use (ApiVersions also at v3, the first flexible one, which
+librdkafka and kafka-python send); docs/protocol-versions.md says why.
 
 Field order matters: fields are encoded in declaration order, which is why
 `throttle_time_ms` comes last in Produce and ApiVersions responses.
@@ -56,6 +57,8 @@ from kafkalab.protocol.messages.consumer_group import (
     CONSUMER_GROUP_HEARTBEAT_RESPONSE,
 )
 from kafkalab.protocol.messages.controller import (
+    ALLOCATE_PRODUCER_IDS_REQUEST,
+    ALLOCATE_PRODUCER_IDS_RESPONSE,
     ALTER_PARTITION_REQUEST,
     ALTER_PARTITION_RESPONSE,
     BROKER_HEARTBEAT_REQUEST,
@@ -175,6 +178,8 @@ __all__ = [
     "ADD_OFFSETS_TO_TXN_RESPONSE",
     "ADD_PARTITIONS_TO_TXN_REQUEST",
     "ADD_PARTITIONS_TO_TXN_RESPONSE",
+    "ALLOCATE_PRODUCER_IDS_REQUEST",
+    "ALLOCATE_PRODUCER_IDS_RESPONSE",
     "ALTER_PARTITION_REQUEST",
     "ALTER_PARTITION_RESPONSE",
     "APIS",

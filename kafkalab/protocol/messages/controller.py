@@ -1,5 +1,6 @@
 """The controller's APIs (KRaft): BrokerRegistration (62), BrokerHeartbeat (63),
-AlterPartition (56), and CONTROLLER_APIS, what the controller's listener serves.
+AlterPartition (56), AllocateProducerIds (67), and CONTROLLER_APIS, what the
+controller's listener serves.
 """
 
 from __future__ import annotations
@@ -146,6 +147,30 @@ ALTER_PARTITION_RESPONSE = Message(
     flexible_from=0,
 )
 
+# AllocateProducerIds (KIP-730): a broker asks the controller for its next block of
+# producer ids; the controller records it (ProducerIdsRecord) before it answers.
+ALLOCATE_PRODUCER_IDS_REQUEST = Message(
+    ApiKeys.ALLOCATE_PRODUCER_IDS,
+    "AllocateProducerIdsRequest",
+    [
+        F("broker_id", INT32),
+        F("broker_epoch", INT64, default=-1),
+    ],
+    flexible_from=0,
+)
+
+ALLOCATE_PRODUCER_IDS_RESPONSE = Message(
+    ApiKeys.ALLOCATE_PRODUCER_IDS,
+    "AllocateProducerIdsResponse",
+    [
+        F("throttle_time_ms", INT32),
+        F("error_code", INT16),
+        F("producer_id_start", INT64),
+        F("producer_id_len", INT32),
+    ],
+    flexible_from=0,
+)
+
 CONTROLLER_APIS: dict[ApiKeys, Api] = {
     api.key: api
     for api in (
@@ -176,6 +201,14 @@ CONTROLLER_APIS: dict[ApiKeys, Api] = {
             0,
             BROKER_HEARTBEAT_REQUEST,
             BROKER_HEARTBEAT_RESPONSE,
+        ),
+        Api(
+            ApiKeys.ALLOCATE_PRODUCER_IDS,
+            "AllocateProducerIds",
+            0,
+            0,
+            ALLOCATE_PRODUCER_IDS_REQUEST,
+            ALLOCATE_PRODUCER_IDS_RESPONSE,
         ),
     )
 }
