@@ -179,7 +179,10 @@ class LocalCluster:
         assert self.controller is not None
         return {
             "node.id": str(broker_id),
-            "listeners": "PLAINTEXT://127.0.0.1:0",
+            # Clients on PLAINTEXT; brokers among themselves on BROKER, the only
+            # listener where a follower's fetch or a WriteTxnMarkers is served.
+            "listeners": "PLAINTEXT://127.0.0.1:0,BROKER://127.0.0.1:0",
+            "inter.broker.listener.name": "BROKER",
             "log.dirs": str(self.base_dir / f"broker-{broker_id}"),
             "controller.quorum.bootstrap.servers": self.controller.bootstrap_servers,
             "broker.heartbeat.interval.ms": "250",
@@ -210,19 +213,16 @@ class LocalCluster:
         does (its listeners are in its config): clients keep their bootstrap list,
         and librdkafka, which goes back to that list when it loses its connections
         (metadata.recovery.strategy=rebootstrap), finds the cluster again. Only if
-        that port was taken meanwhile does it get a new one."""
+        that port was taken meanwhile does it get a new one. (The inter-broker
+        listener may move: brokers find each other through the controller.)"""
         props = self._props(broker_id)
         previous = self.brokers.get(broker_id)
-        listeners = props["listeners"]
-        if (
-            previous
-            and previous.bootstrap_servers
-            and "," not in listeners
-            and listeners.endswith(":0")
-        ):
+        first, *others = props["listeners"].split(",")
+        if previous and previous.bootstrap_servers and first.endswith(":0"):
             port = previous.bootstrap_servers.rsplit(":", 1)[1]
+            listeners = ",".join([first[:-1] + port, *others])
             try:
-                return self._start(broker_id, {**props, "listeners": listeners[:-1] + port})
+                return self._start(broker_id, {**props, "listeners": listeners})
             except RuntimeError as e:
                 if "address already in use" not in str(e).lower():
                     raise

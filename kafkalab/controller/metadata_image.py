@@ -28,6 +28,13 @@ class BrokerRegistration:
     broker_epoch: int
     fenced: bool = True
     last_heartbeat_ms: int = 0
+    #: Every listener it registered, by name (Kafka: RegisterBrokerRecord.EndPoints);
+    #: `host`/`port` are the first, the one clients are told.
+    endpoints: dict[str, tuple[str, int]] = field(default_factory=dict)
+
+    def endpoint(self, listener: str) -> tuple[str, int]:
+        """Where it listens on `listener` (a registration that named none: host, port)."""
+        return self.endpoints.get(listener, (self.host, self.port))
 
 
 @dataclass
@@ -63,12 +70,20 @@ class MetadataImage:
         self.brokers: dict[int, BrokerRegistration] = {}
         self.topics: dict[str, TopicInfo] = {}
         self.offset = -1  # the last record applied
+        #: The first producer id no broker has been given yet (Kafka:
+        #: ProducerIdControlManager's nextProducerBlock, from ProducerIdsRecord).
+        self.next_producer_id = 0
 
     def replay(self, r: dict) -> None:
         kind = r["type"]
         if kind == "RegisterBrokerRecord":
             self.brokers[r["broker_id"]] = BrokerRegistration(
-                r["broker_id"], r["host"], r["port"], r["incarnation_id"], r["broker_epoch"]
+                r["broker_id"],
+                r["host"],
+                r["port"],
+                r["incarnation_id"],
+                r["broker_epoch"],
+                endpoints={name: (host, port) for name, host, port in r.get("endpoints", ())},
             )
         elif kind == "UnfenceBrokerRecord":
             self.brokers[r["broker_id"]].fenced = False
@@ -91,5 +106,7 @@ class MetadataImage:
             part.leader_epoch, part.partition_epoch = r["leader_epoch"], r["partition_epoch"]
         elif kind == "RemoveTopicRecord":
             self.topics.pop(r["name"], None)
+        elif kind == "ProducerIdsRecord":
+            self.next_producer_id = r["next_producer_id"]
         else:
             raise ValueError(f"unknown metadata record type {kind!r}")

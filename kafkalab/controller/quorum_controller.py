@@ -10,7 +10,7 @@ or lags simply catches up.
 
 Record types (KRaft's names): RegisterBrokerRecord, UnfenceBrokerRecord,
 FenceBrokerRecord, TopicRecord, PartitionRecord, PartitionChangeRecord,
-RemoveTopicRecord, ConfigRecord. Values are JSON, so `kafkalab dump-log
+RemoveTopicRecord, ConfigRecord, ProducerIdsRecord. Values are JSON, so `kafkalab dump-log
 --print-data-log` shows them.
 
 Sans-IO: methods take the time in ms and return results; the network layer
@@ -55,6 +55,8 @@ METADATA_TOPIC = "__cluster_metadata"
 #: so a hostile num_partitions (2**31 - 1) never becomes records, files or memory.
 MAX_PARTITIONS_PER_BATCH = 10_000
 NO_LEADER = -1
+#: Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE: producer ids a broker gets at a time.
+PRODUCER_ID_BLOCK_SIZE = 1000
 
 
 def assign_replicas_rack_unaware(
@@ -137,24 +139,32 @@ class QuorumController:
     # -- brokers -----------------------------------------------------------------------------
 
     def register_broker(
-        self, broker_id: int, host: str, port: int, incarnation_id: str, now_ms: int
+        self,
+        broker_id: int,
+        host: str,
+        port: int,
+        incarnation_id: str,
+        now_ms: int,
+        endpoints: list[tuple[str, str, int]] | None = None,
     ) -> int:
         """A broker (re)starts: a new registration and a new broker epoch. It
-        stays fenced until its first heartbeat (Kafka: registerBroker)."""
+        stays fenced until its first heartbeat (Kafka: registerBroker).
+        `endpoints`: (listener name, host, port) of each of its listeners."""
         existing = self.brokers.get(broker_id)
         if existing and existing.incarnation_id == incarnation_id:
             return existing.broker_epoch
         epoch = self.metadata_offset
-        self._write(
-            {
-                "type": "RegisterBrokerRecord",
-                "broker_id": broker_id,
-                "host": host,
-                "port": port,
-                "incarnation_id": incarnation_id,
-                "broker_epoch": epoch,
-            }
-        )
+        record = {
+            "type": "RegisterBrokerRecord",
+            "broker_id": broker_id,
+            "host": host,
+            "port": port,
+            "incarnation_id": incarnation_id,
+            "broker_epoch": epoch,
+        }
+        if endpoints:
+            record["endpoints"] = [list(e) for e in endpoints]
+        self._write(record)
         self.brokers[broker_id].last_heartbeat_ms = now_ms
         self._elect_where_needed(now_ms, f"broker {broker_id} re-registered")
         return epoch
@@ -195,6 +205,33 @@ class QuorumController:
 
     def alive(self) -> set[int]:
         return {b.broker_id for b in self.brokers.values() if not b.fenced}
+
+    # -- producer ids ------------------------------------------------------------------------
+
+    def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> tuple[int, int]:
+        """AllocateProducerIds (KIP-730): the next block of producer ids, (first id,
+        how many), for a broker registered in `broker_epoch`. The block is a
+        ProducerIdsRecord in the metadata log before it is handed out, so no
+        controller restart and no broker that lost its disk ever gets it again
+        (Kafka: ProducerIdControlManager.generateNextProducerId)."""
+        broker = self.brokers.get(broker_id)
+        if broker is None:
+            raise KafkaError(Errors.BROKER_ID_NOT_REGISTERED, f"broker {broker_id}")
+        if broker.broker_epoch != broker_epoch:
+            raise KafkaError(
+                Errors.STALE_BROKER_EPOCH,
+                f"broker {broker_id} epoch {broker_epoch} != {broker.broker_epoch}",
+            )
+        start = self.image.next_producer_id
+        self._write(
+            {
+                "type": "ProducerIdsRecord",
+                "broker_id": broker_id,
+                "broker_epoch": broker_epoch,
+                "next_producer_id": start + PRODUCER_ID_BLOCK_SIZE,
+            }
+        )
+        return start, PRODUCER_ID_BLOCK_SIZE
 
     # -- topics ------------------------------------------------------------------------------
 

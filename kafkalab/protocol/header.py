@@ -47,6 +47,9 @@ class RequestHeader:
     # Not on the wire: where the request came from, "/<ip>" as Kafka writes it
     # (Kafka: RequestContext.clientAddress); the socket server fills it in.
     client_host: str = ""
+    # Not on the wire either: the name of the listener it arrived on (Kafka:
+    # RequestContext.listenerName), which says whether it may come from a broker.
+    listener: str = ""
 
 
 def request_header_version(api: Api | None, version: int) -> int:

@@ -8,7 +8,9 @@ Three ways to run one:
     with BrokerThread({"log.dirs": d}) as b: ...                        # in this process
 
 `listeners=PLAINTEXT://127.0.0.1:0` picks a free port; the broker prints
-`kafkalab broker <id> listening on host:port` once it serves. SIGTERM (or
+`kafkalab broker <id> listening on host:port` (its first listener, the clients')
+once it serves, and logs `listener NAME on host:port` for each listener (a second
+one, named by `inter.broker.listener.name`, is where brokers talk to each other). SIGTERM (or
 Ctrl-C) stops it gracefully: stop accepting, finish in-flight requests, flush
 and checkpoint every log, write the clean shutdown marker.
 """
@@ -37,14 +39,16 @@ from kafkalab.coordinator.transaction import (
     TransactionConfig,
     TransactionCoordinator,
 )
-from kafkalab.protocol.messages import CONTROLLER_APIS
+from kafkalab.errors import KafkaError
+from kafkalab.protocol.api_keys import ApiKeys
+from kafkalab.protocol.messages import APIS, CONTROLLER_APIS
 from kafkalab.replication.replica_manager import ReplicaManager
 from kafkalab.server.alter_partition_manager import AlterPartitionManager
 from kafkalab.server.broker_lifecycle_manager import BrokerLifecycleManager
-from kafkalab.server.config import KafkaConfig, parse_listener, read_properties
+from kafkalab.server.config import KafkaConfig, read_properties
 from kafkalab.server.coordinator_runtime import CoordinatorRuntime
 from kafkalab.server.events import EventLog
-from kafkalab.server.inter_broker_connection import InterBrokerConnection
+from kafkalab.server.inter_broker_connection import InterBrokerConnection, broker_client_id
 from kafkalab.server.kafka_apis import KafkaApis
 from kafkalab.server.link_faults import LinkFaults
 from kafkalab.server.metadata_cache import (
@@ -53,7 +57,7 @@ from kafkalab.server.metadata_cache import (
     StandaloneMetadataCache,
 )
 from kafkalab.server.metadata_listener import BrokerMetadataListener
-from kafkalab.server.producer_ids import ProducerIdManager
+from kafkalab.server.producer_ids import ProducerIdManager, RPCProducerIdManager
 from kafkalab.server.replica_fetcher import ReplicaFetcherManager
 from kafkalab.server.replica_state import REPORT_INTERVAL_S, ReplicaStateReporter
 from kafkalab.server.socket_server import SocketServer
@@ -103,8 +107,10 @@ class KafkaBroker:
 
     def __init__(self, config: KafkaConfig) -> None:
         self.config = config
-        self.socket_server: SocketServer | None = None
-        self.advertised_address: tuple[str, int] = ("127.0.0.1", 0)
+        self.socket_server: SocketServer | None = None  # the first listener's
+        self.socket_servers: dict[str, SocketServer] = {}  # every listener's, by name
+        self.advertised_address: tuple[str, int] = ("127.0.0.1", 0)  # the first listener's
+        self.advertised_endpoints: dict[str, tuple[str, int]] = {}
         self._ticker: asyncio.Task | None = None
         self._reporter: asyncio.Task | None = None
         self.link_faults = LinkFaults(Path(config.log_dirs[0]))
@@ -152,7 +158,14 @@ class KafkaBroker:
             topic_metadata=True,
         )
         controller = config.extra.get("controller.quorum.bootstrap.servers")
-        producer_ids = ProducerIdManager(config.log_dirs[0], config.node_id if controller else None)
+        # In a cluster, blocks of ids from the controller (AllocateProducerIds); on
+        # its own, from a file in the broker's log dir.
+        producer_ids: ProducerIdManager | RPCProducerIdManager = (
+            RPCProducerIdManager(config.node_id, self._broker_epoch, self._allocate_producer_ids)
+            if controller
+            else ProducerIdManager(config.log_dirs[0])
+        )
+        self.producer_ids = producer_ids
         txn_config = TransactionConfig.from_properties(config.extra)
         self.transaction_coordinator = CoordinatorRuntime(
             TransactionCoordinator(txn_config, partitions=(), producer_ids=producer_ids.generate),
@@ -173,7 +186,9 @@ class KafkaBroker:
             metadata,
             self.transaction_coordinator,
             int(config.extra.get("retry.backoff.ms", 100)),
+            connect=lambda host, port: InterBrokerConnection(host, port, APIS, self._client_id),
             request_timeout_ms=int(config.extra.get("request.timeout.ms", 30_000)),
+            listener=config.inter_broker_listener,
         )
         self.transaction_coordinator.effect_handler = self.marker_channel.send
         self.metadata_cache = metadata
@@ -186,32 +201,39 @@ class KafkaBroker:
             self.group_coordinator,
             self.transaction_coordinator,
         )
-        _, host, port = parse_listener(config.listeners.split(",")[0])
-        self.socket_server = SocketServer(
-            self.apis,
-            host,
-            port,
-            max_request_bytes=config.socket_request_max_bytes,
-            queued_max_requests=config.queued_max_requests,
-            num_handlers=config.num_io_threads,
-        )
-        await self.socket_server.start()
-        bound = self.socket_server.bound_port
-        if config.advertised_listeners:
-            _, adv_host, adv_port = parse_listener(config.advertised_listeners.split(",")[0])
-            self.advertised_address = (adv_host, adv_port or bound)
-        else:
-            self.advertised_address = (host, bound)
+        advertised = config.advertised()
+        for name, host, port in config.listener_list():
+            server = SocketServer(
+                self.apis,
+                host,
+                port,
+                max_request_bytes=config.socket_request_max_bytes,
+                queued_max_requests=config.queued_max_requests,
+                num_handlers=config.num_io_threads,
+                listener_name=name,
+            )
+            await server.start()
+            self.socket_servers[name] = server
+            adv_host, adv_port = advertised.get(name, (host, 0))
+            self.advertised_endpoints[name] = (adv_host, adv_port or server.bound_port)
+            log.info("listener %s on %s:%d", name, *self.advertised_endpoints[name])
+        first = config.listener_list()[0][0]
+        self.socket_server = self.socket_servers[first]
+        self.advertised_address = self.advertised_endpoints[first]
         self._ticker = asyncio.create_task(self._tick())
         self._reporter = asyncio.create_task(self._report())
         self.replica_manager.start_isr_expiration()
         if self.lifecycle is not None:
             self.metadata_listener.start()
             self.lifecycle.start()
+            self.producer_ids.start()  # the first block, as soon as we are registered
 
     def _standalone_metadata(self) -> MetadataCache:
         return StandaloneMetadataCache(
-            self.config, self.replica_manager, lambda: self.advertised_address
+            self.config,
+            self.replica_manager,
+            lambda: self.advertised_address,
+            lambda: self.advertised_endpoints,
         )
 
     def _kraft_metadata(self, controller_address: str) -> MetadataCache:
@@ -226,9 +248,10 @@ class KafkaBroker:
             config.node_id,
             self.replica_manager,
             self.link_faults,
-            lambda broker_id: listener.broker_address(broker_id),
+            lambda broker_id: listener.broker_address(broker_id, config.inter_broker_listener),
             self.events,
             int(config.extra.get("replica.fetch.wait.max.ms", 500)),
+            client_id=self._client_id,
         )
         listener = BrokerMetadataListener(
             config.node_id,
@@ -242,7 +265,7 @@ class KafkaBroker:
             config.node_id,
             config.cluster_id,
             channel,
-            lambda: self.advertised_address,
+            lambda: [(name, *address) for name, address in self.advertised_endpoints.items()],
             int(config.extra.get("broker.heartbeat.interval.ms", 2000)),
             lambda: listener.last_applied_offset,
         )
@@ -252,6 +275,26 @@ class KafkaBroker:
         ).submit
         self._controller_channel = channel
         return KRaftMetadataCache(listener, channel)
+
+    def _broker_epoch(self) -> int:
+        return self.lifecycle.broker_epoch if self.lifecycle is not None else -1
+
+    async def _allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> tuple[int, int]:
+        """AllocateProducerIds to the controller: (first id, count) of our next block."""
+        response = await self._controller_channel.request(
+            ApiKeys.ALLOCATE_PRODUCER_IDS,
+            0,
+            {"broker_id": broker_id, "broker_epoch": broker_epoch},
+        )
+        if response["error_code"]:
+            raise KafkaError(response["error_code"], "AllocateProducerIds")
+        return response["producer_id_start"], response["producer_id_len"]
+
+    def _client_id(self) -> str:
+        """Our requests to other brokers say who we are, in which broker epoch
+        (-1 before we registered, and on a broker without a controller)."""
+        epoch = self.lifecycle.broker_epoch if self.lifecycle is not None else -1
+        return broker_client_id(self.config.node_id, epoch)
 
     async def _controlled_shutdown(self) -> None:
         """Before going, hand our leaderships over (Kafka's controlled shutdown): ask
@@ -305,14 +348,20 @@ class KafkaBroker:
             if task is not None:
                 task.cancel()
         if self.lifecycle is not None:
+            self.producer_ids.stop()
             await self._controlled_shutdown()
             await self.metadata_listener.stop()
             await self.fetchers.stop()
             self._controller_channel.close()
             self.events.close()
-        if self.socket_server is not None:
+        if self.socket_servers:
             # Parked fetches answer with what they have; in-flight requests finish.
-            await self.socket_server.stop(before_close=self.replica_manager.delayed_fetch.shutdown)
+            await asyncio.gather(
+                *(
+                    server.stop(before_close=self.replica_manager.delayed_fetch.shutdown)
+                    for server in self.socket_servers.values()
+                )
+            )
         self.group_coordinator.shutdown()
         self.marker_channel.shutdown()
         self.transaction_coordinator.shutdown()

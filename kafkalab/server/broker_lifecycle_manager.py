@@ -40,14 +40,14 @@ class BrokerLifecycleManager:
         broker_id: int,
         cluster_id: str | None,
         controller: InterBrokerConnection,
-        advertised_address: Callable[[], tuple[str, int]],
+        advertised_listeners: Callable[[], list[tuple[str, str, int]]],
         heartbeat_interval_ms: int,
         metadata_offset: Callable[[], int],
     ) -> None:
         self.broker_id = broker_id
         self.cluster_id = cluster_id
         self.controller = controller
-        self.advertised_address = advertised_address
+        self.advertised_listeners = advertised_listeners  # (name, host, port), clients' first
         self.heartbeat_s = heartbeat_interval_ms / 1000
         self.metadata_offset = metadata_offset
         self.broker_epoch = -1
@@ -95,8 +95,15 @@ class BrokerLifecycleManager:
                 log.warning("controller unreachable (%s); retrying", e)
             await asyncio.sleep(self.heartbeat_s)
 
+    def _listeners(self) -> list[dict]:
+        """Every listener, named (Kafka: BrokerRegistrationRequest.Listeners); the
+        first is the one clients are told."""
+        return [
+            {"name": name, "host": host, "port": port, "security_protocol": 0}
+            for name, host, port in self.advertised_listeners()
+        ]
+
     async def _register(self) -> None:
-        host, port = self.advertised_address()
         incarnation = uuid.uuid4()
         while self.broker_epoch < 0:
             try:
@@ -107,14 +114,7 @@ class BrokerLifecycleManager:
                         "broker_id": self.broker_id,
                         "cluster_id": self.cluster_id,
                         "incarnation_id": incarnation,
-                        "listeners": [
-                            {
-                                "name": "PLAINTEXT",
-                                "host": host,
-                                "port": port,
-                                "security_protocol": 0,
-                            }
-                        ],
+                        "listeners": self._listeners(),
                         "features": [],
                         "rack": None,
                     },

@@ -4,6 +4,13 @@ Kafka's class: kafka.server.KafkaConfig. The file is Java properties: `key=value
 lines, `#` comments. `--override key=value` on the command line wins, as with
 kafka-server-start.sh. Unknown keys are kept (a real server.properties has many)
 but only the ones below change what kafkalab does.
+
+Listeners: `listeners=PLAINTEXT://127.0.0.1:9092,BROKER://127.0.0.1:9093` opens one
+server socket per listener; `inter.broker.listener.name=BROKER` names the one brokers
+use among themselves (default: the first). Only requests that arrive there count as
+coming from a broker (follower fetches, WriteTxnMarkers): with no authentication, the
+listener stands for the broker principal of a secured Kafka cluster. Every listener
+is PLAINTEXT here (`listener.security.protocol.map` is kept but not used).
 """
 
 from __future__ import annotations
@@ -62,7 +69,27 @@ class KafkaConfig:
     log_retention_check_interval_ms: int = 300_000
     log_flush_scheduler_interval_ms: int = 2**63 - 1
     log_flush_offset_checkpoint_interval_ms: int = 60_000
+    inter_broker_listener_name: str | None = None
     extra: dict[str, str] = field(default_factory=dict)
+
+    def listener_list(self) -> list[tuple[str, str, int]]:
+        """(name, host, port) of every listener, in the order configured."""
+        return [parse_listener(x.strip()) for x in self.listeners.split(",") if x.strip()]
+
+    def advertised(self) -> dict[str, tuple[str, int]]:
+        """What each listener advertises (`advertised.listeners`, by name; port 0 or a
+        listener without one: the listener's own address, its port filled in once bound)."""
+        out = {}
+        for x in (self.advertised_listeners or "").split(","):
+            if x.strip():
+                name, host, port = parse_listener(x.strip())
+                out[name] = (host, port)
+        return out
+
+    @property
+    def inter_broker_listener(self) -> str:
+        """The listener brokers use among themselves (inter.broker.listener.name)."""
+        return self.inter_broker_listener_name or self.listener_list()[0][0]
 
     @classmethod
     def from_properties(cls, props: dict[str, Any]) -> KafkaConfig:
@@ -112,7 +139,15 @@ class KafkaConfig:
         )
         config.log_config = LogConfig.from_properties(props, broker_prefix=True)
         config.extra = props
-        parse_listener(config.listeners.split(",")[0])  # fail early on a bad listener
+        names = [name for name, _, _ in config.listener_list()]  # fail early on a bad one
+        if not names or len(set(names)) != len(names):
+            raise InvalidConfigError(f"listeners={config.listeners!r}: give each a distinct name")
+        config.inter_broker_listener_name = get("inter.broker.listener.name")
+        if config.inter_broker_listener not in names:
+            raise InvalidConfigError(
+                f"inter.broker.listener.name={config.inter_broker_listener!r} is not one of "
+                f"the listeners {names}"
+            )
         return config
 
     @classmethod

@@ -66,6 +66,7 @@ class ControllerApis:
             ApiKeys.ALTER_PARTITION: self.alter_partition,
             ApiKeys.BROKER_REGISTRATION: self.register_broker,
             ApiKeys.BROKER_HEARTBEAT: self.heartbeat,
+            ApiKeys.ALLOCATE_PRODUCER_IDS: self.allocate_producer_ids,
         }[header.api_key]
         result = handler(body)
         self.changes.observe()  # wake long-polling brokers, record fences and elections
@@ -82,8 +83,26 @@ class ControllerApis:
             listener["port"],
             str(body["incarnation_id"]),
             _now_ms(),
+            [(x["name"], x["host"], x["port"]) for x in body["listeners"]],
         )
         return {"throttle_time_ms": 0, "error_code": 0, "broker_epoch": epoch}
+
+    def allocate_producer_ids(self, body: dict) -> dict:
+        """The broker's next block of producer ids, recorded before it is given."""
+        out = {
+            "throttle_time_ms": 0,
+            "error_code": 0,
+            "producer_id_start": -1,
+            "producer_id_len": 0,
+        }
+        try:
+            start, length = self.controller.allocate_producer_ids(
+                body["broker_id"], body["broker_epoch"]
+            )
+            out.update(producer_id_start=start, producer_id_len=length)
+        except KafkaError as e:
+            out["error_code"] = int(e.code)
+        return out
 
     def heartbeat(self, body: dict) -> dict:
         out = {

@@ -10,13 +10,21 @@ next request.
 `replica_fetch_request` builds the Fetch body a follower sends, the same for
 a broker reading the controller's metadata log (`__cluster_metadata-0`) and
 for a replica fetcher reading its leader's partitions.
+
+A broker's requests to another broker carry its identity in the client id,
+`broker-<node id>-epoch-<broker epoch>` (`broker_client_id`): KIP-903 puts the
+broker epoch in a follower's Fetch (ReplicaState, Fetch v15+); on the Fetch
+v11 we speak, the header's client id carries it, and the leader accepts a
+follower fetch only from a broker registered in that epoch.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import re
 import struct
+from collections.abc import Callable
 
 from kafkalab.errors import Errors, KafkaError
 from kafkalab.protocol.api_keys import ApiKeys
@@ -27,11 +35,33 @@ _SIZE = struct.Struct(">i")
 
 #: The Fetch version brokers send each other (the newest non-flexible one).
 REPLICA_FETCH_VERSION = 11
+_BROKER_CLIENT_ID = re.compile(r"broker-(\d+)-epoch-(-?\d+)")
+
+
+def broker_client_id(broker_id: int, broker_epoch: int) -> str:
+    """The client id of a broker's requests to another broker: who it is, in which
+    broker epoch (what KIP-903's ReplicaState says in Fetch v15+)."""
+    return f"broker-{broker_id}-epoch-{broker_epoch}"
+
+
+def parse_broker_client_id(client_id: str | None) -> tuple[int, int] | None:
+    """(node id, broker epoch) from `broker_client_id`'s form; None for any other."""
+    m = _BROKER_CLIENT_ID.fullmatch(client_id or "")
+    return (int(m[1]), int(m[2])) if m else None
 
 
 class InterBrokerConnection:
-    def __init__(self, host: str, port: int, schemas: dict[ApiKeys, Api]) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        schemas: dict[ApiKeys, Api],
+        client_id: Callable[[], str] | None = None,
+    ) -> None:
+        """`client_id`: asked before each request (a broker epoch changes when the
+        broker registers again); "kafkalab-broker" when not given."""
         self.host, self.port, self.schemas = host, port, schemas
+        self.client_id = client_id or (lambda: "kafkalab-broker")
         self._ids = itertools.count(1)
         self._lock = asyncio.Lock()
         self._streams: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
@@ -45,7 +75,7 @@ class InterBrokerConnection:
                 cid = next(self._ids)
                 writer.write(
                     encode_request(
-                        RequestHeader(api_key, version, cid, "kafkalab-broker"), body, self.schemas
+                        RequestHeader(api_key, version, cid, self.client_id()), body, self.schemas
                     )
                 )
                 await writer.drain()

@@ -23,6 +23,11 @@ one module per API family:
     apis/consumer_group.py ConsumerGroupHeartbeat, ConsumerGroupDescribe (KIP-848, the
                           same group coordinator)
 
+Requests only a broker may send (a follower's Fetch, WriteTxnMarkers) are served
+only on the inter-broker listener (`from_broker`), and a follower's Fetch only from a
+broker registered with the controller in the broker epoch it names
+(`follower_error`); see those methods for the errors Kafka answers otherwise.
+
 A handler gets the request header and body (dicts as declared in
 kafkalab.protocol.messages) and returns the response body, or an awaitable of
 it when the request waits (a purgatory, the controller), or None when no
@@ -36,6 +41,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from kafkalab.errors import Errors
 from kafkalab.protocol.api_keys import ApiKeys
 from kafkalab.protocol.header import RequestHeader
 from kafkalab.replication.replica_manager import ReplicaManager
@@ -54,9 +60,10 @@ from kafkalab.server.apis import (
 )
 from kafkalab.server.config import KafkaConfig
 from kafkalab.server.coordinator_runtime import CoordinatorRuntime
+from kafkalab.server.inter_broker_connection import parse_broker_client_id
 from kafkalab.server.link_faults import LinkFaults
 from kafkalab.server.metadata_cache import MetadataCache
-from kafkalab.server.producer_ids import ProducerIdManager
+from kafkalab.server.producer_ids import ProducerIdManager, RPCProducerIdManager
 
 Handler = Callable[["KafkaApis", RequestHeader, dict], Any]
 
@@ -100,7 +107,7 @@ class KafkaApis:
         config: KafkaConfig,
         replica_manager: ReplicaManager,
         metadata_cache: MetadataCache,
-        producer_ids: ProducerIdManager,
+        producer_ids: ProducerIdManager | RPCProducerIdManager,
         link_faults: LinkFaults | None = None,
         group_coordinator: CoordinatorRuntime | None = None,
         transaction_coordinator: CoordinatorRuntime | None = None,
@@ -115,6 +122,39 @@ class KafkaApis:
 
     def handle(self, header: RequestHeader, body: dict) -> Any:
         return HANDLERS[ApiKeys(header.api_key)](self, header, body)
+
+    def from_broker(self, header: RequestHeader) -> bool:
+        """Did the request arrive on the listener brokers use among themselves
+        (inter.broker.listener.name)? Kafka asks its authorizer whether the
+        principal may CLUSTER_ACTION; with no authentication here, the listener is
+        the credential. A header with no listener was made in this process (a test
+        calling a handler), not read from a socket."""
+        return header.listener in ("", self.config.inter_broker_listener)
+
+    def follower_error(self, header: RequestHeader, replica_id: int) -> Errors:
+        """NONE if this request may act as replica `replica_id` (a follower's Fetch,
+        which moves the follower's fetch state and so the HW and the ISR); else the
+        error Kafka answers for every partition:
+
+        - TOPIC_AUTHORIZATION_FAILED: not from a broker (Kafka: a follower fetch
+          whose principal lacks CLUSTER_ACTION, KafkaApis.handleFetchRequest);
+        - NOT_LEADER_OR_FOLLOWER: no broker `replica_id` is registered with the
+          controller in the broker epoch the request names, in its client id
+          `broker-<id>-epoch-<epoch>` (KIP-903: Kafka fences a follower fetch with
+          a stale broker epoch, Replica.updateFetchStateOrThrow, with this error;
+          Fetch v15+ carries the epoch in ReplicaState, our v11 in the client id).
+        """
+        if not header.listener:
+            return Errors.NONE  # in-process, not from a socket
+        if not self.from_broker(header):
+            return Errors.TOPIC_AUTHORIZATION_FAILED
+        registered = self.metadata_cache.broker_epoch(replica_id)
+        if registered is None or parse_broker_client_id(header.client_id) != (
+            replica_id,
+            registered,
+        ):
+            return Errors.NOT_LEADER_OR_FOLLOWER
+        return Errors.NONE
 
     def hears(self, replica_id: int) -> bool:
         """Does a request from this replica reach us, or is the link cut (kafkalab's

@@ -49,6 +49,11 @@ class MetadataCache(Protocol):
 
     def alive_brokers(self) -> list[BrokerRegistration]: ...
 
+    def broker_epoch(self, broker_id: int) -> int | None:
+        """The epoch of the broker's current registration with the controller (fenced
+        or not); None when no such broker is registered (a standalone broker has none)."""
+        ...
+
     def controller_id(self) -> int:
         """The broker clients are told is the controller (Metadata's controller_id):
         a live broker they can reach, as clients require."""
@@ -75,6 +80,10 @@ class KRaftMetadataCache:
 
     def alive_brokers(self) -> list[BrokerRegistration]:
         return [b for b in self.listener.image.brokers.values() if not b.fenced]
+
+    def broker_epoch(self, broker_id: int) -> int | None:
+        reg = self.listener.image.brokers.get(broker_id)
+        return None if reg is None else reg.broker_epoch
 
     def controller_id(self) -> int:
         alive = self.alive_brokers()
@@ -105,10 +114,13 @@ class StandaloneMetadataCache:
         config: KafkaConfig,
         replica_manager: ReplicaManager,
         advertised_address: Callable[[], tuple[str, int]],
+        endpoints: Callable[[], dict[str, tuple[str, int]]] = dict,
     ) -> None:
+        """`endpoints`: every listener's advertised address, by name."""
         self.config = config
         self.replica_manager = replica_manager
         self.advertised_address = advertised_address
+        self.endpoints = endpoints
         for tp in replica_manager.log_manager.all_logs():
             self._lead(tp)
 
@@ -128,7 +140,14 @@ class StandaloneMetadataCache:
 
     def alive_brokers(self) -> list[BrokerRegistration]:
         host, port = self.advertised_address()
-        return [BrokerRegistration(self.config.node_id, host, port, "", 0, fenced=False)]
+        return [
+            BrokerRegistration(
+                self.config.node_id, host, port, "", 0, fenced=False, endpoints=self.endpoints()
+            )
+        ]
+
+    def broker_epoch(self, broker_id: int) -> int | None:
+        return None  # no controller: no broker is registered, so none follows us
 
     def controller_id(self) -> int:
         return self.config.node_id

@@ -202,8 +202,9 @@ class BrokerMetadataListener:
             rm.remove_partition(tp)
             await asyncio.sleep(0)
 
-    def broker_address(self, broker_id: int) -> tuple[str, int]:
-        """Where a broker listens, as it registered last (a restarted broker may
-        listen on another port)."""
+    def broker_address(self, broker_id: int, listener: str | None = None) -> tuple[str, int]:
+        """Where a broker listens (on `listener`, when named: the inter-broker one for
+        a follower), as it registered last (a restarted broker may listen on another
+        port)."""
         reg = self.image.brokers[broker_id]
-        return reg.host, reg.port
+        return reg.endpoint(listener) if listener else (reg.host, reg.port)

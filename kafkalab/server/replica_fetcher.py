@@ -54,6 +54,7 @@ class ReplicaFetcherManager:
         broker_address: Callable[[int], tuple[str, int]],
         events: EventLog,
         fetch_wait_max_ms: int = 500,
+        client_id: Callable[[], str] | None = None,
     ) -> None:
         """`fetch_wait_max_ms` (replica.fetch.wait.max.ms): how long a leader may hold
         our fetch when it has nothing new. A follower learns a new HW only in the
@@ -64,6 +65,7 @@ class ReplicaFetcherManager:
         self.broker_address = broker_address
         self.events = events
         self.fetch_wait_max_ms = fetch_wait_max_ms
+        self.client_id = client_id  # who we are, in which broker epoch (KIP-903)
         self._fetched: set[TopicPartition] = set()  # answered since it was added
         self._fetchers: dict[int, asyncio.Task] = {}
         self._followed: dict[int, set[TopicPartition]] = {}  # leader -> partitions
@@ -104,7 +106,9 @@ class ReplicaFetcherManager:
         if conn is None or (conn.host, conn.port) != (host, port):
             if conn is not None:
                 conn.close()
-            conn = self._connections[broker_id] = InterBrokerConnection(host, port, APIS)
+            conn = self._connections[broker_id] = InterBrokerConnection(
+                host, port, APIS, self.client_id
+            )
         return conn
 
     # -- the Truncating state -----------------------------------------------------------------

@@ -69,9 +69,11 @@ class SocketServer:
         queued_max_requests: int,
         num_handlers: int,
         schemas: Mapping[int, Api] = APIS,
+        listener_name: str = "",
     ) -> None:
         self.apis = apis  # the handler: KafkaApis on a broker, ControllerApis on a controller
         self.schemas = schemas  # the APIs this listener speaks
+        self.listener_name = listener_name  # stamped on every request's header
         self.host = host
         self.port = port
         self.max_request_bytes = max_request_bytes
@@ -185,7 +187,11 @@ class SocketServer:
             log.warning("closing connection from %s: bad request header: %s", peer, e)
             return False
         if isinstance(peer, tuple) and peer:
-            header = dataclasses.replace(header, client_host=f"/{peer[0]}")
+            header = dataclasses.replace(
+                header, client_host=f"/{peer[0]}", listener=self.listener_name
+            )
+        elif self.listener_name:
+            header = dataclasses.replace(header, listener=self.listener_name)
         api = self.schemas.get(header.api_key)
         if api is None:
             log.warning("closing connection from %s: unknown API key %d", peer, header.api_key)

@@ -39,7 +39,10 @@ class TransactionMarkerChannelManager:
         retry_backoff_ms: int = 100,
         connect: Callable[[str, int], InterBrokerConnection] | None = None,
         request_timeout_ms: int = 30_000,
+        listener: str | None = None,
     ) -> None:
+        """`listener`: the inter-broker listener, the only one that takes markers."""
+        self.listener = listener
         self.metadata_cache = metadata_cache
         self.runtime = runtime
         self.retry_backoff_ms = retry_backoff_ms
@@ -113,10 +116,11 @@ class TransactionMarkerChannelManager:
         return written
 
     async def _send(self, broker, e: SendTxnMarkers, tps: list[TopicPartition]) -> set:
-        key = (broker.broker_id, broker.host, broker.port)
+        host, port = broker.endpoint(self.listener) if self.listener else (broker.host, broker.port)
+        key = (broker.broker_id, host, port)
         conn = self._connections.get(key)
         if conn is None:
-            conn = self._connections[key] = self._connect(broker.host, broker.port)
+            conn = self._connections[key] = self._connect(host, port)
         by_topic: dict[str, list[int]] = {}
         for topic, partition in sorted(tps):
             by_topic.setdefault(topic, []).append(partition)

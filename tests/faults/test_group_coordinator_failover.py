@@ -14,8 +14,17 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafkalab.cluster import LocalCluster
 from kafkalab.cluster.failover import current_leader
 from kafkalab.coordinator.group.coordinator_records import OFFSETS_TOPIC, partition_for
+from kafkalab.errors import Errors, KafkaError
 
 PARTITIONS, RECORDS = 4, 100
+#: What a client is told while a group's coordinator moves (retriable, as in Kafka).
+COORDINATOR_MOVING = {
+    Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.NOT_COORDINATOR,
+    Errors.COORDINATOR_LOAD_IN_PROGRESS,
+    Errors.NETWORK_EXCEPTION,
+    Errors.REQUEST_TIMED_OUT,
+}
 
 
 def consume(consumer, n: int, timeout_s: float = 60) -> list[bytes]:
@@ -147,11 +156,21 @@ def test_a_kip848_group_survives_the_coordinators_death(tmp_path):
             """The group's committed offsets, as the coordinator answers OffsetFetch."""
             return {tp.partition: tp.offset for tp in c.committed(asked, timeout=30)}
 
-        def described():
-            while True:  # the coordinator may be moving: retriable errors
+        def described(timeout_s: float = 60):
+            """Retry only what a moving coordinator answers, and only for `timeout_s`:
+            any other error is a bug and fails the test at once, with its cause."""
+            deadline = time.monotonic() + timeout_s
+            while True:
                 try:
                     return teaching.describe_consumer_group(group)
-                except Exception:
+                except (KafkaError, OSError) as e:
+                    code = getattr(e, "code", None)
+                    if code is not None and code not in COORDINATOR_MOVING:
+                        raise
+                    if time.monotonic() > deadline:
+                        raise AssertionError(
+                            f"no coordinator answered ConsumerGroupDescribe in {timeout_s} s"
+                        ) from e
                     time.sleep(0.2)
 
         try:

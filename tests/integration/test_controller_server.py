@@ -134,7 +134,7 @@ def controller(tmp_path):
 def test_brokers_register_heartbeat_and_read_the_metadata_log(controller):
     client = Client(controller.server.address)
     versions = {k["api_key"] for k in client.call(18, 0, {})["api_keys"]}
-    assert versions == {1, 18, 19, 20, 56, 62, 63}
+    assert versions == {1, 18, 19, 20, 56, 62, 63, 67}  # 67: AllocateProducerIds
     epochs = {b: client.register(b) for b in (1, 2, 3)}
     assert sorted(epochs.values()) == list(epochs.values())  # epochs are log offsets
     for b, e in epochs.items():

@@ -75,8 +75,8 @@ KAFKA_PYTHON: dict[ApiKeys, tuple[type, type]] = {
     ApiKeys.OFFSET_DELETE: (OffsetDeleteRequest, OffsetDeleteResponse),
 }
 
-# The ranges the lead asked for; the notes (shared/kafka-protocol-notes.md) say
-# which versions clients send.
+# The ranges the broker advertises for the group APIs (docs/protocol-versions.md
+# says why these: every client finds a non-flexible version it can use).
 EXPECTED_RANGES = {
     ApiKeys.FIND_COORDINATOR: (0, 3),
     ApiKeys.JOIN_GROUP: (0, 5),

@@ -207,3 +207,30 @@ def test_every_topic_gets_a_random_id_that_survives_a_restart(tmp_path):
     image = MetadataImage()
     image.replay({"type": "TopicRecord", "name": "old"})
     assert image.topics["old"].topic_id == name_based_topic_id("old") != uuid.UUID(int=0)
+
+
+def test_producer_id_blocks_are_in_the_metadata_log_and_never_handed_out_twice(tmp_path):
+    """AllocateProducerIds: each block is a ProducerIdsRecord, so blocks never overlap,
+    across brokers and across controller restarts (the controller's state is its log);
+    a broker that is not registered in that epoch gets none."""
+    from kafkalab.controller.quorum_controller import PRODUCER_ID_BLOCK_SIZE
+
+    c = QuorumController(tmp_path)
+    epochs = {b: c.register_broker(b, "127.0.0.1", 9090 + b, f"inc-{b}", now_ms=0) for b in (1, 2)}
+    blocks = []
+    for _ in range(5):
+        for b in (1, 2, 1):
+            blocks.append(c.allocate_producer_ids(b, epochs[b]))
+        c.close()
+        c = QuorumController(tmp_path)  # restarted: replays its log
+    ids = [i for start, n in blocks for i in range(start, start + n)]
+    assert len(ids) == len(set(ids)) == 15 * PRODUCER_ID_BLOCK_SIZE
+    assert blocks[0] == (0, PRODUCER_ID_BLOCK_SIZE)
+    assert [s for s, _ in blocks] == sorted(s for s, _ in blocks), "each block follows the last"
+    with pytest.raises(KafkaError) as stale:
+        c.allocate_producer_ids(1, epochs[1] + 1)
+    assert stale.value.code == Errors.STALE_BROKER_EPOCH
+    with pytest.raises(KafkaError) as unknown:
+        c.allocate_producer_ids(7, 0)
+    assert unknown.value.code == Errors.BROKER_ID_NOT_REGISTERED
+    c.close()

@@ -4,7 +4,12 @@ last stable offset, told which transactions were aborted); followers replicate.
 Kafka: KafkaApis.handleFetchRequest -> ReplicaManager.fetchMessages. A follower's
 fetch (replica_id >= 0) first tells its leader the follower's log end offset
 (its fetch offset), which may move the HW and grow the ISR; then the fetch
-reads. With less than `min_bytes` to return, it waits in the delayed-fetch
+reads. A fetch with a replica id is served only to that broker (KafkaApis.
+follower_error: on the inter-broker listener, from a broker registered in the
+epoch it names) and only for partitions it is a replica of (Kafka's
+Partition.followerReplicaOrThrow: UNKNOWN_LEADER_EPOCH when the request names a
+leader epoch, else NOT_LEADER_OR_FOLLOWER); anything else is answered with that
+error, reads nothing and moves nothing. With less than `min_bytes` to return, it waits in the delayed-fetch
 purgatory up to `max_wait_ms`, and the append (or HW move) that brings data
 answers it. Every requested partition is in the answer (kafka-python drops a
 response that leaves one out); sessions (KIP-227) are not kept: session 0.
@@ -15,6 +20,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
+from kafkalab.errors import Errors
 from kafkalab.protocol.header import RequestHeader
 from kafkalab.replication.delayed_fetch import DelayedFetch, FetchPartition
 from kafkalab.replication.partition import Role
@@ -51,23 +57,43 @@ def handle_fetch(apis: KafkaApis, header: RequestHeader, body: dict) -> Any:
         for t in body["topics"]
         for p in t["partitions"]
     ]
+    refused: dict[tuple[str, int], Errors] = {}
     if replica_id >= 0:
+        error = apis.follower_error(header, replica_id)
+        epochs = {
+            (t["topic"], p["partition"]): p["current_leader_epoch"]
+            for t in body["topics"]
+            for p in t["partitions"]
+        }
         for p in partitions:
-            part = rm.partition((p.topic, p.partition))
-            if part is not None and part.role == Role.LEADER and replica_id in part.remote:
-                rm.update_follower_fetch_state((p.topic, p.partition), replica_id, p.fetch_offset)
+            tp = (p.topic, p.partition)
+            part = rm.partition(tp)
+            if error != Errors.NONE:
+                refused[tp] = error
+            elif part is None or part.role != Role.LEADER:
+                continue  # the read answers NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC...
+            elif replica_id not in part.remote:
+                refused[tp] = (
+                    Errors.UNKNOWN_LEADER_EPOCH
+                    if epochs.get(tp, -1) >= 0
+                    else Errors.NOT_LEADER_OR_FOLLOWER
+                )
+            else:
+                rm.update_follower_fetch_state(tp, replica_id, p.fetch_offset)
+        if refused:
+            partitions = [p for p in partitions if (p.topic, p.partition) not in refused]
     isolation = fetch_isolation(body)
     future = None
 
     def answer() -> None:
         if future is not None and not future.done():
-            future.set_result(fetch_response(apis, body, partitions, isolation))
+            future.set_result(fetch_response(apis, body, partitions, isolation, refused))
 
     op = DelayedFetch(
         body["max_wait_ms"], body["min_bytes"], isolation, partitions, rm.read, answer
     )
-    if body["max_wait_ms"] <= 0 or op.try_complete():
-        return fetch_response(apis, body, partitions, isolation)
+    if body["max_wait_ms"] <= 0 or not partitions or op.try_complete():
+        return fetch_response(apis, body, partitions, isolation, refused)
     future = asyncio.get_running_loop().create_future()
     keys = [(p.topic, p.partition) for p in partitions]
     rm.delayed_fetch.try_complete_else_watch(op, keys)
@@ -82,15 +108,32 @@ def _aborted(result) -> list[dict]:
 
 
 def fetch_response(
-    apis: KafkaApis, body: dict, partitions: list[FetchPartition], isolation: FetchIsolation
+    apis: KafkaApis,
+    body: dict,
+    partitions: list[FetchPartition],
+    isolation: FetchIsolation,
+    refused: dict[tuple[str, int], Errors] | None = None,
 ) -> dict:
     """Read every requested partition now (Kafka: ReplicaManager.readFromLog): at most
     max_bytes in all, but the first partition with data returns at least one
-    whole batch."""
+    whole batch. `refused` partitions are answered with their error alone."""
     remaining = body["max_bytes"]
     read_committed = isolation == FetchIsolation.TXN_COMMITTED
     min_one = True
     topics: dict[str, list[dict]] = {}
+    for (topic, partition), error in (refused or {}).items():
+        topics.setdefault(topic, []).append(
+            {
+                "partition_index": partition,
+                "error_code": int(error),
+                "high_watermark": -1,
+                "last_stable_offset": -1,
+                "log_start_offset": -1,
+                "aborted_transactions": None,
+                "preferred_read_replica": -1,
+                "records": b"",
+            }
+        )
     for p in partitions:
         limit = max(0, min(p.max_bytes, remaining))
         result = apis.replica_manager.read(

@@ -26,7 +26,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from kafkalab.coordinator.group.coordinator_records import OFFSETS_TOPIC
-from kafkalab.errors import Errors
+from kafkalab.errors import Errors, KafkaError
 from kafkalab.protocol.header import RequestHeader
 from kafkalab.records.control_record import ControlRecordType, build_end_txn_marker_batch
 from kafkalab.replication.delayed_produce import AppendResult, DelayedProduce
@@ -48,17 +48,23 @@ def _fenced(error: Errors, version: int, first_version: int) -> Errors:
 
 async def handle_init_producer_id(apis: KafkaApis, header: RequestHeader, body: dict) -> dict:
     out = {"throttle_time_ms": 0, "error_code": 0, "producer_id": -1, "producer_epoch": -1}
-    if body["transactional_id"] is None:
-        out.update(producer_id=apis.producer_ids.generate(), producer_epoch=0)
+    # A broker in a cluster may have no block of producer ids from the controller
+    # yet: COORDINATOR_LOAD_IN_PROGRESS, which clients retry (as from Kafka).
+    try:
+        if body["transactional_id"] is None:
+            out.update(producer_id=apis.producer_ids.generate(), producer_epoch=0)
+            return out
+        runtime = apis.transaction_coordinator
+        result = await runtime.call(
+            runtime.coordinator.init_producer_id,
+            body["transactional_id"],
+            body["transaction_timeout_ms"],
+            producer_id=body.get("producer_id", -1),
+            producer_epoch=body.get("producer_epoch", -1),
+        )
+    except KafkaError as e:
+        out["error_code"] = int(e.code)
         return out
-    runtime = apis.transaction_coordinator
-    result = await runtime.call(
-        runtime.coordinator.init_producer_id,
-        body["transactional_id"],
-        body["transaction_timeout_ms"],
-        producer_id=body.get("producer_id", -1),
-        producer_epoch=body.get("producer_epoch", -1),
-    )
     out.update(
         error_code=int(_fenced(result.error, header.api_version, 4)),
         producer_id=result.producer_id,
@@ -129,6 +135,29 @@ async def handle_end_txn(apis: KafkaApis, header: RequestHeader, body: dict) -> 
 
 
 async def handle_write_txn_markers(apis: KafkaApis, header: RequestHeader, body: dict) -> dict:
+    if not apis.from_broker(header):
+        # Only a transaction coordinator, on a broker, writes markers: Kafka answers
+        # a principal without CLUSTER_ACTION CLUSTER_AUTHORIZATION_FAILED for every
+        # partition; here, a request that did not come on the inter-broker listener.
+        refused = int(Errors.CLUSTER_AUTHORIZATION_FAILED)
+        return {
+            "markers": [
+                {
+                    "producer_id": m["producer_id"],
+                    "topics": [
+                        {
+                            "name": t["name"],
+                            "partitions": [
+                                {"partition_index": p, "error_code": refused}
+                                for p in t["partition_indexes"]
+                            ],
+                        }
+                        for t in m["topics"]
+                    ],
+                }
+                for m in body["markers"]
+            ]
+        }
     rm = apis.replica_manager
     answers = []
     for marker in body["markers"]:
