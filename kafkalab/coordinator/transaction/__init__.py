@@ -1,4 +1,5 @@
-"""The transaction coordinator: TransactionStateMachine (one transactional.id),
+"""The transaction coordinator: TxnState (Kafka's TransactionState: the states and
+their transition table), TransactionStateMachine (one transactional.id),
 TransactionCoordinator (every id of the __transaction_state partitions a broker
 leads, sans-IO) and the __transaction_state records."""
 
@@ -21,6 +22,11 @@ from kafkalab.coordinator.transaction.transaction_coordinator import (
     TransactionMetadata,
 )
 from kafkalab.coordinator.transaction.transaction_log import TRANSACTION_STATE_TOPIC
+from kafkalab.coordinator.transaction.transaction_state import (
+    VALID_PREVIOUS_STATES,
+    IllegalTransactionTransition,
+    TxnState,
+)
 from kafkalab.coordinator.transaction.transaction_state_machine import (
     TransactionState,
     TransactionStateMachine,
@@ -29,8 +35,10 @@ from kafkalab.coordinator.transaction.transaction_state_machine import (
 __all__ = [
     "INIT_EPOCH_RULE_KEY",
     "TRANSACTION_STATE_TOPIC",
+    "VALID_PREVIOUS_STATES",
     "AddPartitionsToTxnResult",
     "DescribedTransaction",
+    "IllegalTransactionTransition",
     "InitEpochRule",
     "InitProducerIdResult",
     "ListTransactionsResult",
@@ -42,4 +50,5 @@ __all__ = [
     "TransactionState",
     "TransactionStateMachine",
     "TxnResult",
+    "TxnState",
 ]

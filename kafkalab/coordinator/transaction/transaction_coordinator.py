@@ -57,14 +57,8 @@ from kafkalab.coordinator.transaction.results import (
     TxnResult,
 )
 from kafkalab.coordinator.transaction.transaction_config import TransactionConfig
+from kafkalab.coordinator.transaction.transaction_state import TxnState
 from kafkalab.coordinator.transaction.transaction_state_machine import (
-    COMPLETE_ABORT,
-    COMPLETE_COMMIT,
-    EMPTY,
-    ENDED,
-    ONGOING,
-    PREPARE_ABORT,
-    PREPARE_COMMIT,
     TransactionState,
     TransactionStateMachine,
 )
@@ -111,7 +105,7 @@ class TransactionMetadata:
             s.producer_epoch,
             self.timeout_ms,
             s.state,
-            frozenset() if s.state == EMPTY else frozenset(s.partitions),
+            frozenset() if s.state == TxnState.EMPTY else frozenset(s.partitions),
             self.last_update_ms,
             self.start_ms,
         )
@@ -237,7 +231,7 @@ class TransactionCoordinator:
         for tid, v in sorted(values.items()):
             if self.partition_for(tid) != partition:
                 continue
-            prepared = v.state in (PREPARE_COMMIT, PREPARE_ABORT)
+            prepared = v.state.is_prepared
             meta = TransactionMetadata(
                 tid,
                 TransactionState(
@@ -402,7 +396,7 @@ class TransactionCoordinator:
                 s.producer_id,
                 s.producer_epoch,
                 self.partitions.epochs.get(self.partition_for(meta.transactional_id), 0),
-                s.state == PREPARE_COMMIT,
+                s.state == TxnState.PREPARE_COMMIT,
                 frozenset(s.pending_markers),
             )
         )
@@ -418,7 +412,7 @@ class TransactionCoordinator:
         s = meta.state
         if (s.producer_id, s.producer_epoch) != (producer_id, producer_epoch):
             return frozenset()
-        if s.state not in (PREPARE_COMMIT, PREPARE_ABORT):
+        if not s.state.is_prepared:
             return frozenset()
         return frozenset(s.pending_markers)
 
@@ -446,7 +440,7 @@ class TransactionCoordinator:
 
     def _maybe_complete(self, meta: TransactionMetadata, now_ms: int, effects: Effects) -> None:
         s = meta.state
-        if meta.pending is not None or s.state not in (PREPARE_COMMIT, PREPARE_ABORT):
+        if meta.pending is not None or not s.state.is_prepared:
             return
         if s.pending_markers:
             return
@@ -501,7 +495,7 @@ class TransactionCoordinator:
                 return answer(Errors.INVALID_PRODUCER_EPOCH)
             if producer_epoch != s.producer_epoch:
                 return answer(Errors.PRODUCER_FENCED)
-        if s.state == ONGOING:
+        if s.state == TxnState.ONGOING:
             machine = self._machine(meta)
             try:
                 machine.init_producer_id()  # moves to PrepareAbort and says so
@@ -510,7 +504,7 @@ class TransactionCoordinator:
             after = self._after(meta, machine.current, now_ms)
             self._write(meta, after, "fence", request, now_ms, effects)
             return effects
-        if s.state in (PREPARE_COMMIT, PREPARE_ABORT):
+        if s.state.is_prepared:
             return answer(Errors.CONCURRENT_TRANSACTIONS)
         if s.producer_epoch >= MAX_EPOCH - 1:
             machine = TransactionStateMachine(self.producer_ids(), self.config.bump_epoch_on_init)
@@ -540,7 +534,7 @@ class TransactionCoordinator:
             return Errors.PRODUCER_FENCED, None
         if meta.pending is not None:
             return Errors.CONCURRENT_TRANSACTIONS, None
-        if meta.state.state in (PREPARE_COMMIT, PREPARE_ABORT):
+        if meta.state.state.is_prepared:
             return Errors.CONCURRENT_TRANSACTIONS, None
         return None, meta
 
@@ -590,7 +584,7 @@ class TransactionCoordinator:
 
     def _add(self, meta, wanted, kind, request, now_ms, effects, data) -> None:
         s = meta.state
-        if s.state == ONGOING and wanted <= s.partitions:
+        if s.state == TxnState.ONGOING and wanted <= s.partitions:
             # nothing new to write (Kafka answers at once too)
             result = (
                 AddPartitionsToTxnResult(dict.fromkeys(wanted, Errors.NONE))
@@ -601,7 +595,7 @@ class TransactionCoordinator:
             return
         machine = self._machine(meta)
         machine.add_partitions(s.producer_epoch, wanted)
-        start = meta.start_ms if s.state == ONGOING else now_ms
+        start = meta.start_ms if s.state == TxnState.ONGOING else now_ms
         after = self._after(meta, machine.current, now_ms, start_ms=start)
         self._write(meta, after, kind, request, now_ms, effects, data)
 
@@ -637,13 +631,13 @@ class TransactionCoordinator:
             return answer(Errors.PRODUCER_FENCED)
         if meta.pending is not None:
             return answer(Errors.CONCURRENT_TRANSACTIONS)
-        same_prepare = PREPARE_COMMIT if committed else PREPARE_ABORT
-        same_complete = COMPLETE_COMMIT if committed else COMPLETE_ABORT
+        same_prepare = TxnState.PREPARE_COMMIT if committed else TxnState.PREPARE_ABORT
+        same_complete = TxnState.COMPLETE_COMMIT if committed else TxnState.COMPLETE_ABORT
         if s.state == same_prepare:
             return answer(Errors.CONCURRENT_TRANSACTIONS)  # a retry; markers still going
         if s.state == same_complete:
             return answer(Errors.NONE)  # a retry of an EndTxn that is done
-        if s.state != ONGOING:
+        if s.state != TxnState.ONGOING:
             return answer(Errors.INVALID_TXN_STATE)
         machine = self._machine(meta)
         machine.end_txn(producer_epoch, committed)
@@ -664,7 +658,7 @@ class TransactionCoordinator:
         for tid, meta in list(self.transactions.items()):
             s = meta.state
             if (
-                s.state != ONGOING
+                s.state != TxnState.ONGOING
                 or meta.pending is not None
                 or self.partition_for(tid) not in self.partitions.owned
                 or meta.start_ms + meta.timeout_ms > now_ms
@@ -687,7 +681,7 @@ class TransactionCoordinator:
         expiry = self.config.transactional_id_expiration_ms
         for tid, meta in list(self.transactions.items()):
             if (
-                meta.state.state in ENDED
+                meta.state.state.expiration_allowed
                 and meta.pending is None
                 and self.partition_for(tid) in self.partitions.owned
                 and meta.last_update_ms + expiry <= now_ms
@@ -711,7 +705,7 @@ class TransactionCoordinator:
                 continue
             s = meta.state
             # while markers are written, only the partitions still without one (Kafka)
-            prepared = s.state in (PREPARE_COMMIT, PREPARE_ABORT)
+            prepared = s.state.is_prepared
             out.append(
                 DescribedTransaction(
                     Errors.NONE,
