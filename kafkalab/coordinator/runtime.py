@@ -273,15 +273,15 @@ class CoordinatorRuntimeCore(Generic[KindT, PayloadT, TimerKeyT]):
             context.transition_to(CoordinatorState.CLOSED)
         return True
 
-    def close(self) -> list[PendingAppend[KindT, PayloadT]]:
-        """The broker stops: nothing is served any more, no timer fires. Returns the
-        appends still pending, for the coordinator to answer."""
+    def close(self) -> None:
+        """The broker stops: nothing is served any more, no timer fires. The appends
+        still pending stay: the coordinator answers them (`drop_appends(None)`) or
+        lets their completion answer."""
         for context in self.contexts.values():
             if context.state is not CoordinatorState.CLOSED:
                 context.transition_to(CoordinatorState.CLOSED)
         self.active = False
         self.timer.clear()
-        return self.drop_appends(None)
 
     # -- pending appends -----------------------------------------------------------------------
 
