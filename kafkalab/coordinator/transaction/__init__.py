@@ -1,7 +1,15 @@
-"""The transaction coordinator: TxnState (Kafka's TransactionState: the states and
-their transition table), TransactionStateMachine (one transactional.id),
-TransactionCoordinator (every id of the __transaction_state partitions a broker
-leads, sans-IO) and the __transaction_state records."""
+"""The transaction coordinator, sans-IO:
+
+transaction_state           TxnState (Kafka's TransactionState): the states and
+                            their transition table, VALID_PREVIOUS_STATES
+transaction_state_machine   TransactionStateMachine: the rules of one transactional.id
+transaction_log             the __transaction_state records, byte for byte
+transaction_coordinator_shard  TransactionCoordinatorShard: every id, handlers that
+                            return (record, response), one `replay(record)`
+transaction_coordinator     TransactionCoordinator: the shard on the shared
+                            CoordinatorRuntimeCore (kafkalab.coordinator.runtime),
+                            answering with effects
+"""
 
 from kafkalab.coordinator.transaction.results import (
     AddPartitionsToTxnResult,
@@ -17,9 +25,13 @@ from kafkalab.coordinator.transaction.transaction_config import (
     InitEpochRule,
     TransactionConfig,
 )
-from kafkalab.coordinator.transaction.transaction_coordinator import (
-    TransactionCoordinator,
+from kafkalab.coordinator.transaction.transaction_coordinator import TransactionCoordinator
+from kafkalab.coordinator.transaction.transaction_coordinator_shard import (
+    TransactionCoordinatorShard,
     TransactionMetadata,
+    TransactionRecord,
+    TransactionResult,
+    TxnAppendKind,
 )
 from kafkalab.coordinator.transaction.transaction_log import TRANSACTION_STATE_TOPIC
 from kafkalab.coordinator.transaction.transaction_state import (
@@ -46,9 +58,13 @@ __all__ = [
     "SendTxnMarkers",
     "TransactionConfig",
     "TransactionCoordinator",
+    "TransactionCoordinatorShard",
     "TransactionMetadata",
+    "TransactionRecord",
+    "TransactionResult",
     "TransactionState",
     "TransactionStateMachine",
+    "TxnAppendKind",
     "TxnResult",
     "TxnState",
 ]
