@@ -80,8 +80,12 @@ __all__ = ["MAX_EPOCH", "TransactionCoordinator", "TransactionMetadata", "store_
 
 TopicPartition = tuple[str, int]
 COMPLETE_RETRY_MS = 100  # a failed Complete* write is tried again this much later
-#: a loaded record: (key, value); (key, value, producer id) or a TxnMarker never occur here
-LoadedRecord = tuple[bytes | None, bytes | None] | tuple[bytes, bytes | None, int] | TxnMarker
+#: a state topic's record as the broker loads it (kafkalab.server.coordinator_runtime):
+#: plain (key, value) is all __transaction_state holds; a transactional record
+#: (key, value, producer id) or a TxnMarker never occur here
+LoadedRecord = (
+    tuple[bytes | None, bytes | None] | tuple[bytes | None, bytes | None, int] | TxnMarker
+)
 
 
 def store_error(error: Errors) -> Errors:
