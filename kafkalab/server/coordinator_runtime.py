@@ -152,13 +152,6 @@ class CoordinatorRuntime(Generic[CoordinatorT]):
             raise TypeError(f"{self.topic}: expected a {result_type.__name__}, got {result!r}")
         return result
 
-    async def call(self, fn: Callable[..., Effects], *args: object, **kwargs: object) -> object:
-        """`fn(*args, now_ms=..., request=..., **kwargs)` as one request: the group API
-        modules' way, until they use the GroupCoordinatorService's methods."""
-        return await self.run(
-            lambda now, request: fn(*args, now_ms=now, request=request, **kwargs), object
-        )
-
     def sync_topic_metadata(self) -> None:
         """Tell the coordinator about topics created, deleted or grown since last time."""
         if self.topic_metadata is None:

@@ -90,8 +90,12 @@ class GroupCoordinatorService:
         return await self.runtime.run(operation, result_type)
 
     async def call(self, fn: Callable[..., Effects], *args: object, **kwargs: object) -> object:
-        """The untyped way the group API modules still use (see the module's doc)."""
-        return await self.runtime.call(fn, *args, **kwargs)
+        """`fn(*args, now_ms=..., request=..., **kwargs)` as one request: the untyped
+        way the group API modules still use (see the module's doc); the typed
+        methods below and `run` are the way on."""
+        return await self.run(
+            lambda now, request: fn(*args, now_ms=now, request=request, **kwargs), object
+        )
 
     # -- typed requests -------------------------------------------------------------------------
 
