@@ -31,14 +31,8 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
-from kafkalab.coordinator.group.coordinator_records import OFFSETS_TOPIC
 from kafkalab.coordinator.group.group_config import GroupConfig
-from kafkalab.coordinator.group.group_coordinator import GroupCoordinator
-from kafkalab.coordinator.transaction import (
-    TRANSACTION_STATE_TOPIC,
-    TransactionConfig,
-    TransactionCoordinator,
-)
+from kafkalab.coordinator.transaction import TransactionConfig
 from kafkalab.errors import KafkaError
 from kafkalab.protocol.api_keys import ApiKeys
 from kafkalab.protocol.messages import APIS, CONTROLLER_APIS
@@ -46,8 +40,8 @@ from kafkalab.replication.replica_manager import ReplicaManager
 from kafkalab.server.alter_partition_manager import AlterPartitionManager
 from kafkalab.server.broker_lifecycle_manager import BrokerLifecycleManager
 from kafkalab.server.config import KafkaConfig, read_properties
-from kafkalab.server.coordinator_runtime import CoordinatorRuntime
 from kafkalab.server.events import EventLog
+from kafkalab.server.group_coordinator_service import GroupCoordinatorService
 from kafkalab.server.inter_broker_connection import InterBrokerConnection, broker_client_id
 from kafkalab.server.kafka_apis import KafkaApis
 from kafkalab.server.link_faults import LinkFaults
@@ -61,7 +55,7 @@ from kafkalab.server.producer_ids import ProducerIdManager, RPCProducerIdManager
 from kafkalab.server.replica_fetcher import ReplicaFetcherManager
 from kafkalab.server.replica_state import REPORT_INTERVAL_S, ReplicaStateReporter
 from kafkalab.server.socket_server import SocketServer
-from kafkalab.server.transaction_marker_channel_manager import TransactionMarkerChannelManager
+from kafkalab.server.transaction_coordinator_service import TransactionCoordinatorService
 from kafkalab.storage.errors import LogDirInUseError
 from kafkalab.storage.log_manager import LogManager
 
@@ -146,17 +140,6 @@ class KafkaBroker:
             ),
             replica_lag_time_max_ms=int(config.extra.get("replica.lag.time.max.ms", 30_000)),
         )
-        group_config = GroupConfig.from_properties(config.extra)
-        self.group_coordinator = CoordinatorRuntime(
-            GroupCoordinator(group_config, partitions=()),
-            OFFSETS_TOPIC,
-            self.replica_manager,
-            None,
-            group_config.offsets_topic_num_partitions,
-            group_config.offsets_topic_replication_factor,
-            int(config.extra.get("offsets.commit.timeout.ms", 5000)),
-            topic_metadata=True,
-        )
         controller = config.extra.get("controller.quorum.bootstrap.servers")
         # In a cluster, blocks of ids from the controller (AllocateProducerIds); on
         # its own, from a file in the broker's log dir.
@@ -166,31 +149,9 @@ class KafkaBroker:
             else ProducerIdManager(config.log_dirs[0])
         )
         self.producer_ids = producer_ids
-        txn_config = TransactionConfig.from_properties(config.extra)
-        self.transaction_coordinator = CoordinatorRuntime(
-            TransactionCoordinator(txn_config, partitions=(), producer_ids=producer_ids.generate),
-            TRANSACTION_STATE_TOPIC,
-            self.replica_manager,
-            None,
-            txn_config.transaction_state_log_num_partitions,
-            txn_config.transaction_state_log_replication_factor,
-            int(config.extra.get("request.timeout.ms", 30_000)),
-            min_isr=txn_config.transaction_state_log_min_isr,
-            segment_bytes=txn_config.transaction_state_log_segment_bytes,
-        )
         metadata = self._kraft_metadata(controller) if controller else self._standalone_metadata()
         self.replica_manager.partition_exists = metadata.contains_partition
-        self.group_coordinator.metadata_cache = metadata
-        self.transaction_coordinator.metadata_cache = metadata
-        self.marker_channel = TransactionMarkerChannelManager(
-            metadata,
-            self.transaction_coordinator,
-            int(config.extra.get("retry.backoff.ms", 100)),
-            connect=lambda host, port: InterBrokerConnection(host, port, APIS, self._client_id),
-            request_timeout_ms=int(config.extra.get("request.timeout.ms", 30_000)),
-            listener=config.inter_broker_listener,
-        )
-        self.transaction_coordinator.effect_handler = self.marker_channel.send
+        self._start_coordinators(metadata, producer_ids)
         self.metadata_cache = metadata
         self.apis = KafkaApis(
             config,
@@ -227,6 +188,31 @@ class KafkaBroker:
             self.metadata_listener.start()
             self.lifecycle.start()
             self.producer_ids.start()  # the first block, as soon as we are registered
+
+    def _start_coordinators(
+        self, metadata: MetadataCache, producer_ids: ProducerIdManager | RPCProducerIdManager
+    ) -> None:
+        """The group and transaction coordinators, each built complete (coordinator,
+        runtime, marker channel): from here on each follows leadership of its state
+        topic, and takes over the partitions this broker leads already."""
+        extra = self.config.extra
+        self.group_coordinator = GroupCoordinatorService(
+            GroupConfig.from_properties(extra),
+            self.replica_manager,
+            metadata,
+            append_timeout_ms=int(extra.get("offsets.commit.timeout.ms", 5000)),
+        )
+        self.transaction_coordinator = TransactionCoordinatorService(
+            TransactionConfig.from_properties(extra),
+            self.replica_manager,
+            metadata,
+            producer_ids.generate,
+            append_timeout_ms=int(extra.get("request.timeout.ms", 30_000)),
+            retry_backoff_ms=int(extra.get("retry.backoff.ms", 100)),
+            request_timeout_ms=int(extra.get("request.timeout.ms", 30_000)),
+            connect=lambda host, port: InterBrokerConnection(host, port, APIS, self._client_id),
+            listener=self.config.inter_broker_listener,
+        )
 
     def _standalone_metadata(self) -> MetadataCache:
         return StandaloneMetadataCache(
@@ -363,7 +349,6 @@ class KafkaBroker:
                 )
             )
         self.group_coordinator.shutdown()
-        self.marker_channel.shutdown()
         self.transaction_coordinator.shutdown()
         self.replica_manager.shutdown()
         self._stopped.set()

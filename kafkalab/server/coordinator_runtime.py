@@ -1,36 +1,45 @@
 """CoordinatorRuntime: a sans-IO coordinator running on the broker, over its state topic.
 
-Kafka's classes: org.apache.kafka.coordinator.common.runtime.CoordinatorRuntime
-and GroupCoordinatorService. The group coordinator (kafkalab.coordinator.group)
-decides; this carries out what it decides, on the broker's event loop:
+Kafka's class: org.apache.kafka.coordinator.common.runtime.CoordinatorRuntime, the
+half of it that does I/O (the sans-IO half, shared by both coordinators, is
+kafkalab.coordinator.runtime). A coordinator (the group or the transaction
+coordinator, typed by the `Coordinator` protocol there) decides; this carries out
+what it decides, on the broker's event loop:
 
-    Respond(request, result)       the waiting handler gets `result`
+    Respond(request, result)       the waiting request gets `result`
     AppendRecords(partition, ...)  one batch appended to <state topic>-<partition>
                                    through the ReplicaManager (origin COORDINATOR),
                                    acks=all: the coordinator hears `append_completed`
                                    once the ISR has it (a DelayedProduce), so nothing
                                    is acknowledged that a failover could lose
+    any other effect               to `effect_handler` (the transaction coordinator's
+                                   SendTxnMarkers go to its marker channel)
     next_deadline_ms()             one timer that calls tick()
 
 and it follows leadership of the state topic's partitions, as a ReplicaManager
-leadership listener: elected leader of a partition, it loads the partition's
-records into the coordinator (requests for its groups answer
+leadership listener (registered at construction, when it also takes over the
+partitions already led): elected leader of a partition, it reads the partition's
+records into the coordinator (`complete_load`; requests for its keys answer
 COORDINATOR_LOAD_IN_PROGRESS meanwhile); resigned, it unloads them
 (NOT_COORDINATOR: clients look for the new coordinator).
 
-`leader_of()` creates the state topic on first use (`num_partitions`, the
-replication factor capped by the live brokers, `min_isr` capped by that,
-cleanup.policy=compact, `segment_bytes`): for `__consumer_offsets`
+A request runs as `await runtime.run(operation, ResultType)`: `operation(now_ms,
+request)` calls the coordinator with the request's handle and returns its
+effects; the answer is whatever the coordinator responds under that handle, now
+or after a write or a rebalance. The services (GroupCoordinatorService,
+TransactionCoordinatorService) wrap each API in one such call.
+
+`leader_of()` creates the state topic on first use (`StateTopic`: the partitions,
+the replication factor capped by the live brokers, `min_isr` capped by that,
+cleanup.policy=compact, the segment size): for `__consumer_offsets`
 offsets.topic.num.partitions / .replication.factor / min.insync.replicas 2; for
 `__transaction_state` the transaction.state.log.* settings.
 
-Effects other than Respond and AppendRecords (the transaction coordinator's
-SendTxnMarkers) go to `effect_handler`.
-
-`sync_topic_metadata()` hands a coordinator that asks for it (`topic_metadata=True`:
-the group coordinator) the cluster's topics, partition counts and topic ids from the MetadataCache (Kafka: the coordinator's
+`sync_topic_metadata()` hands a coordinator that wants it (`topic_metadata`: the
+group coordinator's update_topic_metadata) the cluster's topics, partition counts
+and topic ids from the MetadataCache (Kafka: the coordinator's
 onNewMetadataImage): KIP-848 assigns partitions on the broker and writes them by
-topic id. It runs before every KIP-848 call and before a partition's groups are
+topic id. It runs before every KIP-848 call and before a partition's records are
 loaded, and costs one comparison when nothing changed.
 """
 
@@ -40,14 +49,18 @@ import asyncio
 import itertools
 import logging
 import time
-from collections.abc import Callable
-from typing import Any
+import uuid
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
 
-from kafkalab.coordinator.group.results import AppendRecords, Respond, TxnMarker
+from kafkalab.coordinator.group.results import AppendRecords, Effects, Respond, TxnMarker
+from kafkalab.coordinator.runtime import Coordinator
 from kafkalab.errors import Errors
 from kafkalab.records import SimpleRecord, build_batch, iter_batches
 from kafkalab.records.control_record import ControlRecordType, control_record_type
 from kafkalab.replication.delayed_produce import DelayedProduce
+from kafkalab.replication.partition import Role
 from kafkalab.replication.replica_manager import ReplicaManager
 from kafkalab.server.apis.topics import create_topics_request
 from kafkalab.server.metadata_cache import MetadataCache
@@ -58,63 +71,90 @@ TopicPartition = tuple[str, int]
 READ_CHUNK_BYTES = 1 << 20
 OFFSETS_TOPIC_SEGMENT_BYTES = 100 * 1024 * 1024  # Kafka's offsets.topic.segment.bytes
 
+#: a state topic's record as a coordinator loads it: plain (key, value); in a
+#: transactional batch (key, value, producer id); the marker ending a transaction
+LoadedRecord = (
+    tuple[bytes | None, bytes | None] | tuple[bytes | None, bytes | None, int] | TxnMarker
+)
+CoordinatorT = TypeVar("CoordinatorT", bound=Coordinator[Effects, LoadedRecord])
+ResultT = TypeVar("ResultT")
+#: a coordinator call for one request: (now_ms, request handle) -> its effects
+Operation = Callable[[int, Hashable], Effects]
+#: the group coordinator's update_topic_metadata(partitions per topic, topic ids, now_ms)
+TopicMetadataSink = Callable[[dict[str, int], dict[str, uuid.UUID], int], Effects]
+
 
 def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class CoordinatorRuntime:
+@dataclass(frozen=True)
+class StateTopic:
+    """The coordinator's topic and how it is created and written."""
+
+    name: str
+    num_partitions: int
+    replication_factor: int
+    min_isr: int = 2
+    segment_bytes: int = OFFSETS_TOPIC_SEGMENT_BYTES
+    append_timeout_ms: int = 5000  # an append not in the ISR by then fails
+
+
+class CoordinatorRuntime(Generic[CoordinatorT]):
     def __init__(
         self,
-        coordinator: Any,
-        topic: str,
+        coordinator: CoordinatorT,
+        topic: StateTopic,
         replica_manager: ReplicaManager,
-        metadata_cache: MetadataCache | None,
-        num_partitions: int,
-        replication_factor: int,
-        append_timeout_ms: int = 5000,
+        metadata_cache: MetadataCache,
         *,
-        min_isr: int = 2,
-        segment_bytes: int = OFFSETS_TOPIC_SEGMENT_BYTES,
-        effect_handler: Callable[[Any], None] | None = None,
-        topic_metadata: bool = False,
+        effect_handler: Callable[[object], None] | None = None,
+        topic_metadata: TopicMetadataSink | None = None,
     ) -> None:
         self.coordinator = coordinator
-        self.topic = topic
+        self.state_topic = topic
+        self.topic = topic.name
         self.replica_manager = replica_manager
         self.metadata_cache = metadata_cache
-        self.num_partitions = num_partitions
-        self.replication_factor = replication_factor
-        self.append_timeout_ms = append_timeout_ms
-        self.min_isr = min_isr
-        self.segment_bytes = segment_bytes
         self.effect_handler = effect_handler
-        self.topic_metadata = topic_metadata  # the coordinator has update_topic_metadata
-        self._waiting: dict[int, asyncio.Future] = {}
+        self.topic_metadata = topic_metadata
+        self._waiting: dict[Hashable, asyncio.Future[object]] = {}
         self._ids = itertools.count(1)
         self._timer: asyncio.TimerHandle | None = None
-        self._creating: asyncio.Task | None = None
-        self._topics_seen: dict[str, tuple[int, Any]] | None = None
-        replica_manager.add_leadership_listener(self)  # before any partition is led
+        self._creating: asyncio.Task[None] | None = None
+        self._topics_seen: dict[str, tuple[int, uuid.UUID]] | None = None
+        replica_manager.add_leadership_listener(self)
+        for tp, epoch in self._led_now():  # led before we listened (a standalone broker)
+            self.on_election(tp, epoch)
+
+    def _led_now(self) -> list[tuple[TopicPartition, int]]:
+        return [
+            (tp, p.leader_epoch)
+            for tp, p in sorted(self.replica_manager.partitions.items())
+            if tp[0] == self.topic and p.role == Role.LEADER
+        ]
 
     # -- requests ------------------------------------------------------------------------------
 
-    async def call(self, fn: Callable[..., Any], *args, **kwargs) -> Any:
-        """Run `fn(*args, now_ms=..., request=handle, **kwargs)` on the coordinator and
-        wait for its answer to this request (now, or after a rebalance or a write)."""
+    async def run(self, operation: Operation, result_type: type[ResultT]) -> ResultT:
+        """Run `operation(now_ms, handle)` on the coordinator and wait for its answer
+        to this request (now, or after a rebalance or a write), a `result_type`."""
         handle = next(self._ids)
-        future = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[object] = asyncio.get_running_loop().create_future()
         self._waiting[handle] = future
         try:
-            self.execute(fn(*args, now_ms=now_ms(), request=handle, **kwargs))
+            self.execute(operation(now_ms(), handle))
         except BaseException:
             self._waiting.pop(handle, None)
             raise
-        return await future
+        result = await future
+        if not isinstance(result, result_type):
+            raise TypeError(f"{self.topic}: expected a {result_type.__name__}, got {result!r}")
+        return result
 
     def sync_topic_metadata(self) -> None:
         """Tell the coordinator about topics created, deleted or grown since last time."""
-        if self.metadata_cache is None or not self.topic_metadata:
+        if self.topic_metadata is None:
             return
         seen = {
             name: (len(info.partitions), info.topic_id)
@@ -125,20 +165,18 @@ class CoordinatorRuntime:
             return
         self._topics_seen = seen
         self.execute(
-            self.coordinator.update_topic_metadata(
+            self.topic_metadata(
                 {name: n for name, (n, _) in seen.items()},
                 {name: topic_id for name, (_, topic_id) in seen.items()},
                 now_ms(),
             )
         )
 
-    def execute(self, effects) -> None:
+    def execute(self, effects: Iterable[object]) -> None:
         """Carry out a coordinator call's effects, then re-arm the timer."""
         for effect in effects:
             if isinstance(effect, Respond):
-                future = self._waiting.pop(effect.request, None)
-                if future is not None and not future.done():
-                    future.set_result(effect.result)
+                self._respond(effect)
             elif isinstance(effect, AppendRecords):
                 self._append(effect)
             elif self.effect_handler is not None:
@@ -146,6 +184,11 @@ class CoordinatorRuntime:
             else:
                 log.warning("%s: no one carries out %r", self.topic, effect)
         self._arm_timer()
+
+    def _respond(self, effect: Respond) -> None:
+        future = self._waiting.pop(effect.request, None)
+        if future is not None and not future.done():
+            future.set_result(effect.result)
 
     def _arm_timer(self) -> None:
         if self._timer is not None:
@@ -162,7 +205,7 @@ class CoordinatorRuntime:
 
     # -- writes to the state topic ----------------------------------------------------------------
 
-    def _append(self, effect) -> None:
+    def _append(self, effect: AppendRecords) -> None:
         tp = (self.topic, effect.partition)
         # TxnOffsetCommit's records go as a transactional batch of the producer
         # (no sequence: Kafka's coordinator writes them so); its marker ends them.
@@ -171,23 +214,22 @@ class CoordinatorRuntime:
                 SimpleRecord(value, key=key, timestamp=effect.timestamp_ms)
                 for key, value in effect.records
             ],
-            producer_id=getattr(effect, "producer_id", -1),
-            producer_epoch=getattr(effect, "producer_epoch", -1),
-            is_transactional=getattr(effect, "producer_id", -1) >= 0,
+            producer_id=effect.producer_id,
+            producer_epoch=effect.producer_epoch,
+            is_transactional=effect.is_transactional,
         )
         result = self.replica_manager.append_records(
             *tp, batch, required_acks=-1, origin=AppendOrigin.COORDINATOR
         )
-        if effect.append_id is None:
+        append_id = effect.append_id
+        if append_id is None:
             return
         loop = asyncio.get_running_loop()
 
         def completed(error: Errors) -> None:
             # Later, not inside the append: the coordinator is not re-entrant.
             loop.call_soon(
-                lambda: self.execute(
-                    self.coordinator.append_completed(effect.append_id, error, now_ms())
-                )
+                lambda: self.execute(self.coordinator.append_completed(append_id, error, now_ms()))
             )
 
         if result.error != Errors.NONE:
@@ -195,7 +237,7 @@ class CoordinatorRuntime:
             completed(result.error)
             return
         op = DelayedProduce(
-            self.append_timeout_ms,
+            self.state_topic.append_timeout_ms,
             self.replica_manager.partition,
             {tp: result},
             lambda results: completed(results[tp].error),
@@ -214,10 +256,15 @@ class CoordinatorRuntime:
         part = self.replica_manager.partition(tp)
         if part is None or part.leader_epoch != leader_epoch:
             return  # resigned meanwhile: on_resignation unloaded it
-        log_ = part.log
-        # plain records as (key, value); a transactional batch's as (key, value,
-        # producer id); the COMMIT/ABORT marker ending a transaction as a TxnMarker
-        records: list = []
+        records = self._read(part.log)
+        log.info("%s-%d: loading %d records into the coordinator", *tp, len(records))
+        self.sync_topic_metadata()  # KIP-848 records name partitions by topic id
+        self.execute(self.coordinator.complete_load(tp[1], records, now_ms()))
+
+    @staticmethod
+    def _read(log_) -> list[LoadedRecord]:
+        """Every record of the partition, oldest first, as LoadedRecord says."""
+        records: list[LoadedRecord] = []
         position = log_.log_start_offset
         while position < log_.log_end_offset:
             data = log_.read(position, READ_CHUNK_BYTES).read_bytes()
@@ -243,9 +290,7 @@ class CoordinatorRuntime:
                 else:
                     records += [(r.key, r.value) for r in batch.records if r.offset >= position]
                 position = max(position, batch.last_offset + 1)
-        log.info("%s-%d: loading %d records into the coordinator", *tp, len(records))
-        self.sync_topic_metadata()  # KIP-848 records name partitions by topic id
-        self.execute(self.coordinator.complete_load(tp[1], records, now_ms()))
+        return records
 
     def on_resignation(self, tp: TopicPartition, leader_epoch: int) -> None:
         if tp[0] == self.topic:
@@ -256,9 +301,7 @@ class CoordinatorRuntime:
             self._timer.cancel()
         for effect in self.coordinator.shutdown():
             if isinstance(effect, Respond):
-                future = self._waiting.pop(effect.request, None)
-                if future is not None and not future.done():
-                    future.set_result(effect.result)
+                self._respond(effect)
 
     # -- the state topic --------------------------------------------------------------------
 
@@ -274,23 +317,24 @@ class CoordinatorRuntime:
         return -1 if registration is None else registration.leader
 
     async def _create(self) -> None:
+        t = self.state_topic
         alive = len(self.metadata_cache.alive_brokers())
-        factor = max(1, min(self.replication_factor, alive))
+        factor = max(1, min(t.replication_factor, alive))
         configs = {
             "cleanup.policy": "compact",
-            "min.insync.replicas": str(min(self.min_isr, factor)),
-            "segment.bytes": str(self.segment_bytes),
+            "min.insync.replicas": str(min(t.min_isr, factor)),
+            "segment.bytes": str(t.segment_bytes),
         }
         response = await self.metadata_cache.create_topics(
-            create_topics_request([self.topic], self.num_partitions, factor, configs)
+            create_topics_request([t.name], t.num_partitions, factor, configs)
         )
         error = Errors(response["topics"][0]["error_code"])
         if error not in (Errors.NONE, Errors.TOPIC_ALREADY_EXISTS):
-            log.warning("creating %s failed: %s", self.topic, error.name)
+            log.warning("creating %s failed: %s", t.name, error.name)
         else:
             log.info(
                 "created %s: %d partitions, replication factor %d",
-                self.topic,
-                self.num_partitions,
+                t.name,
+                t.num_partitions,
                 factor,
             )

@@ -59,11 +59,12 @@ from kafkalab.server.apis import (
     txn,
 )
 from kafkalab.server.config import KafkaConfig
-from kafkalab.server.coordinator_runtime import CoordinatorRuntime
+from kafkalab.server.group_coordinator_service import GroupCoordinatorService
 from kafkalab.server.inter_broker_connection import parse_broker_client_id
 from kafkalab.server.link_faults import LinkFaults
 from kafkalab.server.metadata_cache import MetadataCache
 from kafkalab.server.producer_ids import ProducerIdManager, RPCProducerIdManager
+from kafkalab.server.transaction_coordinator_service import TransactionCoordinatorService
 
 Handler = Callable[["KafkaApis", RequestHeader, dict], Any]
 
@@ -109,8 +110,8 @@ class KafkaApis:
         metadata_cache: MetadataCache,
         producer_ids: ProducerIdManager | RPCProducerIdManager,
         link_faults: LinkFaults | None = None,
-        group_coordinator: CoordinatorRuntime | None = None,
-        transaction_coordinator: CoordinatorRuntime | None = None,
+        group_coordinator: GroupCoordinatorService | None = None,
+        transaction_coordinator: TransactionCoordinatorService | None = None,
     ) -> None:
         self.config = config
         self.replica_manager = replica_manager

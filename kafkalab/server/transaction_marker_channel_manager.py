@@ -10,19 +10,23 @@ the coordinator (`markers_written`); the rest (refused, or no answer within
 `request_timeout_ms`) are tried again after `retry_backoff_ms`, for as long as the coordinator still wants them
 (`markers_pending`: a failover or a newer epoch ends the delivery). A partition
 whose topic is gone from the metadata counts as written, as in Kafka.
+
+The coordinator side is a `MarkerCompletion` (the TransactionCoordinatorService,
+which owns this channel and runs the coordinator's answer to each report).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import Protocol
 
+from kafkalab.controller.metadata_image import BrokerRegistration
 from kafkalab.coordinator.transaction.results import SendTxnMarkers
 from kafkalab.errors import Errors, KafkaError
 from kafkalab.protocol.api_keys import ApiKeys
 from kafkalab.protocol.messages import APIS
-from kafkalab.server.coordinator_runtime import CoordinatorRuntime, now_ms
 from kafkalab.server.inter_broker_connection import InterBrokerConnection
 from kafkalab.server.metadata_cache import MetadataCache
 
@@ -31,11 +35,32 @@ TopicPartition = tuple[str, int]
 WRITE_TXN_MARKERS_VERSION = 1
 
 
+class MarkerCompletion(Protocol):
+    """The coordinator, as the channel reports to it (Kafka: the
+    TransactionMarkerRequestCompletionHandler's calls into the coordinator)."""
+
+    def markers_pending(
+        self, transactional_id: str, producer_id: int, producer_epoch: int
+    ) -> frozenset[TopicPartition]:
+        """The partitions of this transaction still waiting for their marker."""
+        ...
+
+    def markers_written(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[TopicPartition],
+    ) -> None:
+        """These partitions have their marker."""
+        ...
+
+
 class TransactionMarkerChannelManager:
     def __init__(
         self,
-        metadata_cache: MetadataCache | None,
-        runtime: CoordinatorRuntime,
+        metadata_cache: MetadataCache,
+        coordinator: MarkerCompletion,
         retry_backoff_ms: int = 100,
         connect: Callable[[str, int], InterBrokerConnection] | None = None,
         request_timeout_ms: int = 30_000,
@@ -44,12 +69,12 @@ class TransactionMarkerChannelManager:
         """`listener`: the inter-broker listener, the only one that takes markers."""
         self.listener = listener
         self.metadata_cache = metadata_cache
-        self.runtime = runtime
+        self.coordinator = coordinator
         self.retry_backoff_ms = retry_backoff_ms
         self.request_timeout_ms = request_timeout_ms
         self._connect = connect or (lambda host, port: InterBrokerConnection(host, port, APIS))
         self._connections: dict[tuple[int, str, int], InterBrokerConnection] = {}
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
 
     def send(self, effect: SendTxnMarkers) -> None:
         """Start delivering (the CoordinatorRuntime's effect handler)."""
@@ -69,8 +94,7 @@ class TransactionMarkerChannelManager:
     # -- delivery ---------------------------------------------------------------------------
 
     def _pending(self, e: SendTxnMarkers) -> frozenset[TopicPartition]:
-        coordinator = self.runtime.coordinator
-        return coordinator.markers_pending(e.transactional_id, e.producer_id, e.producer_epoch)
+        return self.coordinator.markers_pending(e.transactional_id, e.producer_id, e.producer_epoch)
 
     async def _deliver(self, e: SendTxnMarkers) -> None:
         try:
@@ -80,10 +104,8 @@ class TransactionMarkerChannelManager:
                     return
                 written = await self._round(e, pending)
                 if written:
-                    self.runtime.execute(
-                        self.runtime.coordinator.markers_written(
-                            e.transactional_id, e.producer_id, e.producer_epoch, written, now_ms()
-                        )
+                    self.coordinator.markers_written(
+                        e.transactional_id, e.producer_id, e.producer_epoch, written
                     )
                 if not pending - written:
                     return
@@ -93,7 +115,9 @@ class TransactionMarkerChannelManager:
         except Exception:
             log.exception("markers for %s: delivery failed", e.transactional_id)
 
-    async def _round(self, e: SendTxnMarkers, pending: frozenset[TopicPartition]) -> set:
+    async def _round(
+        self, e: SendTxnMarkers, pending: frozenset[TopicPartition]
+    ) -> set[TopicPartition]:
         """One WriteTxnMarkers to each leader of `pending`; the partitions done."""
         topics = self.metadata_cache.topics()
         brokers = {b.broker_id: b for b in self.metadata_cache.alive_brokers()}
@@ -115,7 +139,9 @@ class TransactionMarkerChannelManager:
             written |= done
         return written
 
-    async def _send(self, broker, e: SendTxnMarkers, tps: list[TopicPartition]) -> set:
+    async def _send(
+        self, broker: BrokerRegistration, e: SendTxnMarkers, tps: list[TopicPartition]
+    ) -> set[TopicPartition]:
         host, port = broker.endpoint(self.listener) if self.listener else (broker.host, broker.port)
         key = (broker.broker_id, host, port)
         conn = self._connections.get(key)

@@ -16,7 +16,7 @@ drawn as Kafka's `Dead`.
 `TRANSITIONS` are the edges kafkalab's coordinator can write, each with what
 causes it; tests/unit/test_viz_transactions.py explores TransactionStateMachine
 and checks that they are exactly the transitions it makes. They are Kafka's
-`TransactionState.validPreviousStates` for transaction version 1 (InitProducerId
+`TransactionState.validPreviousStates` (TxnState, VALID_PREVIOUS_STATES) for transaction version 1 (InitProducerId
 on a completed transaction writes Empty with the next epoch, as Kafka's
 prepareIncrementProducerEpoch), but for one thing: kafkalab never writes
 PrepareEpochFence: its fencing InitProducerId goes straight to PrepareAbort
@@ -33,23 +33,19 @@ import graphviz
 import pandas as pd
 
 from kafkalab.coordinator.transaction import transaction_log as tlog
-from kafkalab.coordinator.transaction.transaction_state_machine import (
-    COMPLETE_ABORT,
-    COMPLETE_COMMIT,
-    EMPTY,
-    ONGOING,
-    PREPARE_ABORT,
-    PREPARE_COMMIT,
-)
+from kafkalab.coordinator.transaction.transaction_state import TxnState
 from kafkalab.records.control_record import ControlRecordType, control_record_type
 from kafkalab.records.memory_records import iter_batches
 from kafkalab.viz.pictures import state_machine_graph
 
-DEAD = "Dead"  # Kafka's name for an id whose tombstone was written
+EMPTY, ONGOING = TxnState.EMPTY, TxnState.ONGOING
+PREPARE_COMMIT, PREPARE_ABORT = TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT
+COMPLETE_COMMIT, COMPLETE_ABORT = TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT
+DEAD = TxnState.DEAD  # Kafka's name for an id whose tombstone was written
 STATES = (EMPTY, ONGOING, PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT, DEAD)
 
 #: (from, to) -> what makes the coordinator write `to` after `from`
-TRANSITIONS: dict[tuple[str, str], str] = {
+TRANSITIONS: dict[tuple[TxnState, TxnState], str] = {
     (EMPTY, EMPTY): "InitProducerId",
     (EMPTY, ONGOING): "AddPartitionsToTxn",
     (ONGOING, ONGOING): "AddPartitionsToTxn (more)",

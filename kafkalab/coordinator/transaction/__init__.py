@@ -1,6 +1,15 @@
-"""The transaction coordinator: TransactionStateMachine (one transactional.id),
-TransactionCoordinator (every id of the __transaction_state partitions a broker
-leads, sans-IO) and the __transaction_state records."""
+"""The transaction coordinator, sans-IO:
+
+transaction_state           TxnState (Kafka's TransactionState): the states and
+                            their transition table, VALID_PREVIOUS_STATES
+transaction_state_machine   TransactionStateMachine: the rules of one transactional.id
+transaction_log             the __transaction_state records, byte for byte
+transaction_coordinator_shard  TransactionCoordinatorShard: every id, handlers that
+                            return (record, response), one `replay(record)`
+transaction_coordinator     TransactionCoordinator: the shard on the shared
+                            CoordinatorRuntimeCore (kafkalab.coordinator.runtime),
+                            answering with effects
+"""
 
 from kafkalab.coordinator.transaction.results import (
     AddPartitionsToTxnResult,
@@ -16,11 +25,20 @@ from kafkalab.coordinator.transaction.transaction_config import (
     InitEpochRule,
     TransactionConfig,
 )
-from kafkalab.coordinator.transaction.transaction_coordinator import (
-    TransactionCoordinator,
+from kafkalab.coordinator.transaction.transaction_coordinator import TransactionCoordinator
+from kafkalab.coordinator.transaction.transaction_coordinator_shard import (
+    TransactionCoordinatorShard,
     TransactionMetadata,
+    TransactionRecord,
+    TransactionResult,
+    TxnAppendKind,
 )
 from kafkalab.coordinator.transaction.transaction_log import TRANSACTION_STATE_TOPIC
+from kafkalab.coordinator.transaction.transaction_state import (
+    VALID_PREVIOUS_STATES,
+    IllegalTransactionTransition,
+    TxnState,
+)
 from kafkalab.coordinator.transaction.transaction_state_machine import (
     TransactionState,
     TransactionStateMachine,
@@ -29,8 +47,10 @@ from kafkalab.coordinator.transaction.transaction_state_machine import (
 __all__ = [
     "INIT_EPOCH_RULE_KEY",
     "TRANSACTION_STATE_TOPIC",
+    "VALID_PREVIOUS_STATES",
     "AddPartitionsToTxnResult",
     "DescribedTransaction",
+    "IllegalTransactionTransition",
     "InitEpochRule",
     "InitProducerIdResult",
     "ListTransactionsResult",
@@ -38,8 +58,13 @@ __all__ = [
     "SendTxnMarkers",
     "TransactionConfig",
     "TransactionCoordinator",
+    "TransactionCoordinatorShard",
     "TransactionMetadata",
+    "TransactionRecord",
+    "TransactionResult",
     "TransactionState",
     "TransactionStateMachine",
+    "TxnAppendKind",
     "TxnResult",
+    "TxnState",
 ]

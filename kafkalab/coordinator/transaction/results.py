@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kafkalab.coordinator.transaction.transaction_state import TxnState
 from kafkalab.errors import Errors
 
 TopicPartition = tuple[str, int]
@@ -56,7 +57,7 @@ class TxnResult:
 class DescribedTransaction:
     error: Errors
     transactional_id: str
-    state: str = ""
+    state: TxnState | str = ""  # "" with an error
     transaction_timeout_ms: int = 0
     transaction_start_time_ms: int = -1
     producer_id: int = -1
@@ -68,7 +69,7 @@ class DescribedTransaction:
 class ListedTransaction:
     transactional_id: str
     producer_id: int
-    state: str
+    state: TxnState
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,19 @@ Kafka's classes: kafka.coordinator.transaction.TransactionCoordinator
 (handleInitProducerId, handleAddPartitionsToTransaction, handleEndTransaction,
 abortTimedOutTransactions), TransactionStateManager (appendTransactionToLog,
 loadTransactionsForTxnTopicPartition, removeExpiredTransactionalIds) and the
-completion half of TransactionMarkerChannelManager. The rules of one id live in
-TransactionStateMachine; this class runs many of them and persists each step.
+completion half of TransactionMarkerChannelManager. It is two things, as Kafka's
+coordinators on the new runtime are:
+
+    TransactionCoordinatorShard  (transaction_coordinator_shard.py) the ids and the
+                                 rules: handlers return the record to write and the
+                                 response; `replay` applies a committed record
+    CoordinatorRuntimeCore       (kafkalab.coordinator.runtime, shared with the group
+                                 coordinator) the partitions served and loaded, the
+                                 writes on their way, the deadlines
+
+and this class runs the one on the other and says what its caller must do, as
+effects: Respond, AppendRecords (kafkalab.coordinator.group.results) and
+SendTxnMarkers (results.py).
 
 A transaction, as the coordinator sees it:
 
@@ -20,10 +31,11 @@ A transaction, as the coordinator sees it:
                         partition has its marker, CompleteCommit / CompleteAbort
 
 A transition is acknowledged only after its __transaction_state record is
-committed (AppendRecords, acks=all, then `append_completed`); meanwhile the id
-is busy and other requests for it get CONCURRENT_TRANSACTIONS. A failed write
-changes nothing. After a failover the new coordinator loads the partition
-(`complete_load`) and sends the markers of every Prepare* transaction again.
+committed (AppendRecords, acks=all, then `append_completed`, which replays the
+record into the shard); meanwhile the id is busy and other requests for it get
+CONCURRENT_TRANSACTIONS. A failed write changes nothing. After a failover the
+new coordinator loads the partition (`complete_load`: every record replayed, the
+same `replay`) and sends the markers of every Prepare* transaction again.
 
 Timers (`next_deadline_ms` / `tick`): every
 transaction.abort.timed.out.transaction.cleanup.interval.ms, open transactions
@@ -37,43 +49,43 @@ Producer ids come from `producer_ids()` (the broker passes its ProducerIdManager
 
 from __future__ import annotations
 
-import itertools
+import enum
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
-from typing import Any
 
-from kafkalab.coordinator.coordinator_partitions import CoordinatorPartitions
-from kafkalab.coordinator.coordinator_timer import CoordinatorTimer
-from kafkalab.coordinator.group.coordinator_records import OFFSETS_TOPIC
-from kafkalab.coordinator.group.results import AppendRecords, Effects, Respond
-from kafkalab.coordinator.transaction import transaction_log as tlog
+from kafkalab.coordinator.group.results import AppendRecords, Effects, Respond, TxnMarker
+from kafkalab.coordinator.runtime import CoordinatorRuntimeCore, PendingAppend, request_handle
 from kafkalab.coordinator.transaction.results import (
     AddPartitionsToTxnResult,
     DescribedTransaction,
     InitProducerIdResult,
-    ListedTransaction,
     ListTransactionsResult,
     SendTxnMarkers,
     TxnResult,
 )
 from kafkalab.coordinator.transaction.transaction_config import TransactionConfig
-from kafkalab.coordinator.transaction.transaction_state_machine import (
-    COMPLETE_ABORT,
-    COMPLETE_COMMIT,
-    EMPTY,
-    ENDED,
-    ONGOING,
-    PREPARE_ABORT,
-    PREPARE_COMMIT,
-    TransactionState,
-    TransactionStateMachine,
+from kafkalab.coordinator.transaction.transaction_coordinator_shard import (
+    MAX_EPOCH,
+    TransactionCoordinatorShard,
+    TransactionMetadata,
+    TransactionRecord,
+    TransactionResult,
+    TxnAppendKind,
+    TxnResponse,
 )
-from kafkalab.errors import Errors, KafkaError
+from kafkalab.coordinator.transaction.transaction_state import TxnState
+from kafkalab.errors import Errors
+
+__all__ = ["MAX_EPOCH", "TransactionCoordinator", "TransactionMetadata", "store_error"]
 
 TopicPartition = tuple[str, int]
-MAX_EPOCH = 32767  # Short.MAX_VALUE: at MAX_EPOCH - 1 a new producer id is handed out
 COMPLETE_RETRY_MS = 100  # a failed Complete* write is tried again this much later
-_AUTO_REQUESTS = itertools.count(1)
+#: a state topic's record as the broker loads it (kafkalab.server.coordinator_runtime):
+#: plain (key, value) is all __transaction_state holds; a transactional record
+#: (key, value, producer id) or a TxnMarker never occur here
+LoadedRecord = (
+    tuple[bytes | None, bytes | None] | tuple[bytes | None, bytes | None, int] | TxnMarker
+)
 
 
 def store_error(error: Errors) -> Errors:
@@ -93,37 +105,40 @@ def store_error(error: Errors) -> Errors:
     return error
 
 
-@dataclass
-class TransactionMetadata:
-    """One transactional id: its state-machine state and what the log record adds."""
-
-    transactional_id: str
-    state: TransactionState
-    timeout_ms: int
-    start_ms: int = -1
-    last_update_ms: int = -1
-    pending: int | None = None  # append id of the transition being written
-
-    def record(self) -> tlog.TransactionLogValue:
-        s = self.state
-        return tlog.TransactionLogValue(
-            s.producer_id,
-            s.producer_epoch,
-            self.timeout_ms,
-            s.state,
-            frozenset() if s.state == EMPTY else frozenset(s.partitions),
-            self.last_update_ms,
-            self.start_ms,
-        )
+def with_error(response: TxnResponse | None, error: Errors) -> TxnResponse | None:
+    """The answer a request whose write failed gets: its own kind, with `error`."""
+    if isinstance(response, InitProducerIdResult):
+        return InitProducerIdResult(error)
+    if isinstance(response, AddPartitionsToTxnResult):
+        return AddPartitionsToTxnResult(dict.fromkeys(response.errors, error))
+    return None if response is None else TxnResult(error)
 
 
-@dataclass
-class _PendingAppend:
+@dataclass(frozen=True)
+class TxnAppend:
+    """What waits for a __transaction_state write: the id's metadata (the write is
+    void if the id was unloaded or replaced meanwhile), the record, the response to
+    give once it is committed, and whether the id is new (dropped if it fails)."""
+
     meta: TransactionMetadata
-    after: TransactionMetadata  # the metadata once the record is committed
-    kind: str
-    request: Hashable | None
-    data: Any = None
+    record: TransactionRecord
+    response: TxnResponse | None
+    new_id: bool
+
+
+class TxnTimerKind(enum.Enum):
+    ABORT_TIMED_OUT = "abort_timed_out"  # ...cleanup.interval.ms: abort open txns past timeout
+    REMOVE_EXPIRED = "remove_expired"  # ...cleanup.interval.ms: forget idle ids
+    COMPLETE = "complete"  # a failed Complete* write, tried again
+
+
+@dataclass(frozen=True)
+class TxnTimerKey:
+    kind: TxnTimerKind
+    transactional_id: str = ""
+
+
+TxnCore = CoordinatorRuntimeCore[TxnAppendKind, TxnAppend, TxnTimerKey]
 
 
 class TransactionCoordinator:
@@ -136,58 +151,74 @@ class TransactionCoordinator:
     ) -> None:
         self.config = config or TransactionConfig()
         n = self.config.transaction_state_log_num_partitions
-        self.partitions = CoordinatorPartitions(range(n) if partitions is None else partitions)
-        self.transactions: dict[str, TransactionMetadata] = {}
-        counter = itertools.count(1000)
-        self.producer_ids = producer_ids or (lambda: next(counter))
-        self._appends: dict[int, _PendingAppend] = {}
-        self._append_ids = itertools.count(1)
-        self._timer = CoordinatorTimer()
+        # the partitions served, the writes on their way, the deadlines
+        self.runtime: TxnCore = TxnCore(range(n) if partitions is None else partitions)
+        self.shard = TransactionCoordinatorShard(self.config, producer_ids)
+
+    @property
+    def transactions(self) -> dict[str, TransactionMetadata]:
+        """Every transactional id served, by id (the shard's)."""
+        return self.shard.transactions
+
+    @property
+    def partitions(self) -> TxnCore:
+        """Which __transaction_state partitions are served (owned, loading, status)."""
+        return self.runtime
+
+    def partition_for(self, transactional_id: str) -> int:
+        return self.shard.partition_for(transactional_id)
+
+    def _status(self, transactional_id: str | None) -> Errors | None:
+        if not transactional_id:
+            return Errors.INVALID_REQUEST
+        return self.runtime.status(self.partition_for(transactional_id))
 
     # ======================================================================================
     # time
     # ======================================================================================
 
     def next_deadline_ms(self) -> int | None:
-        return self._timer.next_deadline_ms()
+        return self.runtime.next_deadline_ms()
 
     def tick(self, now_ms: int) -> Effects:
         effects = Effects()
         self._fire_due(now_ms, effects)
         return effects
 
-    def _schedule(self, key: tuple, at_ms: int) -> None:
-        self._timer.schedule(key, at_ms)
-
     def _fire_due(self, now_ms: int, effects: Effects) -> None:
-        if not self.partitions.active:
+        if not self.runtime.active:
             return
+        for kind, interval in self._periodic():
+            self.runtime.schedule_if_absent(TxnTimerKey(kind), now_ms + interval)
+        self.runtime.fire_due(now_ms, lambda key, _: self._fire(key, now_ms, effects))
+
+    def _periodic(self) -> tuple[tuple[TxnTimerKind, int], ...]:
         cfg = self.config
-        for key, interval in (
-            (("abort_timed_out",), cfg.transaction_abort_timed_out_transaction_cleanup_interval_ms),
-            (("remove_expired",), cfg.transaction_remove_expired_transaction_cleanup_interval_ms),
-        ):
-            if key not in self._timer:
-                self._schedule(key, now_ms + interval)
-        while (due := self._timer.pop_due(now_ms)) is not None:
-            _, key = due
-            if key[0] == "abort_timed_out":
-                self.abort_timed_out_transactions(now_ms, effects)
-                self._schedule(
-                    key, now_ms + cfg.transaction_abort_timed_out_transaction_cleanup_interval_ms
-                )
-            elif key[0] == "remove_expired":
-                self.remove_expired_transactional_ids(now_ms, effects)
-                self._schedule(
-                    key, now_ms + cfg.transaction_remove_expired_transaction_cleanup_interval_ms
-                )
-            elif key[0] == "complete":
-                meta = self.transactions.get(key[1])
-                if meta is not None:
-                    self._maybe_complete(meta, now_ms, effects)
+        return (
+            (
+                TxnTimerKind.ABORT_TIMED_OUT,
+                cfg.transaction_abort_timed_out_transaction_cleanup_interval_ms,
+            ),
+            (
+                TxnTimerKind.REMOVE_EXPIRED,
+                cfg.transaction_remove_expired_transaction_cleanup_interval_ms,
+            ),
+        )
+
+    def _fire(self, key: TxnTimerKey, now_ms: int, effects: Effects) -> None:
+        if key.kind is TxnTimerKind.COMPLETE:
+            meta = self.transactions.get(key.transactional_id)
+            if meta is not None:
+                self._maybe_complete(meta, now_ms, effects)
+            return
+        if key.kind is TxnTimerKind.ABORT_TIMED_OUT:
+            self.abort_timed_out_transactions(now_ms, effects)
+        else:
+            self.remove_expired_transactional_ids(now_ms, effects)
+        self.runtime.schedule(key, now_ms + dict(self._periodic())[key.kind])
 
     def _begin(self, now_ms: int, request: Hashable | None) -> Effects:
-        effects = Effects(request if request is not None else ("request", next(_AUTO_REQUESTS)))
+        effects = Effects(request_handle(request))
         self._fire_due(now_ms, effects)
         return effects
 
@@ -195,65 +226,35 @@ class TransactionCoordinator:
     # ownership of __transaction_state partitions
     # ======================================================================================
 
-    def partition_for(self, transactional_id: str) -> int:
-        return tlog.partition_for(
-            transactional_id, self.config.transaction_state_log_num_partitions
-        )
-
-    def _status(self, transactional_id: str | None) -> Errors | None:
-        if not transactional_id:
-            return Errors.INVALID_REQUEST
-        return self.partitions.status(self.partition_for(transactional_id))
-
     def on_become_leader(self, partition: int, epoch: int = 0) -> Effects:
         """This broker now leads __transaction_state-<partition>: load it (Kafka:
         onElection). Its ids answer COORDINATOR_LOAD_IN_PROGRESS until `complete_load`.
         The leader epoch is the coordinator epoch the markers carry."""
         effects = Effects()
-        if self.partitions.begin_load(partition, epoch):
+        if self.runtime.begin_load(partition, epoch):
             self._unload_partition(partition, effects)
         return effects
 
     def complete_load(
-        self, partition: int, records: Iterable[tuple[bytes | None, bytes | None]], now_ms: int
+        self, partition: int, records: Iterable[LoadedRecord], now_ms: int
     ) -> Effects:
-        """Replay the partition's records, oldest first (the latest per id wins, a
-        tombstone forgets it), then finish what the old coordinator left: every
-        Prepare* transaction gets its markers sent again (Kafka:
-        loadTransactionsForTxnTopicPartition, then addTxnMarkersToSend)."""
+        """Replay the partition's records, oldest first, through the shard's `replay`
+        (the latest per id wins, a tombstone forgets it), then finish what the old
+        coordinator left: every Prepare* transaction gets its markers sent again
+        (Kafka: loadTransactionsForTxnTopicPartition, then addTxnMarkersToSend). A
+        load of a partition resigned meanwhile is thrown away."""
         effects = Effects()
-        if partition not in self.partitions.loading:
+        if not self.runtime.complete_load(partition):
             return effects
-        values: dict[str, tlog.TransactionLogValue] = {}
-        for key, value in records:
-            if key is None:
-                continue
-            tid = tlog.read_key(key)
-            if value is None:
-                values.pop(tid, None)
-            else:
-                values[tid] = tlog.read_value(value)
-        self.partitions.finish_load(partition)
-        for tid, v in sorted(values.items()):
-            if self.partition_for(tid) != partition:
-                continue
-            prepared = v.state in (PREPARE_COMMIT, PREPARE_ABORT)
-            meta = TransactionMetadata(
-                tid,
-                TransactionState(
-                    v.producer_id,
-                    v.producer_epoch,
-                    v.state,
-                    frozenset(v.partitions),
-                    frozenset(v.partitions) if prepared else frozenset(),
-                ),
-                v.transaction_timeout_ms,
-                v.start_timestamp_ms,
-                v.last_update_timestamp_ms,
-            )
-            self.transactions[tid] = meta
-            if prepared:
-                self._send_markers(meta, effects)
+        for loaded in records:
+            if isinstance(loaded, TxnMarker) or loaded[0] is None:
+                continue  # only the coordinator writes here: no transactions, no keyless
+            record = TransactionRecord.read(loaded[0], loaded[1])
+            if self.partition_for(record.transactional_id) == partition:
+                self.shard.replay(record)
+        self.shard.on_loaded(partition, now_ms)
+        for meta in self.shard.prepared(partition):
+            self._send_markers(meta, effects)
         self._fire_due(now_ms, effects)
         return effects
 
@@ -261,65 +262,51 @@ class TransactionCoordinator:
         """No longer the leader: forget the partition's ids (NOT_COORDINATOR to any
         request still waiting for a write)."""
         effects = Effects()
-        if self.partitions.resign(partition, epoch):
+        if self.runtime.resign(partition, epoch):
             self._unload_partition(partition, effects)
         return effects
 
     def _unload_partition(self, partition: int | None, effects: Effects) -> None:
-        for tid in [t for t in self.transactions if partition in (None, self.partition_for(t))]:
+        for tid in self.shard.ids_of(partition):
             del self.transactions[tid]
-        for append_id, pending in list(self._appends.items()):
-            tid = pending.meta.transactional_id
-            if partition in (None, self.partition_for(tid)):
-                del self._appends[append_id]
-                self._answer_error(pending, Errors.NOT_COORDINATOR, effects)
+        for pending in self.runtime.drop_appends(partition):
+            self._answer_error(pending, Errors.NOT_COORDINATOR, effects)
 
     def shutdown(self) -> Effects:
         effects = Effects()
         self._unload_partition(None, effects)
-        self.partitions.close()
-        self._timer.clear()
+        self.runtime.close()
         return effects
 
     # ======================================================================================
     # writing transitions
     # ======================================================================================
 
-    def _machine(self, meta: TransactionMetadata) -> TransactionStateMachine:
-        return TransactionStateMachine.load(meta.state, self.config.bump_epoch_on_init)
-
-    def _write(
-        self,
-        meta: TransactionMetadata,
-        after: TransactionMetadata,
-        kind: str,
-        request: Hashable | None,
-        now_ms: int,
-        effects: Effects,
-        data: Any = None,
+    def _run(
+        self, result: TransactionResult, request: Hashable | None, now_ms: int, effects: Effects
     ) -> None:
-        append_id = next(self._append_ids)
-        self._appends[append_id] = _PendingAppend(meta, after, kind, request, data)
-        meta.pending = append_id
-        value = None if kind == "expire" else tlog.transaction_log_value(after.record())
+        """Carry out a shard handler's result: answer now, or write its record and
+        answer once it is committed (`append_completed`)."""
+        if not result.records:
+            if result.response is not None and request is not None:
+                effects.append(Respond(request, result.response))
+            return
+        (record,) = result.records
+        kind = result.kind
+        assert kind is not None, "a record is always written for something"
+        tid = record.transactional_id
+        placeholder = self.shard.new_metadata(record)
+        meta = placeholder or self.transactions[tid]
+        partition = self.partition_for(tid)
+        payload = TxnAppend(meta, record, result.response, placeholder is not None)
+        meta.pending = self.runtime.add_append(kind, partition, request, payload)
         effects.append(
             AppendRecords(
-                self.partition_for(meta.transactional_id),
-                ((tlog.transaction_log_key(meta.transactional_id), value),),
+                partition,
+                ((record.key_bytes(), record.value_bytes()),),
                 now_ms,
-                append_id,
+                meta.pending,
             )
-        )
-
-    def _after(
-        self, meta: TransactionMetadata, state: TransactionState, now_ms: int, **kw
-    ) -> TransactionMetadata:
-        return TransactionMetadata(
-            meta.transactional_id,
-            state,
-            kw.get("timeout_ms", meta.timeout_ms),
-            kw.get("start_ms", meta.start_ms),
-            now_ms,
         )
 
     def append_completed(
@@ -327,65 +314,38 @@ class TransactionCoordinator:
     ) -> Effects:
         """The append of AppendRecords(append_id) is committed (NONE) or failed."""
         effects = self._begin(now_ms, None)
-        pending = self._appends.pop(append_id, None)
+        pending = self.runtime.take_append(append_id)
         if pending is None:
             return effects
         error = Errors(error)
-        meta = pending.meta
+        append = pending.payload
+        meta = append.meta
         tid = meta.transactional_id
         if self.transactions.get(tid) is not meta:
             self._answer_error(pending, Errors.NOT_COORDINATOR, effects)
             return effects
         meta.pending = None
         if error != Errors.NONE:
-            if pending.kind == "complete":
-                self._schedule(("complete", tid), now_ms + COMPLETE_RETRY_MS)
-            elif pending.data == "new":
+            if pending.kind is TxnAppendKind.COMPLETE:
+                key = TxnTimerKey(TxnTimerKind.COMPLETE, tid)
+                self.runtime.schedule(key, now_ms + COMPLETE_RETRY_MS)
+            elif append.new_id:
                 del self.transactions[tid]  # never written: the id does not exist
             self._answer_error(pending, store_error(error), effects)
             return effects
-        if pending.kind == "expire":
-            del self.transactions[tid]
-            return effects
-        after = pending.after
-        meta.state = after.state
-        meta.timeout_ms, meta.start_ms, meta.last_update_ms = (
-            after.timeout_ms,
-            after.start_ms,
-            after.last_update_ms,
-        )
-        kind, request = pending.kind, pending.request
-        if kind == "init":
-            s = meta.state
-            effects.append(
-                Respond(request, InitProducerIdResult(Errors.NONE, s.producer_id, s.producer_epoch))
-            )
-        elif kind == "fence":
-            effects.append(Respond(request, InitProducerIdResult(Errors.CONCURRENT_TRANSACTIONS)))
-            self._send_markers(meta, effects)
-        elif kind == "add":
-            effects.append(
-                Respond(request, AddPartitionsToTxnResult(dict.fromkeys(pending.data, Errors.NONE)))
-            )
-        elif kind == "add_offsets":
-            effects.append(Respond(request, TxnResult(Errors.NONE)))
-        elif kind == "end":
-            effects.append(Respond(request, TxnResult(Errors.NONE)))
-            self._send_markers(meta, effects)
-        elif kind == "timeout":
+        self.shard.replay(append.record)
+        if append.response is not None and pending.request is not None:
+            effects.append(Respond(pending.request, append.response))
+        if pending.kind.sends_markers:
             self._send_markers(meta, effects)
         return effects
 
-    def _answer_error(self, pending: _PendingAppend, error: Errors, effects: Effects) -> None:
-        if pending.request is None:
-            return
-        if pending.kind in ("init", "fence"):
-            result: Any = InitProducerIdResult(error)
-        elif pending.kind == "add":
-            result = AddPartitionsToTxnResult(dict.fromkeys(pending.data, error))
-        else:
-            result = TxnResult(error)
-        effects.append(Respond(pending.request, result))
+    def _answer_error(
+        self, pending: PendingAppend[TxnAppendKind, TxnAppend], error: Errors, effects: Effects
+    ) -> None:
+        response = with_error(pending.payload.response, error)
+        if pending.request is not None and response is not None:
+            effects.append(Respond(pending.request, response))
 
     # ======================================================================================
     # markers
@@ -396,13 +356,14 @@ class TransactionCoordinator:
         if not s.pending_markers:
             self._maybe_complete(meta, meta.last_update_ms, effects)
             return
+        context = self.runtime.contexts.get(self.partition_for(meta.transactional_id))
         effects.append(
             SendTxnMarkers(
                 meta.transactional_id,
                 s.producer_id,
                 s.producer_epoch,
-                self.partitions.epochs.get(self.partition_for(meta.transactional_id), 0),
-                s.state == PREPARE_COMMIT,
+                max(0, -1 if context is None else context.epoch),
+                s.state == TxnState.PREPARE_COMMIT,
                 frozenset(s.pending_markers),
             )
         )
@@ -412,15 +373,7 @@ class TransactionCoordinator:
     ) -> frozenset[TopicPartition]:
         """The partitions still waiting for this transaction's marker (empty once the
         coordinator no longer wants them: completed, unloaded, superseded)."""
-        meta = self.transactions.get(transactional_id)
-        if meta is None:
-            return frozenset()
-        s = meta.state
-        if (s.producer_id, s.producer_epoch) != (producer_id, producer_epoch):
-            return frozenset()
-        if s.state not in (PREPARE_COMMIT, PREPARE_ABORT):
-            return frozenset()
-        return frozenset(s.pending_markers)
+        return self.shard.markers_pending(transactional_id, producer_id, producer_epoch)
 
     def markers_written(
         self,
@@ -437,27 +390,17 @@ class TransactionCoordinator:
         meta = self.transactions.get(transactional_id)
         if not pending or meta is None:
             return effects
-        machine = self._machine(meta)
-        for tp in set(partitions) & pending:
-            machine.marker_written(tp)
-        meta.state = machine.current
+        self.shard.marker_written(meta, partitions)
         self._maybe_complete(meta, now_ms, effects)
         return effects
 
     def _maybe_complete(self, meta: TransactionMetadata, now_ms: int, effects: Effects) -> None:
-        s = meta.state
-        if meta.pending is not None or s.state not in (PREPARE_COMMIT, PREPARE_ABORT):
-            return
-        if s.pending_markers:
-            return
-        machine = self._machine(meta)
-        machine.complete()
-        self._write(
-            meta, self._after(meta, machine.current, now_ms), "complete", None, now_ms, effects
-        )
+        result = self.shard.complete(meta, now_ms)
+        if result is not None:
+            self._run(result, None, now_ms, effects)
 
     # ======================================================================================
-    # InitProducerId
+    # the requests
     # ======================================================================================
 
     def init_producer_id(
@@ -473,76 +416,15 @@ class TransactionCoordinator:
         """InitProducerId with a transactional id. `producer_id`/`producer_epoch`
         (v3+, KIP-360): the producer's current ones, -1 when it has none."""
         effects = self._begin(now_ms, request)
-        request = effects.request
-
-        def answer(error: Errors) -> Effects:
-            effects.append(Respond(request, InitProducerIdResult(error)))
-            return effects
-
         error = self._status(transactional_id)
         if error is not None:
-            return answer(error)
-        if not 0 < transaction_timeout_ms <= self.config.transaction_max_timeout_ms:
-            return answer(Errors.INVALID_TRANSACTION_TIMEOUT)
-        meta = self.transactions.get(transactional_id)
-        if meta is None:
-            machine = TransactionStateMachine(self.producer_ids(), self.config.bump_epoch_on_init)
-            machine.init_producer_id()
-            meta = TransactionMetadata(transactional_id, machine.current, transaction_timeout_ms)
-            self.transactions[transactional_id] = meta
-            after = self._after(meta, machine.current, now_ms, timeout_ms=transaction_timeout_ms)
-            self._write(meta, after, "init", request, now_ms, effects, "new")
+            effects.append(Respond(effects.request, InitProducerIdResult(error)))
             return effects
-        if meta.pending is not None:
-            return answer(Errors.CONCURRENT_TRANSACTIONS)
-        s = meta.state
-        if producer_id != -1:
-            if producer_id != s.producer_id:
-                return answer(Errors.INVALID_PRODUCER_EPOCH)
-            if producer_epoch != s.producer_epoch:
-                return answer(Errors.PRODUCER_FENCED)
-        if s.state == ONGOING:
-            machine = self._machine(meta)
-            try:
-                machine.init_producer_id()  # moves to PrepareAbort and says so
-            except KafkaError:
-                pass
-            after = self._after(meta, machine.current, now_ms)
-            self._write(meta, after, "fence", request, now_ms, effects)
-            return effects
-        if s.state in (PREPARE_COMMIT, PREPARE_ABORT):
-            return answer(Errors.CONCURRENT_TRANSACTIONS)
-        if s.producer_epoch >= MAX_EPOCH - 1:
-            machine = TransactionStateMachine(self.producer_ids(), self.config.bump_epoch_on_init)
-        else:
-            machine = self._machine(meta)
-        machine.init_producer_id()
-        after = self._after(
-            meta, machine.current, now_ms, timeout_ms=transaction_timeout_ms, start_ms=-1
+        result = self.shard.init_producer_id(
+            transactional_id, transaction_timeout_ms, producer_id, producer_epoch, now_ms
         )
-        self._write(meta, after, "init", request, now_ms, effects)
+        self._run(result, effects.request, now_ms, effects)
         return effects
-
-    # ======================================================================================
-    # AddPartitionsToTxn, AddOffsetsToTxn
-    # ======================================================================================
-
-    def _validate(
-        self, transactional_id: str, producer_id: int, producer_epoch: int
-    ) -> tuple[Errors | None, TransactionMetadata | None]:
-        error = self._status(transactional_id)
-        if error is not None:
-            return error, None
-        meta = self.transactions.get(transactional_id)
-        if meta is None or meta.state.producer_id != producer_id:
-            return Errors.INVALID_PRODUCER_ID_MAPPING, None
-        if meta.state.producer_epoch != producer_epoch:
-            return Errors.PRODUCER_FENCED, None
-        if meta.pending is not None:
-            return Errors.CONCURRENT_TRANSACTIONS, None
-        if meta.state.state in (PREPARE_COMMIT, PREPARE_ABORT):
-            return Errors.CONCURRENT_TRANSACTIONS, None
-        return None, meta
 
     def add_partitions_to_txn(
         self,
@@ -555,13 +437,16 @@ class TransactionCoordinator:
         request: Hashable | None = None,
     ) -> Effects:
         effects = self._begin(now_ms, request)
-        request = effects.request
         wanted = frozenset(partitions)
-        error, meta = self._validate(transactional_id, producer_id, producer_epoch)
+        error = self._status(transactional_id)
         if error is not None:
-            effects.append(Respond(request, AddPartitionsToTxnResult(dict.fromkeys(wanted, error))))
+            result = AddPartitionsToTxnResult(dict.fromkeys(wanted, error))
+            effects.append(Respond(effects.request, result))
             return effects
-        self._add(meta, wanted, "add", request, now_ms, effects, wanted)
+        handled = self.shard.add_partitions_to_txn(
+            transactional_id, producer_id, producer_epoch, wanted, now_ms
+        )
+        self._run(handled, effects.request, now_ms, effects)
         return effects
 
     def add_offsets_to_txn(
@@ -577,37 +462,15 @@ class TransactionCoordinator:
         """AddOffsetsToTxn: the group's __consumer_offsets partition joins the
         transaction (its TxnOffsetCommit goes to the group coordinator)."""
         effects = self._begin(now_ms, request)
-        request = effects.request
-        error, meta = self._validate(transactional_id, producer_id, producer_epoch)
+        error = self._status(transactional_id)
         if error is not None:
-            effects.append(Respond(request, TxnResult(error)))
+            effects.append(Respond(effects.request, TxnResult(error)))
             return effects
-        from kafkalab.coordinator.group.coordinator_records import partition_for
-
-        tp = (OFFSETS_TOPIC, partition_for(group_id, self.config.offsets_topic_num_partitions))
-        self._add(meta, frozenset([tp]), "add_offsets", request, now_ms, effects, None)
+        result = self.shard.add_offsets_to_txn(
+            transactional_id, producer_id, producer_epoch, group_id, now_ms
+        )
+        self._run(result, effects.request, now_ms, effects)
         return effects
-
-    def _add(self, meta, wanted, kind, request, now_ms, effects, data) -> None:
-        s = meta.state
-        if s.state == ONGOING and wanted <= s.partitions:
-            # nothing new to write (Kafka answers at once too)
-            result = (
-                AddPartitionsToTxnResult(dict.fromkeys(wanted, Errors.NONE))
-                if kind == "add"
-                else TxnResult(Errors.NONE)
-            )
-            effects.append(Respond(request, result))
-            return
-        machine = self._machine(meta)
-        machine.add_partitions(s.producer_epoch, wanted)
-        start = meta.start_ms if s.state == ONGOING else now_ms
-        after = self._after(meta, machine.current, now_ms, start_ms=start)
-        self._write(meta, after, kind, request, now_ms, effects, data)
-
-    # ======================================================================================
-    # EndTxn
-    # ======================================================================================
 
     def end_txn(
         self,
@@ -620,36 +483,14 @@ class TransactionCoordinator:
         request: Hashable | None = None,
     ) -> Effects:
         effects = self._begin(now_ms, request)
-        request = effects.request
-
-        def answer(error: Errors) -> Effects:
-            effects.append(Respond(request, TxnResult(error)))
-            return effects
-
         error = self._status(transactional_id)
         if error is not None:
-            return answer(error)
-        meta = self.transactions.get(transactional_id)
-        if meta is None or meta.state.producer_id != producer_id:
-            return answer(Errors.INVALID_PRODUCER_ID_MAPPING)
-        s = meta.state
-        if s.producer_epoch != producer_epoch:
-            return answer(Errors.PRODUCER_FENCED)
-        if meta.pending is not None:
-            return answer(Errors.CONCURRENT_TRANSACTIONS)
-        same_prepare = PREPARE_COMMIT if committed else PREPARE_ABORT
-        same_complete = COMPLETE_COMMIT if committed else COMPLETE_ABORT
-        if s.state == same_prepare:
-            return answer(Errors.CONCURRENT_TRANSACTIONS)  # a retry; markers still going
-        if s.state == same_complete:
-            return answer(Errors.NONE)  # a retry of an EndTxn that is done
-        if s.state != ONGOING:
-            return answer(Errors.INVALID_TXN_STATE)
-        machine = self._machine(meta)
-        machine.end_txn(producer_epoch, committed)
-        self._write(
-            meta, self._after(meta, machine.current, now_ms), "end", request, now_ms, effects
+            effects.append(Respond(effects.request, TxnResult(error)))
+            return effects
+        result = self.shard.end_txn(
+            transactional_id, producer_id, producer_epoch, committed, now_ms
         )
+        self._run(result, effects.request, now_ms, effects)
         return effects
 
     # ======================================================================================
@@ -661,20 +502,8 @@ class TransactionCoordinator:
         with a bumped epoch so that its producer is fenced (Kafka:
         abortTimedOutTransactions). Runs by itself on its interval."""
         effects = Effects() if effects is None else effects
-        for tid, meta in list(self.transactions.items()):
-            s = meta.state
-            if (
-                s.state != ONGOING
-                or meta.pending is not None
-                or self.partition_for(tid) not in self.partitions.owned
-                or meta.start_ms + meta.timeout_ms > now_ms
-            ):
-                continue
-            machine = self._machine(meta)
-            machine.timeout_abort()
-            self._write(
-                meta, self._after(meta, machine.current, now_ms), "timeout", None, now_ms, effects
-            )
+        for result in self.shard.timed_out(now_ms, self.runtime.owned):
+            self._run(result, None, now_ms, effects)
         return effects
 
     def remove_expired_transactional_ids(
@@ -684,15 +513,8 @@ class TransactionCoordinator:
         are forgotten: a tombstone, and the id is gone once it is written (Kafka:
         removeExpiredTransactionalIds)."""
         effects = Effects() if effects is None else effects
-        expiry = self.config.transactional_id_expiration_ms
-        for tid, meta in list(self.transactions.items()):
-            if (
-                meta.state.state in ENDED
-                and meta.pending is None
-                and self.partition_for(tid) in self.partitions.owned
-                and meta.last_update_ms + expiry <= now_ms
-            ):
-                self._write(meta, meta, "expire", None, now_ms, effects)
+        for result in self.shard.expired(now_ms, self.runtime.owned):
+            self._run(result, None, now_ms, effects)
         return effects
 
     # ======================================================================================
@@ -703,26 +525,8 @@ class TransactionCoordinator:
         out = []
         for tid in transactional_ids:
             error = self._status(tid)
-            meta = self.transactions.get(tid)
-            if error is None and meta is None:
-                error = Errors.TRANSACTIONAL_ID_NOT_FOUND
-            if error is not None:
-                out.append(DescribedTransaction(error, tid))
-                continue
-            s = meta.state
-            # while markers are written, only the partitions still without one (Kafka)
-            prepared = s.state in (PREPARE_COMMIT, PREPARE_ABORT)
             out.append(
-                DescribedTransaction(
-                    Errors.NONE,
-                    tid,
-                    s.state,
-                    meta.timeout_ms,
-                    meta.start_ms,
-                    s.producer_id,
-                    s.producer_epoch,
-                    frozenset(s.pending_markers if prepared else s.partitions),
-                )
+                self.shard.describe(tid) if error is None else DescribedTransaction(error, tid)
             )
         return out
 
@@ -731,13 +535,5 @@ class TransactionCoordinator:
         state_filters: Iterable[str] = (),
         producer_id_filters: Iterable[int] = (),
     ) -> ListTransactionsResult:
-        states = set(state_filters)
-        unknown = tuple(sorted(states - set(tlog.STATE_IDS)))
-        pids = set(producer_id_filters)
-        listed = tuple(
-            ListedTransaction(tid, m.state.producer_id, m.state.state)
-            for tid, m in sorted(self.transactions.items())
-            if (not states or m.state.state in states) and (not pids or m.state.producer_id in pids)
-        )
-        error = Errors.COORDINATOR_LOAD_IN_PROGRESS if self.partitions.loading else Errors.NONE
-        return ListTransactionsResult(error, unknown, listed)
+        error = Errors.COORDINATOR_LOAD_IN_PROGRESS if self.runtime.loading else Errors.NONE
+        return self.shard.list_transactions(state_filters, producer_id_filters, error)

@@ -21,9 +21,9 @@ are read. A null value is a tombstone: the transactional id expired
 (transactional.id.expiration.ms) and compaction forgets it. An Empty state is
 written with null partitions, as Kafka does.
 
-TransactionState ids (Kafka's TransactionState.id): Empty 0, Ongoing 1,
-PrepareCommit 2, PrepareAbort 3, CompleteCommit 4, CompleteAbort 5, Dead 6,
-PrepareEpochFence 7.
+`transaction_status` is the state's id (Kafka's TransactionState.id, here
+`TxnState.id`): Empty 0, Ongoing 1, PrepareCommit 2, PrepareAbort 3,
+CompleteCommit 4, CompleteAbort 5, Dead 6, PrepareEpochFence 7.
 
 A transactional id lives on partition abs(Java `String.hashCode`) %
 transaction.state.log.num.partitions, as a group does on __consumer_offsets.
@@ -35,6 +35,7 @@ import struct
 from dataclasses import dataclass
 
 from kafkalab.coordinator.group.coordinator_records import java_string_hash, kafka_abs
+from kafkalab.coordinator.transaction.transaction_state import TxnState
 from kafkalab.protocol.schema import Field as F
 from kafkalab.protocol.schema import Message
 from kafkalab.protocol.types import (
@@ -55,18 +56,9 @@ VALUE_VERSION = 0
 _HIGHEST_VALUE_VERSION = 1
 _I16 = struct.Struct(">h")
 
-#: Kafka's TransactionState ids, by kafkalab's state names
-STATE_IDS: dict[str, int] = {
-    "Empty": 0,
-    "Ongoing": 1,
-    "PrepareCommit": 2,
-    "PrepareAbort": 3,
-    "CompleteCommit": 4,
-    "CompleteAbort": 5,
-    "Dead": 6,
-    "PrepareEpochFence": 7,
-}
-STATE_NAMES: dict[int, str] = {v: k for k, v in STATE_IDS.items()}
+#: Kafka's TransactionState ids, by state (a TxnState is its name: STATE_IDS["Ongoing"] is 1)
+STATE_IDS: dict[TxnState, int] = {state: state.id for state in TxnState}
+STATE_NAMES: dict[int, TxnState] = {state.id: state for state in TxnState}
 
 TRANSACTION_LOG_KEY = Message(-1, "TransactionLogKey", [F("transactional_id", STRING)])
 TRANSACTION_LOG_VALUE = Message(
@@ -98,10 +90,13 @@ class TransactionLogValue:
     producer_id: int
     producer_epoch: int
     transaction_timeout_ms: int
-    state: str
+    state: TxnState
     partitions: frozenset[TopicPartition]
     last_update_timestamp_ms: int
     start_timestamp_ms: int
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "state", TxnState(self.state))  # "Ongoing" is Ongoing
 
 
 def partition_for(transactional_id: str, num_partitions: int) -> int:
@@ -127,7 +122,7 @@ def read_key(data: bytes | bytearray | memoryview) -> str:
 
 
 def transaction_log_value(v: TransactionLogValue, version: int = VALUE_VERSION) -> bytes:
-    if v.state == "Empty" and v.partitions:
+    if v.state == TxnState.EMPTY and v.partitions:
         raise ValueError("an Empty transaction has no partitions")
     by_topic: dict[str, list[int]] = {}
     for topic, partition in sorted(v.partitions):
@@ -141,7 +136,7 @@ def transaction_log_value(v: TransactionLogValue, version: int = VALUE_VERSION) 
             "transaction_timeout_ms": v.transaction_timeout_ms,
             "transaction_status": STATE_IDS[v.state],
             "transaction_partitions": None
-            if v.state == "Empty"
+            if v.state == TxnState.EMPTY
             else [{"topic": t, "partition_ids": ps} for t, ps in by_topic.items()],
             "transaction_last_update_timestamp_ms": v.last_update_timestamp_ms,
             "transaction_start_timestamp_ms": v.start_timestamp_ms,

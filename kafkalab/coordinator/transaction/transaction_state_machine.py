@@ -11,6 +11,10 @@ state (`TransactionStateMachine.load`).
     Complete* ──AddPartitionsToTxn──> Ongoing (the next transaction)
     Empty / Complete* ──InitProducerId──> Empty, with the next epoch (Kafka's prepareIncrementProducerEpoch)
 
+Every move of the state goes through `TransactionState.to`, which checks it
+against Kafka's table of allowed transitions (transaction_state.py,
+VALID_PREVIOUS_STATES); the states are the TxnState enum.
+
 Invariants kept here:
 - the producer epoch only grows; InitProducerId bumps it (and so fences every
   older instance of this transactional.id), and so does a timeout abort;
@@ -26,23 +30,37 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from kafkalab.coordinator.transaction.transaction_state import (
+    IllegalTransactionTransition,
+    TxnState,
+)
 from kafkalab.errors import Errors, KafkaError
 
-EMPTY, ONGOING = "Empty", "Ongoing"
-PREPARE_COMMIT, PREPARE_ABORT = "PrepareCommit", "PrepareAbort"
-COMPLETE_COMMIT, COMPLETE_ABORT = "CompleteCommit", "CompleteAbort"
-ENDED = (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT)
+S = TxnState
 
 
 @dataclass(frozen=True)
 class TransactionState:
-    """What __transaction_state holds for a transactional.id."""
+    """What __transaction_state holds for a transactional.id (Kafka's
+    TxnTransitMetadata, less the timeout and timestamps), and which partitions
+    still wait for their marker (not written: known again from `partitions`
+    after a failover)."""
 
     producer_id: int
     producer_epoch: int = -1
-    state: str = EMPTY
+    state: TxnState = S.EMPTY
     partitions: frozenset = frozenset()
     pending_markers: frozenset = frozenset()  # partitions still without this txn's marker
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "state", TxnState(self.state))  # "Ongoing" is Ongoing
+
+    def to(self, target: TxnState, **changes) -> TransactionState:
+        """This state moved to `target` (with `changes`), if VALID_PREVIOUS_STATES
+        allows it; IllegalTransactionTransition (a coordinator bug) if not."""
+        if not self.state.can_transition_to(target):
+            raise IllegalTransactionTransition(f"{self.state} -> {target}")
+        return replace(self, state=target, **changes)
 
 
 @dataclass
@@ -73,13 +91,11 @@ class TransactionStateMachine:
         """InitProducerId: (producer id, epoch) for a (re)starting producer. A
         transaction in progress is aborted first, and the caller must retry."""
         s = self.current
-        if s.state == ONGOING:
+        if s.state == S.ONGOING:
             epoch = s.producer_epoch + 1 if self.bump_epoch_on_init else s.producer_epoch
-            self.current = replace(
-                s, state=PREPARE_ABORT, producer_epoch=epoch, pending_markers=s.partitions
-            )
+            self.current = s.to(S.PREPARE_ABORT, producer_epoch=epoch, pending_markers=s.partitions)
             raise KafkaError(Errors.CONCURRENT_TRANSACTIONS, "aborting the open transaction")
-        if s.state in (PREPARE_COMMIT, PREPARE_ABORT):
+        if s.state.is_prepared:
             raise KafkaError(Errors.CONCURRENT_TRANSACTIONS, "markers are being written")
         epoch = (
             s.producer_epoch + 1
@@ -87,27 +103,27 @@ class TransactionStateMachine:
             else s.producer_epoch
         )
         # Kafka's prepareIncrementProducerEpoch: the new epoch starts from Empty.
-        self.current = replace(s, producer_epoch=epoch, state=EMPTY, partitions=frozenset())
+        self.current = s.to(S.EMPTY, producer_epoch=epoch, partitions=frozenset())
         return s.producer_id, epoch
 
     def add_partitions(self, epoch: int, partitions) -> None:
         """AddPartitionsToTxn."""
         self._fence(epoch, "AddPartitionsToTxn")
         s = self.current
-        if s.state in (PREPARE_COMMIT, PREPARE_ABORT):
+        if s.state.is_prepared:
             raise KafkaError(Errors.CONCURRENT_TRANSACTIONS, "the last transaction is ending")
-        base = s.partitions if s.state == ONGOING else frozenset()
-        self.current = replace(s, state=ONGOING, partitions=base | frozenset(partitions))
+        base = s.partitions if s.state == S.ONGOING else frozenset()
+        self.current = s.to(S.ONGOING, partitions=base | frozenset(partitions))
 
     def end_txn(self, epoch: int, commit: bool) -> None:
         """EndTxn: Prepare* is the commit point; then markers go to `pending_markers`."""
         self._fence(epoch, "EndTxn")
         s = self.current
-        target = PREPARE_COMMIT if commit else PREPARE_ABORT
-        if s.state == ONGOING:
-            self.current = replace(s, state=target, pending_markers=s.partitions)
+        target = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
+        if s.state == S.ONGOING:
+            self.current = s.to(target, pending_markers=s.partitions)
             return
-        done = COMPLETE_COMMIT if commit else COMPLETE_ABORT
+        done = S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT
         if s.state in (target, done):
             return  # a retry of the same EndTxn
         raise KafkaError(
@@ -117,19 +133,16 @@ class TransactionStateMachine:
     def timeout_abort(self) -> None:
         """transaction.timeout.ms passed: abort, bumping the epoch to fence the producer."""
         s = self.current
-        if s.state != ONGOING:
+        if s.state != S.ONGOING:
             raise KafkaError(Errors.INVALID_TXN_STATE, f"nothing to time out in {s.state}")
-        self.current = replace(
-            s,
-            state=PREPARE_ABORT,
-            producer_epoch=s.producer_epoch + 1,
-            pending_markers=s.partitions,
+        self.current = s.to(
+            S.PREPARE_ABORT, producer_epoch=s.producer_epoch + 1, pending_markers=s.partitions
         )
 
     @property
     def marker(self) -> str:
         """The control record to write: COMMIT or ABORT."""
-        return {PREPARE_COMMIT: "COMMIT", PREPARE_ABORT: "ABORT"}[self.current.state]
+        return {S.PREPARE_COMMIT: "COMMIT", S.PREPARE_ABORT: "ABORT"}[self.current.state]
 
     def marker_written(self, partition) -> None:
         """WriteTxnMarkers answered for `partition`."""
@@ -141,7 +154,7 @@ class TransactionStateMachine:
     def complete(self) -> None:
         """Every marker is written: Complete*; the next transaction may begin."""
         s = self.current
-        if s.state not in (PREPARE_COMMIT, PREPARE_ABORT) or s.pending_markers:
+        if not s.state.is_prepared or s.pending_markers:
             raise KafkaError(Errors.INVALID_TXN_STATE, f"cannot complete in {s.state}")
-        done = COMPLETE_COMMIT if s.state == PREPARE_COMMIT else COMPLETE_ABORT
-        self.current = replace(s, state=done, partitions=frozenset())
+        done = S.COMPLETE_COMMIT if s.state == S.PREPARE_COMMIT else S.COMPLETE_ABORT
+        self.current = s.to(done, partitions=frozenset())

@@ -1,4 +1,4 @@
-"""Producer ids and transactions: thin adapters onto the TransactionCoordinator.
+"""Producer ids and transactions: thin adapters onto the TransactionCoordinatorService.
 
 Kafka: KafkaApis.handleInitProducerIdRequest, handleAddPartitionsToTxnRequest,
 handleAddOffsetsToTxnRequest, handleEndTxnRequest, handleWriteTxnMarkersRequest,
@@ -6,8 +6,8 @@ handleDescribeTransactionsRequest, handleListTransactionsRequest.
 
 InitProducerId (22) without a transactional id: a new idempotent producer gets a
 producer id that no other producer had (ProducerIdManager) and epoch 0. With one,
-the transaction coordinator answers (kafkalab/coordinator/transaction/
-transaction_coordinator.py holds every rule), through its CoordinatorRuntime on
+the transaction coordinator answers (kafkalab/coordinator/transaction/ holds
+every rule), through the TransactionCoordinatorService, which runs it on
 `__transaction_state`. PRODUCER_FENCED goes to older clients as
 INVALID_PRODUCER_EPOCH (InitProducerId below v4, the others below v2), as Kafka
 does.
@@ -16,7 +16,7 @@ WriteTxnMarkers (27) comes from transaction coordinators (this broker's own too)
 each marker is a control batch appended to the partition with acks=all (origin
 COORDINATOR), answered once the ISR has it. A marker in a `__consumer_offsets`
 partition also ends the producer's pending transactional offsets in the group
-coordinator.
+coordinator (GroupCoordinatorService.complete_transaction).
 """
 
 from __future__ import annotations
@@ -34,9 +34,19 @@ from kafkalab.storage.unified_log import AppendOrigin
 
 if TYPE_CHECKING:
     from kafkalab.server.kafka_apis import KafkaApis
+    from kafkalab.server.transaction_coordinator_service import TransactionCoordinatorService
 
 log = logging.getLogger(__name__)
 MARKER_WRITE_TIMEOUT_MS = 30_000  # Kafka: request.timeout.ms of the marker channel
+
+
+def _service(apis: KafkaApis) -> TransactionCoordinatorService:
+    service = apis.transaction_coordinator
+    if service is None:
+        raise KafkaError(
+            Errors.COORDINATOR_NOT_AVAILABLE, "this broker runs no transaction coordinator"
+        )
+    return service
 
 
 def _fenced(error: Errors, version: int, first_version: int) -> Errors:
@@ -54,13 +64,11 @@ async def handle_init_producer_id(apis: KafkaApis, header: RequestHeader, body: 
         if body["transactional_id"] is None:
             out.update(producer_id=apis.producer_ids.generate(), producer_epoch=0)
             return out
-        runtime = apis.transaction_coordinator
-        result = await runtime.call(
-            runtime.coordinator.init_producer_id,
+        result = await _service(apis).init_producer_id(
             body["transactional_id"],
             body["transaction_timeout_ms"],
-            producer_id=body.get("producer_id", -1),
-            producer_epoch=body.get("producer_epoch", -1),
+            body.get("producer_id", -1),
+            body.get("producer_epoch", -1),
         )
     except KafkaError as e:
         out["error_code"] = int(e.code)
@@ -85,9 +93,7 @@ async def handle_add_partitions_to_txn(apis: KafkaApis, header: RequestHeader, b
             for tp in wanted
         }
     else:
-        runtime = apis.transaction_coordinator
-        result = await runtime.call(
-            runtime.coordinator.add_partitions_to_txn,
+        result = await _service(apis).add_partitions_to_txn(
             body["v3_and_below_transactional_id"],
             body["v3_and_below_producer_id"],
             body["v3_and_below_producer_epoch"],
@@ -111,9 +117,7 @@ async def handle_add_partitions_to_txn(apis: KafkaApis, header: RequestHeader, b
 
 
 async def handle_add_offsets_to_txn(apis: KafkaApis, header: RequestHeader, body: dict) -> dict:
-    runtime = apis.transaction_coordinator
-    result = await runtime.call(
-        runtime.coordinator.add_offsets_to_txn,
+    result = await _service(apis).add_offsets_to_txn(
         body["transactional_id"],
         body["producer_id"],
         body["producer_epoch"],
@@ -123,9 +127,7 @@ async def handle_add_offsets_to_txn(apis: KafkaApis, header: RequestHeader, body
 
 
 async def handle_end_txn(apis: KafkaApis, header: RequestHeader, body: dict) -> dict:
-    runtime = apis.transaction_coordinator
-    result = await runtime.call(
-        runtime.coordinator.end_txn,
+    result = await _service(apis).end_txn(
         body["transactional_id"],
         body["producer_id"],
         body["producer_epoch"],
@@ -214,17 +216,13 @@ async def handle_write_txn_markers(apis: KafkaApis, header: RequestHeader, body:
 async def _complete_offsets(apis: KafkaApis, partition: int, producer_id: int, committed: bool):
     """The group coordinator makes the producer's pending transactional offsets in
     this __consumer_offsets partition committed (or drops them)."""
-    runtime = apis.group_coordinator
-    complete = getattr(runtime.coordinator, "complete_transaction", None)
-    if complete is None:  # a group coordinator without TxnOffsetCommit: nothing pends
+    if apis.group_coordinator is None:  # a broker without one: nothing pends
         return
-    await runtime.call(complete, partition, producer_id, committed)
+    await apis.group_coordinator.complete_transaction(partition, producer_id, committed)
 
 
 def handle_describe_transactions(apis: KafkaApis, header: RequestHeader, body: dict) -> dict:
-    described = apis.transaction_coordinator.coordinator.describe_transactions(
-        body["transactional_ids"]
-    )
+    described = _service(apis).describe_transactions(body["transactional_ids"])
     states = []
     for d in described:
         by_topic: dict[str, list[int]] = {}
@@ -248,9 +246,7 @@ def handle_describe_transactions(apis: KafkaApis, header: RequestHeader, body: d
 
 
 def handle_list_transactions(apis: KafkaApis, header: RequestHeader, body: dict) -> dict:
-    result = apis.transaction_coordinator.coordinator.list_transactions(
-        body["state_filters"], body["producer_id_filters"]
-    )
+    result = _service(apis).list_transactions(body["state_filters"], body["producer_id_filters"])
     return {
         "throttle_time_ms": 0,
         "error_code": int(result.error),
