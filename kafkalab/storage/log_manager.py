@@ -20,8 +20,15 @@ expiry of idle producer ids) are not threads here:
 the owner calls `tick()` (the broker from its event loop, a lab by hand), which
 runs each duty whose interval has passed. Time comes from `clock` (ms). The
 cleaner duty (`clean_logs`, every log.cleaner.backoff.ms) cleans the filthiest
-log with cleanup.policy=compact, one log per run, as one Kafka cleaner thread
-does; its progress is `cleaner-offset-checkpoint` in each log dir.
+log with cleanup.policy=compact; its progress is `cleaner-offset-checkpoint` in
+each log dir. With `cleaner_threads=0` (the default: labs, tests) it cleans one
+log in the caller, as one Kafka cleaner thread does. With `cleaner_threads` >= 1
+(`log.cleaner.threads`: the broker) the cleaning runs in that many cleaner
+processes, so that a pass of seconds never holds up the caller's event loop:
+`tick()` only hands logs to idle cleaners and swaps in (renames, fsyncs) what
+they finished; it never waits for a pass. Retention skips a log while it is
+being cleaned and deleting a log aborts its pass (Kafka: LogCleanerManager's
+pauseCleaning / abortCleaning).
 (Kafka's ReplicaManager writes replication-offset-checkpoint; the LogManager
 writes it here because UnifiedLog holds the high watermark.)
 """
@@ -46,6 +53,7 @@ from kafkalab.storage.file_lock import FileLock
 from kafkalab.storage.log_cleaner import (
     DEFAULT_CLEANER_BACKOFF_MS,
     DEFAULT_DEDUPE_BUFFER_SIZE,
+    DEFAULT_MAX_IO_BYTES_PER_SECOND,
     CleanResult,
     LogCleaner,
 )
@@ -78,6 +86,8 @@ class LogManager:
         cleaner_enable: bool = True,  # log.cleaner.enable
         cleaner_backoff_ms: int = DEFAULT_CLEANER_BACKOFF_MS,  # log.cleaner.backoff.ms
         cleaner_dedupe_buffer_size: int = DEFAULT_DEDUPE_BUFFER_SIZE,  # log.cleaner.dedupe.buffer.size
+        cleaner_threads: int = 0,  # log.cleaner.threads (0: clean in tick's caller)
+        cleaner_io_max_bytes_per_second: float = DEFAULT_MAX_IO_BYTES_PER_SECOND,
         producer_id_expiration_ms: int = 86_400_000,  # producer.id.expiration.ms
         producer_id_expiration_check_interval_ms: int = 600_000,  # producer.id.expiration.check.interval.ms
         clock: Callable[[], int] = _wall_clock_ms,
@@ -98,7 +108,12 @@ class LogManager:
             "producer-expiration": producer_id_expiration_check_interval_ms,
         }
         self.producer_id_expiration_ms = producer_id_expiration_ms
-        self.cleaner = LogCleaner(dedupe_buffer_size=cleaner_dedupe_buffer_size)
+        self.cleaner = LogCleaner(
+            dedupe_buffer_size=cleaner_dedupe_buffer_size,
+            threads=cleaner_threads,
+            max_io_bytes_per_second=cleaner_io_max_bytes_per_second,
+            backoff_ms=cleaner_backoff_ms,
+        )
         now = clock()
         self._last_run = dict.fromkeys(self._intervals, now)
         self._logs: dict[TopicPartition, UnifiedLog] = {}
@@ -192,6 +207,7 @@ class LogManager:
         removed = self._logs.pop((topic, partition), None)
         if removed is None:
             return False
+        self.cleaner.abort((topic, partition))  # its cleaner writes in the directory
         removed.delete()
         self.checkpoint()
         self.cleaner.update_checkpoint(removed.dir.parent, (topic, partition), None)
@@ -200,9 +216,12 @@ class LogManager:
     # -- background duties -----------------------------------------------------------------
 
     def cleanup_logs(self) -> dict[TopicPartition, list[DeletedSegment]]:
-        """Retention on every log (Kafka: LogManager.cleanupLogs)."""
+        """Retention on every log but those being cleaned, whose turn comes at the
+        next check (Kafka: LogManager.cleanupLogs with the cleaner's pause)."""
         out = {}
         for tp, partition_log in self._logs.items():
+            if self.cleaner.in_progress(tp):
+                continue
             deleted = partition_log.delete_old_segments()
             if deleted:
                 out[tp] = deleted
@@ -210,10 +229,14 @@ class LogManager:
             self.checkpoint()
         return out
 
-    def clean_logs(self) -> CleanResult | None:
+    def clean_logs(self) -> CleanResult | list[TopicPartition] | None:
         """Compact the filthiest log with cleanup.policy=compact whose dirty ratio
         is above min.cleanable.dirty.ratio (or that max.compaction.lag.ms says is
-        due); None when no log needs it (Kafka: a LogCleaner thread's doWork)."""
+        due); None when no log needs it (Kafka: a LogCleaner thread's doWork).
+        With cleaner threads, hand such logs to the idle ones instead and return
+        which (`tick` swaps in what they finish)."""
+        if self.cleaner.threads:
+            return self.cleaner.start_cleaning(self._logs, self.clock()) or None
         return self.cleaner.clean_filthiest_log(self._logs, self.clock())
 
     def remove_expired_producers(self) -> dict[TopicPartition, list[int]]:
@@ -248,9 +271,17 @@ class LogManager:
             )
 
     def tick(self) -> dict[str, object]:
-        """Run every duty whose interval has passed; return what each did."""
+        """Run every duty whose interval has passed; return what each did. With
+        cleaner threads, first swap in the passes they finished (under
+        "cleaned", a list of CleanResults) and, when one did, hand out the next
+        logs at once, as a Kafka cleaner thread goes on while there is work."""
         now = self.clock()
         done: dict[str, object] = {}
+        if self.cleaner.threads:
+            cleaned = self.cleaner.poll()
+            if cleaned:
+                done["cleaned"] = cleaned
+                self._last_run["cleaner"] = now - self._intervals["cleaner"]
         duties = {
             "retention": self.cleanup_logs,
             "flush": self.flush_dirty_logs,
@@ -265,8 +296,10 @@ class LogManager:
         return done
 
     def shutdown(self) -> None:
-        """Flush and close every log, write the checkpoints, then the clean
-        shutdown marker (last, so a crash before it means recovery next time)."""
+        """Stop the cleaners (a pass under way is abandoned), flush and close every
+        log, write the checkpoints, then the clean shutdown marker (last, so a
+        crash before it means recovery next time)."""
+        self.cleaner.shutdown()
         for lg in self._logs.values():
             lg.close()  # flushes: the recovery point becomes the LEO
         self.checkpoint()
