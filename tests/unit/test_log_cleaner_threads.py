@@ -1,0 +1,252 @@
+"""The LogCleaner's cleaner threads (log.cleaner.threads >= 1): a pass runs in a
+cleaner process of its own, LogManager.tick() only hands logs out and swaps in
+what finished, and whatever happens to a log meanwhile (appends, truncation,
+retention, deletion, shutdown, a killed cleaner) loses nothing.
+
+Passes are slowed with log.cleaner.io.max.bytes.per.second where a test needs one
+still running: the throttle sleeps for every byte over the rate, so "still
+running after tick() returned" holds however fast or loaded the machine is."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from kafkalab.records.memory_records import SimpleRecord, build_batch, iter_batches
+from kafkalab.storage.checkpoint_file import OffsetCheckpointFile
+from kafkalab.storage.log_cleaner import CLEANER_OFFSET_CHECKPOINT, Throttler, clean
+from kafkalab.storage.log_config import LogConfig
+from kafkalab.storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
+from kafkalab.storage.unified_log import UnifiedLog
+
+T0 = 1_700_000_000_000
+TP = ("compacted", 0)
+SLOW = 20_000  # bytes/s: a pass over ~40 KB (read twice) takes seconds
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> int:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+def manager_for(tmp_path, clock, **kw) -> LogManager:
+    return LogManager(
+        tmp_path / "logs",
+        LogConfig(segment_bytes=4000),
+        topic_configs={"compacted": {"cleanup.policy": "compact"}},
+        cleaner_backoff_ms=1000,
+        cleaner_threads=1,
+        clock=clock,
+        **kw,
+    )
+
+
+def fill(log: UnifiedLog, rounds: int = 40, keys: int = 10, start: int = 0) -> None:
+    """`rounds` batches of `keys` records, every key in each: about 1 KB a batch."""
+    for r in range(start, start + rounds):
+        records = [
+            SimpleRecord(b"v%d-" % r + b"x" * 60, key=b"k%d" % k, timestamp=T0 + r)
+            for k in range(keys)
+        ]
+        log.append_as_leader(build_batch(records))
+    log.roll()
+    log.update_high_watermark(log.log_end_offset)
+
+
+def records_of(log: UnifiedLog) -> list[tuple[int, bytes | None, bytes | None]]:
+    return [
+        (r.offset, r.key, r.value)
+        for segment in log.segments
+        for b in iter_batches(segment.log.read())
+        for r in b.records
+    ]
+
+
+def wait_until(predicate, manager: LogManager, timeout_s: float = 120):
+    """Tick the manager until `predicate(tick's result)` holds (the cleaner is
+    another process: this waits for it, it does not time it)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        done = manager.tick()
+        if predicate(done):
+            return done
+        time.sleep(0.05)
+    raise AssertionError("the cleaner thread did not get there")
+
+
+def hand_out(manager: LogManager, clock: FakeClock):
+    """One tick once log.cleaner.backoff.ms has passed: what it handed to a cleaner."""
+    clock.now += 1000
+    return manager.tick().get("cleaner")
+
+
+def cleaned_files(log: UnifiedLog) -> list[str]:
+    return [p.name for p in log.dir.iterdir() if p.name.endswith((".cleaned", ".swap"))]
+
+
+def test_a_pass_runs_in_a_cleaner_process_and_writes_what_cleaning_in_the_caller_writes(
+    tmp_path, clock
+):
+    manager = manager_for(tmp_path, clock)
+    try:
+        log = manager.get_or_create_log(*TP)
+        fill(log)
+        reference = UnifiedLog(tmp_path / "inline" / "compacted-0", log.config, clock=clock)
+        fill(reference)
+        expected = clean(reference, clock.now)
+        assert hand_out(manager, clock) == [TP]  # handed out, not cleaned here
+        pid = manager.cleaner.threads[0].pid
+        assert pid is not None and pid != os.getpid()
+        done = wait_until(lambda d: "cleaned" in d, manager)
+        (result,) = done["cleaned"]
+        assert (result.first_dirty_offset, result.end_offset) == (0, expected.end_offset)
+        assert records_of(log) == records_of(reference)
+        assert [s.log.read() for s in log.segments] == [s.log.read() for s in reference.segments]
+        checkpoint = OffsetCheckpointFile(tmp_path / "logs" / CLEANER_OFFSET_CHECKPOINT)
+        assert checkpoint.read() == {TP: expected.end_offset}
+        assert cleaned_files(log) == []
+        reference.close()
+    finally:
+        manager.shutdown()
+
+
+def test_tick_returns_while_the_pass_runs_and_the_log_keeps_taking_writes(tmp_path, clock):
+    manager = manager_for(tmp_path, clock, cleaner_io_max_bytes_per_second=SLOW)
+    try:
+        log = manager.get_or_create_log(*TP)
+        fill(log)
+        assert hand_out(manager, clock) == [TP]
+        assert manager.cleaner.in_progress(TP)  # tick() came back before the pass ended
+        # The owner goes on: appends, rolls and reads while the cleaner reads the old segments.
+        fill(log, rounds=5, start=1000)
+        during = records_of(log)
+        assert manager.cleaner.in_progress(TP)
+        wait_until(lambda d: "cleaned" in d, manager)
+        after = records_of(log)
+        newest = {key: (offset, value) for offset, key, value in during}
+        assert {key: (offset, value) for offset, key, value in after} == newest
+        assert [r for r in during if r[0] >= 400] == [r for r in after if r[0] >= 400]
+        assert len(after) < len(during)
+    finally:
+        manager.shutdown()
+
+
+def test_a_truncation_during_the_pass_throws_it_away_and_the_next_pass_cleans(tmp_path, clock):
+    manager = manager_for(tmp_path, clock, cleaner_io_max_bytes_per_second=SLOW)
+    try:
+        log = manager.get_or_create_log(*TP)
+        fill(log)
+        assert hand_out(manager, clock) == [TP]
+        log.truncate_to(150)  # a follower dropping a divergent tail, mid-pass
+        kept = records_of(log)
+        wait_until(lambda d: not manager.cleaner.in_progress(TP), manager)
+        assert records_of(log) == kept  # nothing swapped in
+        assert cleaned_files(log) == []
+        checkpoint = OffsetCheckpointFile(tmp_path / "logs" / CLEANER_OFFSET_CHECKPOINT)
+        assert TP not in checkpoint.read()
+        fill(log, rounds=10, start=500)
+        clock.now += 1000
+        done = wait_until(lambda d: "cleaned" in d, manager)
+        assert done["cleaned"][0].end_offset == log.log_end_offset
+        assert {k for _, k, _ in records_of(log)} == {b"k%d" % k for k in range(10)}
+    finally:
+        manager.shutdown()
+
+
+def test_retention_waits_for_the_pass_and_deleting_the_log_aborts_it(tmp_path, clock):
+    manager = manager_for(tmp_path, clock, cleaner_io_max_bytes_per_second=SLOW)
+    try:
+        log = manager.get_or_create_log(*TP)
+        fill(log)
+        log.maybe_increment_log_start_offset(200)  # DeleteRecords: segments below may go
+        assert hand_out(manager, clock) == [TP]
+        assert manager.cleanup_logs() == {}  # skipped while its segments are being cleaned
+        pid = manager.cleaner.threads[0].pid
+        directory = log.dir
+        assert manager.delete_log(*TP)
+        assert not manager.cleaner.in_progress(TP)
+        assert manager.cleaner.threads[0].pid is None
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)  # killed and reaped
+        assert not directory.exists()
+        # The next log gets a fresh cleaner process.
+        log = manager.get_or_create_log(*TP)
+        fill(log, rounds=5)
+        clock.now += 1000
+        wait_until(lambda d: "cleaned" in d, manager)
+        assert manager.cleaner.threads[0].pid not in (None, pid)
+    finally:
+        manager.shutdown()
+
+
+def test_shutdown_during_a_pass_stops_the_cleaner_and_loses_nothing(tmp_path, clock):
+    manager = manager_for(tmp_path, clock, cleaner_io_max_bytes_per_second=SLOW)
+    log = manager.get_or_create_log(*TP)
+    fill(log)
+    before = records_of(log)
+    assert hand_out(manager, clock) == [TP]
+    pid = manager.cleaner.threads[0].pid
+    manager.shutdown()
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    assert (tmp_path / "logs" / CLEAN_SHUTDOWN_FILE).exists()
+    reopened = LogManager(
+        tmp_path / "logs", topic_configs={"compacted": {"cleanup.policy": "compact"}}
+    )
+    try:
+        again = reopened.get_log(*TP)
+        assert records_of(again) == before
+        assert cleaned_files(again) == []
+    finally:
+        reopened.shutdown()
+
+
+def test_a_killed_cleaner_process_fails_its_pass_only(tmp_path, clock, caplog):
+    manager = manager_for(tmp_path, clock, cleaner_io_max_bytes_per_second=SLOW)
+    try:
+        log = manager.get_or_create_log(*TP)
+        fill(log)
+        before = records_of(log)
+        assert hand_out(manager, clock) == [TP]
+        os.kill(manager.cleaner.threads[0].pid, signal.SIGKILL)  # the OOM killer, say
+        wait_until(lambda d: not manager.cleaner.in_progress(TP), manager)
+        assert "died" in caplog.text
+        assert records_of(log) == before and cleaned_files(log) == []
+        manager.cleaner.max_io_bytes_per_second = float("inf")
+        clock.now += 1000  # after log.cleaner.backoff.ms the log is tried again
+        done = wait_until(lambda d: "cleaned" in d, manager)
+        assert done["cleaned"][0].end_offset == log.log_end_offset
+    finally:
+        manager.shutdown()
+
+
+def test_the_throttler_sleeps_the_bytes_over_the_rate_at_each_check():
+    now = [0.0]
+    slept: list[float] = []
+
+    def sleep(s: float) -> None:
+        slept.append(s)
+        now[0] += s
+
+    throttler = Throttler(1000, clock=lambda: now[0], sleep=sleep)
+    throttler.maybe_throttle(600)  # no check before 300 ms have passed
+    assert slept == []
+    now[0] += 0.3
+    throttler.maybe_throttle(0)  # 600 bytes in 0.3 s: 0.6 s at 1000 B/s, so 0.3 s more
+    assert slept == [pytest.approx(0.3)]
+    now[0] += 1.0
+    throttler.maybe_throttle(500)  # 500 bytes in 1 s: under the rate
+    assert slept == [pytest.approx(0.3)]
+    with pytest.raises(ValueError, match="log.cleaner.io.max.bytes.per.second"):
+        Throttler(0)
