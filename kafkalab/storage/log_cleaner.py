@@ -1405,6 +1405,13 @@ class LogCleaner:
             task, segments = planned
             thread = idle.pop(0)
             thread.submit(task)
+            log.info(
+                "cleaning %s-%d from offset %d in %s (pid %s)",
+                *task.topic_partition,
+                task.first_dirty_offset,
+                thread.name,
+                thread.pid,
+            )
             self._in_flight[task.topic_partition] = _InFlight(estimate.log, task, segments, thread)
             started.append(task.topic_partition)
         return started

@@ -179,10 +179,18 @@ class LogManager:
         self, topic: str, partition: int, overrides: Mapping[str, Any] | None = None
     ) -> UnifiedLog:
         """The log of topic-partition, created in the log dir with the fewest
-        partitions when missing (Kafka: LogManager.getOrCreateLog)."""
+        partitions when missing (Kafka: LogManager.getOrCreateLog). An existing
+        log (loaded from disk at startup, before the metadata said what its topic's
+        configs are) takes the `overrides` given (Kafka: UnifiedLog.updateConfig):
+        otherwise a restarted broker would treat a compacted topic as
+        cleanup.policy=delete."""
         tp = (topic, partition)
-        if tp in self._logs:
-            return self._logs[tp]
+        existing = self._logs.get(tp)
+        if existing is not None:
+            if overrides is not None:
+                self.topic_configs[topic] = dict(overrides)
+                existing.config = self.config_for(topic)
+            return existing
         check_topic_name(topic)
         if overrides:
             self.topic_configs[topic] = dict(overrides)

@@ -250,3 +250,24 @@ def test_the_throttler_sleeps_the_bytes_over_the_rate_at_each_check():
     assert slept == [pytest.approx(0.3)]
     with pytest.raises(ValueError, match="log.cleaner.io.max.bytes.per.second"):
         Throttler(0)
+
+
+def test_a_log_loaded_at_startup_takes_its_topics_configs_from_the_metadata(tmp_path, clock):
+    """Found by the fault test: a restarted broker loads its logs before the metadata
+    names their topics' configs, and kept the broker defaults (cleanup.policy=delete):
+    a compacted topic was never cleaned again."""
+    manager = manager_for(tmp_path, clock)
+    fill(manager.get_or_create_log(*TP))
+    manager.shutdown()
+    restarted = LogManager(
+        tmp_path / "logs", LogConfig(segment_bytes=4000), cleaner_backoff_ms=1000, clock=clock
+    )
+    try:
+        assert not restarted.get_log(*TP).config.compact  # what the files alone say
+        log = restarted.get_or_create_log(*TP, {"cleanup.policy": "compact"})
+        assert log is restarted.get_log(*TP) and log.config.compact
+        assert log.config.segment_bytes == 4000
+        clock.now += 1000
+        assert restarted.tick()["cleaner"].topic_partition == TP
+    finally:
+        restarted.shutdown()
