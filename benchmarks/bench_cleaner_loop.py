@@ -3,6 +3,10 @@ on that loop compacts 100 MB, the way a broker runs it (`tick()` every second).
 
     .venv/bin/python benchmarks/bench_cleaner_loop.py                 # all modes
     .venv/bin/python benchmarks/bench_cleaner_loop.py inline process  # some
+    # before: the inline mode on an older commit's code
+    git archive <commit> kafkalab | tar -x -C /tmp/old
+    PYTHONPATH=/tmp/old KAFKALAB_BENCH_CODE_COMMIT=<commit> \
+        .venv/bin/python benchmarks/bench_cleaner_loop.py idle inline
     KAFKALAB_BENCH_MB=20 ...                                          # MB of records
 
 Modes:
@@ -45,6 +49,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from bench_cleaner import TOTAL, build_log  # noqa: E402
 
+import kafkalab  # noqa: E402
 from kafkalab.storage.log_config import LogConfig  # noqa: E402
 from kafkalab.storage.log_manager import LogManager  # noqa: E402
 
@@ -167,7 +172,10 @@ def main() -> None:
     out = {
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {sys.version.split()[0]}",
         "load_average": os.getloadavg(),
-        "commit": commit(),
+        # KAFKALAB_BENCH_CODE_COMMIT names the code measured when PYTHONPATH points
+        # at another commit's kafkalab (the "before" run).
+        "commit": os.environ.get("KAFKALAB_BENCH_CODE_COMMIT") or commit(),
+        "kafkalab": str(Path(kafkalab.__file__).parent),
         "command": "benchmarks/bench_cleaner_loop.py " + " ".join(modes),
         "mb": TOTAL / 1e6,
         "rows": rows,
