@@ -133,6 +133,7 @@ class KafkaBroker:
             cleaner_dedupe_buffer_size=int(
                 config.extra.get("log.cleaner.dedupe.buffer.size", 128 * 1024 * 1024)
             ),
+            background_threads=int(config.extra.get("background.threads", 10)),
             producer_id_expiration_ms=int(
                 config.extra.get("producer.id.expiration.ms", 86_400_000)
             ),

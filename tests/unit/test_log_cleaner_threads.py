@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 
 import pytest
@@ -271,3 +272,36 @@ def test_a_log_loaded_at_startup_takes_its_topics_configs_from_the_metadata(tmp_
         assert restarted.tick()["cleaner"].topic_partition == TP
     finally:
         restarted.shutdown()
+
+
+def test_with_background_threads_checkpoints_are_written_off_the_caller_in_order(
+    tmp_path, clock, monkeypatch
+):
+    from kafkalab.storage import log_manager
+    from kafkalab.storage.checkpoint_file import RECOVERY_POINT_OFFSET_CHECKPOINT
+
+    writes: list[tuple[str, str, dict]] = []
+    real_write = log_manager.OffsetCheckpointFile.write
+
+    def recording_write(self, offsets):
+        time.sleep(0.05)  # a slow disk: later requests queue behind this one
+        writes.append((threading.current_thread().name, self.path.name, dict(offsets)))
+        real_write(self, offsets)
+
+    monkeypatch.setattr(log_manager.OffsetCheckpointFile, "write", recording_write)
+    manager = LogManager(tmp_path / "logs", LogConfig(), background_threads=1, clock=clock)
+    log = manager.get_or_create_log("t", 0)
+    futures = []
+    for _ in range(3):
+        log.append_as_leader(build_batch([SimpleRecord(b"v", key=b"k")]))
+        log.flush()
+        futures.append(manager.checkpoint())
+    assert all(f is not None for f in futures)
+    manager.shutdown()  # waits for the queued writes, then writes its own last
+    recovery = [(t, o) for t, name, o in writes if name == RECOVERY_POINT_OFFSET_CHECKPOINT]
+    assert [o[("t", 0)] for _, o in recovery] == [1, 2, 3, 3]
+    assert {t for t, _ in recovery[:3]} == {"kafka-log-checkpoint_0"}
+    assert recovery[3][0] == threading.current_thread().name
+    assert OffsetCheckpointFile(tmp_path / "logs" / RECOVERY_POINT_OFFSET_CHECKPOINT).read() == {
+        ("t", 0): 3
+    }
