@@ -100,11 +100,14 @@ async def run_mode(mode: str, directory: Path) -> dict:
     start = time.perf_counter()
     result = None
     ticks: list[float] = []
+    slow_ticks: list[tuple[float, list[str]]] = []  # over 10 ms: how long, what it did
 
     def tick() -> dict:
         began = time.perf_counter()
         done = manager.tick()
         ticks.append(time.perf_counter() - began)
+        if ticks[-1] > 0.01:
+            slow_ticks.append((round(ticks[-1] * 1000, 1), sorted(done)))
         return done
 
     try:
@@ -142,6 +145,7 @@ async def run_mode(mode: str, directory: Path) -> dict:
         "bytes_written": stats and stats.bytes_written,
         "pass_s": stats and round(stats.elapsed_s, 2),
         "longest_tick_ms": round(max(ticks, default=0) * 1000, 1),
+        "ticks_over_10ms": slow_ticks,
         "wall_s": round(elapsed, 2),
         "probe_wakeups": len(gaps),
         "wakeups_per_s": round(len(gaps) / elapsed, 1),
@@ -154,6 +158,7 @@ async def run_mode(mode: str, directory: Path) -> dict:
 
 def main() -> None:
     modes = sys.argv[1:] or ["idle", "inline", "thread", "process"]
+    measured = os.environ.get("KAFKALAB_BENCH_CODE_COMMIT") or commit()  # before any change
     base = Path(os.environ.get("KAFKALAB_BENCH_DIR") or tempfile.mkdtemp(prefix="kafkalab-loop-"))
     rows = []
     try:
@@ -174,7 +179,7 @@ def main() -> None:
         "load_average": os.getloadavg(),
         # KAFKALAB_BENCH_CODE_COMMIT names the code measured when PYTHONPATH points
         # at another commit's kafkalab (the "before" run).
-        "commit": os.environ.get("KAFKALAB_BENCH_CODE_COMMIT") or commit(),
+        "commit": measured,
         "kafkalab": str(Path(kafkalab.__file__).parent),
         "command": "benchmarks/bench_cleaner_loop.py " + " ".join(modes),
         "mb": TOTAL / 1e6,
