@@ -26,8 +26,13 @@ A cleaning pass (Cleaner.clean):
    time drops it);
 3. swaps each cleaned segment in (UnifiedLog.replace_segments: `.cleaned` ->
    `.swap`, old segments deleted, `.swap` -> `.log`; a crash at any step is
-   finished or undone when the log is loaded);
+   finished or undone when the log is loaded), if the log still holds the very
+   segments cleaned;
 4. stores the end of the mapped range in `cleaner-offset-checkpoint`.
+
+Steps 1-2 are a CleanTask (`run_clean_task`): they read only segment files and
+write only `.cleaned` files, so they can run in another process; steps 3-4
+(`LogCleaner.swap_in`) run where the log is owned (the broker's event loop).
 
 Batches keep their base offset, last offset, producer fields, leader epoch,
 timestamp type and codec; records keep offsets, timestamps and headers; a
@@ -53,8 +58,12 @@ UnifiedLog.replace_segments.
 
 Scheduling: `LogCleaner.clean_filthiest_log(logs, now_ms)` picks the compacted
 log with the largest dirty ratio above min.cleanable.dirty.ratio (or past
-max.compaction.lag.ms) and cleans it; LogManager.tick runs it every
-log.cleaner.backoff.ms. `clean(log, now_ms)` cleans one log now, whatever its
+max.compaction.lag.ms) and cleans it in the caller; LogManager.tick runs it
+every log.cleaner.backoff.ms. With `threads` >= 1 (log.cleaner.threads, the
+broker) `start_cleaning` hands such logs to CleanerThreads, each a process of
+its own (pure-Python cleaning in a thread would hold the GIL and slow the
+event loop to a crawl; benchmarks/bench_cleaner_loop.py), and `poll` swaps in
+what they finished. `clean(log, now_ms)` cleans one log now, whatever its
 ratio (for tests and labs).
 """
 
@@ -1477,16 +1486,25 @@ def clean(
 __all__ = [
     "CLEANER_OFFSET_CHECKPOINT",
     "AbortedTxn",
+    "CleanOutcome",
     "CleanResult",
+    "CleanTask",
     "CleanedTransactionMetadata",
     "Cleaner",
     "CleanerStats",
+    "CleanerThread",
     "LogCleaner",
     "LogToClean",
+    "LogView",
     "OffsetMap",
+    "SegmentChangedError",
+    "SegmentSnapshot",
+    "Throttler",
     "clean",
     "filter_batch",
     "group_segments_by_size",
     "log_to_clean",
+    "remove_cleaned_files",
+    "run_clean_task",
     "scan_transactions",
 ]
