@@ -31,7 +31,9 @@ being cleaned and deleting a log aborts its pass (Kafka: LogCleanerManager's
 pauseCleaning / abortCleaning). With `background_threads` >= 1
 (`background.threads`: the broker), the offset checkpoints are written by a
 writer thread (their fsyncs took 50-90 ms for 100 partitions on a busy disk),
-from offsets taken in the caller; `shutdown()` waits for them before its own.
+from offsets taken in the caller, and the files of segments that retention,
+truncation or the cleaner dropped (renamed `.deleted` in the caller) are
+deleted by it too; `shutdown()` waits for it before its own checkpoint.
 (Kafka's ReplicaManager writes replication-offset-checkpoint; the LogManager
 writes it here because UnifiedLog holds the high watermark.)
 """
@@ -62,6 +64,7 @@ from kafkalab.storage.log_cleaner import (
     LogCleaner,
 )
 from kafkalab.storage.log_config import LogConfig
+from kafkalab.storage.log_segment import LogSegment
 from kafkalab.storage.unified_log import DeletedSegment, UnifiedLog, parse_topic_partition
 
 log = logging.getLogger(__name__)
@@ -125,10 +128,11 @@ class LogManager:
         self.had_clean_shutdown: dict[Path, bool] = {}
         self._locks: list[FileLock] = []
         # With background threads, checkpoint files (three fsyncs and a directory
-        # fsync each) are written by one writer thread, in the order asked for.
+        # fsync each) are written, and dropped segments' files deleted, by one writer
+        # thread, in the order asked for (Kafka: the kafka-scheduler threads).
         self._writer: ThreadPoolExecutor | None = None
         if background_threads > 0:
-            self._writer = ThreadPoolExecutor(1, thread_name_prefix="kafka-log-checkpoint")
+            self._writer = ThreadPoolExecutor(1, thread_name_prefix="kafka-scheduler")
         try:
             for directory in self.log_dirs:
                 self._locks.append(FileLock(directory).lock())  # LogDirInUseError if taken
@@ -163,14 +167,16 @@ class LogManager:
                     f"partition {tp[0]}-{tp[1]} is in two log dirs: {self._logs[tp].dir} and "
                     f"{child}; remove one of them"
                 )
-            self._logs[tp] = UnifiedLog(
-                child,
-                self.config_for(tp[0]),
-                log_start_offset=start_offsets.get(tp, 0),
-                recovery_point=recovery_points.get(tp, 0),
-                high_watermark=high_watermarks.get(tp, 0),
-                clean_shutdown=clean,
-                clock=self.clock,
+            self._logs[tp] = self._adopt(
+                UnifiedLog(
+                    child,
+                    self.config_for(tp[0]),
+                    log_start_offset=start_offsets.get(tp, 0),
+                    recovery_point=recovery_points.get(tp, 0),
+                    high_watermark=high_watermarks.get(tp, 0),
+                    clean_shutdown=clean,
+                    clock=self.clock,
+                )
             )
         if clean:
             marker.unlink()  # from now on, a crash must be noticed at the next start
@@ -215,8 +221,21 @@ class LogManager:
             clock=self.clock,
         )
         fsync_dir(directory)
-        self._logs[tp] = created
+        self._logs[tp] = self._adopt(created)
         return created
+
+    def _adopt(self, log_: UnifiedLog) -> UnifiedLog:
+        """With background threads, a dropped segment's files are deleted by the
+        writer thread, not by the caller (Kafka: the delete-file task)."""
+        if self._writer is not None:
+            log_.segment_deleter = self._delete_later
+        return log_
+
+    def _delete_later(self, segment: LogSegment) -> None:
+        if self._writer is None:  # shutting down: at once
+            segment.delete()
+            return
+        self._writer.submit(segment.delete).add_done_callback(_log_failure)
 
     def all_logs(self) -> dict[TopicPartition, UnifiedLog]:
         return dict(self._logs)
@@ -226,6 +245,7 @@ class LogManager:
         if removed is None:
             return False
         self.cleaner.abort((topic, partition))  # its cleaner writes in the directory
+        removed.segment_deleter = None  # the directory goes now, with every file in it
         removed.delete()
         self.checkpoint()
         self.cleaner.update_checkpoint(removed.dir.parent, (topic, partition), None)
@@ -360,7 +380,7 @@ def _write_checkpoints(offsets: dict[Path, dict[str, dict[TopicPartition, int]]]
 
 def _log_failure(future: Future) -> None:
     if not future.cancelled() and future.exception() is not None:
-        log.error("writing the offset checkpoints failed", exc_info=future.exception())
+        log.error("a background file operation failed", exc_info=future.exception())
 
 
 _LEGAL_TOPIC_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")

@@ -10,6 +10,7 @@ running after tick() returned" holds however fast or loaded the machine is."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import threading
 import time
@@ -300,8 +301,51 @@ def test_with_background_threads_checkpoints_are_written_off_the_caller_in_order
     manager.shutdown()  # waits for the queued writes, then writes its own last
     recovery = [(t, o) for t, name, o in writes if name == RECOVERY_POINT_OFFSET_CHECKPOINT]
     assert [o[("t", 0)] for _, o in recovery] == [1, 2, 3, 3]
-    assert {t for t, _ in recovery[:3]} == {"kafka-log-checkpoint_0"}
+    assert {t for t, _ in recovery[:3]} == {"kafka-scheduler_0"}
     assert recovery[3][0] == threading.current_thread().name
     assert OffsetCheckpointFile(tmp_path / "logs" / RECOVERY_POINT_OFFSET_CHECKPOINT).read() == {
         ("t", 0): 3
     }
+
+
+def test_with_background_threads_dropped_segments_are_deleted_off_the_caller(tmp_path, clock):
+    """Retention renames the segments `.deleted` and leaves the log at once; the
+    writer thread unlinks the files (blocked here until the test lets it). A crash
+    before it did leaves `.deleted` files, which the next load deletes."""
+    from kafkalab.storage.log_segment import LogSegment
+
+    release = threading.Event()
+    real_delete = LogSegment.delete
+    deleters: list[str] = []
+
+    def slow_delete(self):
+        deleters.append(threading.current_thread().name)
+        release.wait(30)
+        real_delete(self)
+
+    config = LogConfig(segment_bytes=4000, retention_ms=1)
+    manager = LogManager(tmp_path / "logs", config, background_threads=1, clock=clock)
+    LogSegment.delete = slow_delete
+    try:
+        log = manager.get_or_create_log("t", 0)
+        fill(log, rounds=20)
+        clock.now += 10_000
+        deleted = manager.cleanup_logs()  # returns while the deletes wait
+        assert len(deleted[("t", 0)]) > 1
+        assert [s.base_offset for s in log.segments] == [log.log_end_offset]
+        waiting = sorted(p.name for p in log.dir.glob("*.deleted"))
+        assert waiting, "the files are renamed, not yet deleted"
+        crash = tmp_path / "crash"
+        shutil.copytree(tmp_path / "logs", crash)  # the disk if we crashed now
+        (crash / ".lock").unlink(missing_ok=True)
+        release.set()
+        manager.shutdown()  # waits for the writer thread
+        assert list(log.dir.glob("*.deleted")) == []
+        assert set(deleters) == {"kafka-scheduler_0"}
+    finally:
+        LogSegment.delete = real_delete
+        release.set()
+    recovered = UnifiedLog(crash / "t-0", config)
+    assert list(recovered.dir.glob("*.deleted")) == []
+    assert recovered.log_end_offset == log.log_end_offset
+    recovered.close()
