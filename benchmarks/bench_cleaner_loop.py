@@ -15,8 +15,9 @@ Modes:
   exactly the old code).
 - `thread`: the same pass (`run_clean_task`) in a thread of the loop's process,
   swapped in on the loop: shown for comparison only (the GIL).
-- `process`: `cleaner_threads=1`, as the broker runs now: the pass in a cleaner
-  process, `tick()` hands it out and swaps it in.
+- `process`: `cleaner_threads=1` and `background_threads=1`, as the broker runs
+  now: the pass in a cleaner process, `tick()` hands it out and swaps it in, the
+  writer thread deletes the replaced segment's files.
 - `idle`: the probe alone for 5 s, nothing cleaned: how late a 1 ms sleep wakes up
   on this machine anyway (other processes share its cores).
 
@@ -73,8 +74,9 @@ def commit() -> str:
 
 def open_manager(directory: Path, threads: int) -> LogManager:
     kwargs = dict(topic_configs=TOPIC_CONFIGS, cleaner_backoff_ms=0)
-    if threads:
+    if threads:  # as the broker runs it: cleaner processes and the writer thread
         kwargs["cleaner_threads"] = threads
+        kwargs["background_threads"] = 1
     return LogManager(directory, LogConfig(), **kwargs)
 
 
