@@ -1358,6 +1358,11 @@ class LogCleaner:
                     return None
                 old.append(segment)
             groups.append(old)
+            cleaned_file = log_file(task.directory, old[0].base_offset, CLEANED_FILE_SUFFIX)
+            if not cleaned_file.exists():  # opening it would create it empty
+                log.error("%s: %s is missing; the pass is thrown away", log_.dir, cleaned_file.name)
+                remove_cleaned_files(task.directory)
+                return None
         for old in groups:
             cleaned = LogSegment.open(
                 log_.dir,

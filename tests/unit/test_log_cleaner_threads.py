@@ -349,3 +349,23 @@ def test_with_background_threads_dropped_segments_are_deleted_off_the_caller(tmp
     assert list(recovered.dir.glob("*.deleted")) == []
     assert recovered.log_end_offset == log.log_end_offset
     recovered.close()
+
+
+def test_a_pass_whose_cleaned_files_are_gone_is_not_swapped_in(tmp_path, clock):
+    """Opening a missing `.cleaned` segment would create it empty and swap it in for
+    the segments it replaces: the swap checks the files first."""
+    from kafkalab.storage.log_cleaner import LogCleaner, run_clean_task
+
+    log = UnifiedLog(tmp_path / "compacted-0", LogConfig(cleanup_policy="compact"), clock=clock)
+    fill(log)
+    before = records_of(log)
+    cleaner = LogCleaner()
+    task, segments = cleaner.plan(log, clock.now)
+    outcome = run_clean_task(task, segments.values())
+    assert outcome.end_offset == 400 and cleaned_files(log)
+    for leftover in log.dir.glob("*.cleaned"):
+        leftover.unlink()
+    assert cleaner.swap_in(log, outcome, segments) is None
+    assert records_of(log) == before
+    assert CLEANER_OFFSET_CHECKPOINT not in [p.name for p in tmp_path.iterdir()]
+    log.close()
