@@ -369,3 +369,26 @@ def test_a_pass_whose_cleaned_files_are_gone_is_not_swapped_in(tmp_path, clock):
     assert records_of(log) == before
     assert CLEANER_OFFSET_CHECKPOINT not in [p.name for p in tmp_path.iterdir()]
     log.close()
+
+
+def test_the_broker_reads_the_cleaner_keys_under_kafkas_names(tmp_path):
+    from kafkalab.server.broker import BrokerThread
+
+    props = {
+        "log.dirs": str(tmp_path / "a"),
+        "log.cleaner.threads": "2",
+        "log.cleaner.io.max.bytes.per.second": "1.7976931348623157E308",  # Kafka's default
+        "log.cleaner.dedupe.buffer.size": str(48 * 1024 * 1024),
+    }
+    with BrokerThread(props) as thread:
+        cleaner = thread.broker.log_manager.cleaner
+        assert len(cleaner.threads) == 2
+        assert cleaner.dedupe_buffer_size == 24 * 1024 * 1024  # shared by the threads
+        assert cleaner.max_io_bytes_per_second == 1.7976931348623157e308
+        assert thread.broker.log_manager._writer is not None  # background.threads=10
+    # log.cleaner.threads=0: no cleaner thread, so no cleaning (as in Kafka), and never
+    # a pass on the broker's event loop.
+    with BrokerThread({"log.dirs": str(tmp_path / "b"), "log.cleaner.threads": "0"}) as thread:
+        manager = thread.broker.log_manager
+        assert manager._intervals["cleaner"] == 2**63 - 1
+        assert len(manager.cleaner.threads) == 1
