@@ -122,8 +122,18 @@ class KafkaBroker:
             retention_check_interval_ms=config.log_retention_check_interval_ms,
             flush_check_interval_ms=config.log_flush_scheduler_interval_ms,
             checkpoint_interval_ms=config.log_flush_offset_checkpoint_interval_ms,
-            cleaner_enable=config.extra.get("log.cleaner.enable", "true").lower() == "true",
+            cleaner_enable=config.extra.get("log.cleaner.enable", "true").lower() == "true"
+            and int(config.extra.get("log.cleaner.threads", 1)) > 0,
             cleaner_backoff_ms=int(config.extra.get("log.cleaner.backoff.ms", 15_000)),
+            # Cleaning runs in cleaner processes, never on this event loop.
+            cleaner_threads=max(1, int(config.extra.get("log.cleaner.threads", 1))),
+            cleaner_io_max_bytes_per_second=float(
+                config.extra.get("log.cleaner.io.max.bytes.per.second", "inf")
+            ),
+            cleaner_dedupe_buffer_size=int(
+                config.extra.get("log.cleaner.dedupe.buffer.size", 128 * 1024 * 1024)
+            ),
+            background_threads=int(config.extra.get("background.threads", 10)),
             producer_id_expiration_ms=int(
                 config.extra.get("producer.id.expiration.ms", 86_400_000)
             ),

@@ -26,8 +26,13 @@ A cleaning pass (Cleaner.clean):
    time drops it);
 3. swaps each cleaned segment in (UnifiedLog.replace_segments: `.cleaned` ->
    `.swap`, old segments deleted, `.swap` -> `.log`; a crash at any step is
-   finished or undone when the log is loaded);
+   finished or undone when the log is loaded), if the log still holds the very
+   segments cleaned;
 4. stores the end of the mapped range in `cleaner-offset-checkpoint`.
+
+Steps 1-2 are a CleanTask (`run_clean_task`): they read only segment files and
+write only `.cleaned` files, so they can run in another process; steps 3-4
+(`LogCleaner.swap_in`) run where the log is owned (the broker's event loop).
 
 Batches keep their base offset, last offset, producer fields, leader epoch,
 timestamp type and codec; records keep offsets, timestamps and headers; a
@@ -53,8 +58,12 @@ UnifiedLog.replace_segments.
 
 Scheduling: `LogCleaner.clean_filthiest_log(logs, now_ms)` picks the compacted
 log with the largest dirty ratio above min.cleanable.dirty.ratio (or past
-max.compaction.lag.ms) and cleans it; LogManager.tick runs it every
-log.cleaner.backoff.ms. `clean(log, now_ms)` cleans one log now, whatever its
+max.compaction.lag.ms) and cleans it in the caller; LogManager.tick runs it
+every log.cleaner.backoff.ms. With `threads` >= 1 (log.cleaner.threads, the
+broker) `start_cleaning` hands such logs to CleanerThreads, each a process of
+its own (pure-Python cleaning in a thread would hold the GIL and slow the
+event loop to a crawl; benchmarks/bench_cleaner_loop.py), and `poll` swaps in
+what they finished. `clean(log, now_ms)` cleans one log now, whatever its
 ratio (for tests and labs).
 """
 
@@ -62,8 +71,9 @@ from __future__ import annotations
 
 import heapq
 import logging
+import os
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -81,8 +91,19 @@ from kafkalab.records.record_batch import (
 )
 from kafkalab.records.varint import read_unsigned_varint
 from kafkalab.storage.checkpoint_file import OffsetCheckpointFile
-from kafkalab.storage.log_segment import CLEANED_FILE_SUFFIX, LogSegment
-from kafkalab.storage.transaction_index import AbortedTxn
+from kafkalab.storage.errors import KafkaStorageError
+from kafkalab.storage.file_records import FileRecords
+from kafkalab.storage.log_config import LogConfig
+from kafkalab.storage.log_segment import (
+    CLEANED_FILE_SUFFIX,
+    LogSegment,
+    log_file,
+    offset_index_file,
+    time_index_file,
+)
+from kafkalab.storage.offset_index import OffsetIndex
+from kafkalab.storage.time_index import TimeIndex
+from kafkalab.storage.transaction_index import AbortedTxn, TransactionIndex, txn_index_file
 from kafkalab.storage.unified_log import UnifiedLog, parse_topic_partition
 
 log = logging.getLogger(__name__)
@@ -94,6 +115,10 @@ DEFAULT_DEDUPE_BUFFER_SIZE = 128 * 1024 * 1024
 DEFAULT_DEDUPE_BUFFER_LOAD_FACTOR = 0.9
 #: log.cleaner.backoff.ms: how long the cleaner sleeps when no log needs cleaning
 DEFAULT_CLEANER_BACKOFF_MS = 15_000
+#: log.cleaner.threads (Kafka's default; the broker's, see LogCleaner for 0)
+DEFAULT_CLEANER_THREADS = 1
+#: log.cleaner.io.max.bytes.per.second: Kafka's default is Double.MaxValue, no limit
+DEFAULT_MAX_IO_BYTES_PER_SECOND = float("inf")
 _WRITE_CHUNK = 1 << 20  # cleaned batches are appended to the cleaned segment in ~1 MiB writes
 
 TopicPartition = tuple[str, int]
@@ -592,12 +617,23 @@ class Cleaner:
 
     def __init__(self, offset_map: OffsetMap | None = None) -> None:
         self.offset_map = offset_map or OffsetMap()
+        self.throttler: Throttler | None = None
 
-    def clean(self, to_clean: LogToClean, now_ms: int) -> tuple[int, CleanerStats]:
-        """Clean `to_clean.log`; returns the first offset not cleaned (the new
-        checkpoint) and the statistics (Kafka: Cleaner.doClean)."""
+    def clean(
+        self,
+        to_clean: LogToClean,
+        now_ms: int,
+        producers: Mapping[int, int],
+        throttler: Throttler | None = None,
+    ) -> tuple[int, CleanerStats, list[tuple[SegmentSnapshot, ...]]]:
+        """Write the cleaned segments of `to_clean.log` as `.cleaned` files (closed,
+        fsynced, not yet swapped in); returns the first offset not cleaned (the new
+        checkpoint), the statistics and, per cleaned segment, the segments it
+        replaces (Kafka: Cleaner.doClean, up to the swap). `producers`: each
+        producer's last batch offset (Kafka keeps an active producer's last batch)."""
         log_ = to_clean.log
         stats = CleanerStats()
+        self.throttler = throttler
         self.build_offset_map(to_clean, stats)
         end_offset = self.offset_map.latest_offset + 1
         stats.map_done_ns = time.perf_counter_ns()
@@ -613,9 +649,10 @@ class Cleaner:
             to_clean.first_uncleanable_offset,
         )
         for group in groups:
-            self.clean_segments(log_, group, txn, now_ms, stats)
+            self.clean_segments(log_, group, txn, now_ms, stats, producers)
         stats.end_ns = time.perf_counter_ns()
-        return end_offset, stats
+        replaced = [tuple(SegmentSnapshot(s.base_offset, s.size) for s in g) for g in groups]
+        return end_offset, stats, replaced
 
     def build_offset_map(self, to_clean: LogToClean, stats: CleanerStats) -> bool:
         """Map key -> latest offset over [first dirty, first uncleanable); True if
@@ -632,6 +669,8 @@ class Cleaner:
                 if header.base_offset >= end:
                     break
                 stats.map_bytes_read += header.size_in_bytes
+                if self.throttler is not None:
+                    self.throttler.maybe_throttle(header.size_in_bytes)
                 if header.is_control_batch:
                     kind = _control_type(data, header) if header.records_count else None
                     txn.on_control_batch_read(header, kind)
@@ -656,9 +695,12 @@ class Cleaner:
         txn: CleanedTransactionMetadata,
         now_ms: int,
         stats: CleanerStats,
-    ) -> LogSegment:
-        """Write the group's surviving batches into `<base>.log.cleaned` and swap it
-        in (Kafka: Cleaner.cleanSegments). The only place the cleaner does I/O."""
+        producers: Mapping[int, int],
+    ) -> None:
+        """Write the group's surviving batches into `<base>.log.cleaned`, fsync and
+        close it (Kafka: Cleaner.cleanSegments, before its replaceSegments: the
+        swap is `LogCleaner.swap_in`, on the log owner's thread). The only place
+        the cleaner writes."""
         config = log_.config
         base = group[0].base_offset
         for stale in log_.dir.glob(f"{base:020d}.*{CLEANED_FILE_SUFFIX}"):
@@ -666,11 +708,6 @@ class Cleaner:
         cleaned = LogSegment.open(
             log_.dir, base, config, now_ms=now_ms, file_suffix=CLEANED_FILE_SUFFIX
         )
-        producers = {
-            pid: entry.batches[-1].last_offset
-            for pid, entry in log_.producer_state.producers.items()
-            if entry.batches
-        }
         try:
             for n, segment in enumerate(group):
                 last_of_group = n == len(group) - 1
@@ -693,8 +730,7 @@ class Cleaner:
             for f in log_.dir.glob(f"{base:020d}.*{CLEANED_FILE_SUFFIX}"):
                 f.unlink(missing_ok=True)
             raise
-        log_.replace_segments(cleaned, group)
-        return cleaned
+        cleaned.close()
 
     def _clean_into(
         self,
@@ -718,6 +754,7 @@ class Cleaner:
                 dest.append(largest_offset, max_ts, offset_of_max, pending, batches)
                 stats.bytes_written += len(pending)
 
+        throttler = self.throttler
         for position, header, data in source.log.batches_with_bytes(0):
             stats.bytes_read += header.size_in_bytes
             retain_empty = (last_of_group and position + header.size_in_bytes == size) or (
@@ -736,6 +773,10 @@ class Cleaner:
             stats.records_written += decision.records_kept
             stats.tombstones_removed += decision.tombstones_removed
             stats.invalid_records += decision.invalid
+            if throttler is not None:  # Kafka throttles the bytes read and written
+                throttler.maybe_throttle(
+                    header.size_in_bytes + (0 if decision.data is None else len(decision.data))
+                )
             if decision.data is None:
                 continue
             out = decision.data
@@ -770,18 +811,381 @@ class CleanResult:
     stats: CleanerStats
 
 
+@dataclass(frozen=True, slots=True)
+class SegmentSnapshot:
+    """A segment as the log's owner saw it when it handed the log to a cleaner."""
+
+    base_offset: int
+    size: int
+
+
+class Throttler:
+    """log.cleaner.io.max.bytes.per.second (Kafka: kafka.utils.Throttler, as the
+    LogCleaner sets it up): the cleaner counts the bytes it reads and writes and,
+    every 300 ms, sleeps long enough to bring the rate since the last check down
+    to the limit. Kafka's default, Double.MaxValue, never sleeps."""
+
+    CHECK_INTERVAL_S = 0.3
+
+    def __init__(
+        self,
+        max_bytes_per_second: float,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if max_bytes_per_second <= 0:
+            raise ValueError(
+                f"log.cleaner.io.max.bytes.per.second must be positive, not {max_bytes_per_second}"
+            )
+        self.max_bytes_per_second = max_bytes_per_second
+        self._clock, self._sleep = clock, sleep
+        self._period_start = clock()
+        self._observed = 0
+        self.slept_s = 0.0
+
+    def maybe_throttle(self, observed: int) -> None:
+        self._observed += observed
+        elapsed = self._clock() - self._period_start
+        if elapsed < self.CHECK_INTERVAL_S:
+            return
+        wanted = self._observed / self.max_bytes_per_second
+        if wanted > elapsed:
+            self._sleep(wanted - elapsed)
+            self.slept_s += wanted - elapsed
+        self._period_start = self._clock()
+        self._observed = 0
+
+
+@dataclass(frozen=True)
+class CleanTask:
+    """One log handed to a cleaner: what it needs, by value (it may run in another
+    process), as the log's owner saw the log when it planned the pass."""
+
+    directory: Path
+    topic_partition: TopicPartition
+    config: LogConfig
+    segments: tuple[SegmentSnapshot, ...]  # oldest first; the last is the active one
+    log_start_offset: int
+    high_watermark: int
+    log_end_offset: int
+    first_dirty_offset: int
+    producers: dict[int, int]  # producer id -> offset of its last batch
+    now_ms: int
+    force: bool = True
+    dedupe_buffer_size: int = DEFAULT_DEDUPE_BUFFER_SIZE
+    dedupe_buffer_load_factor: float = DEFAULT_DEDUPE_BUFFER_LOAD_FACTOR
+    max_io_bytes_per_second: float = DEFAULT_MAX_IO_BYTES_PER_SECOND
+
+
+@dataclass(frozen=True)
+class CleanOutcome:
+    """What a cleaner wrote for a CleanTask: `.cleaned` segments, not yet swapped in.
+    `end_offset` is None when the log had nothing worth cleaning after all (an open
+    transaction bounds it more than the owner could see)."""
+
+    task: CleanTask
+    end_offset: int | None
+    first_dirty_offset: int
+    cleanable_ratio: float
+    stats: CleanerStats | None = None
+    #: per cleaned segment (at its first segment's base offset), the segments it replaces
+    replaced: tuple[tuple[SegmentSnapshot, ...], ...] = ()
+
+
+class SegmentChangedError(KafkaStorageError):
+    """A segment a cleaner was given changed or went before the cleaner opened it
+    (retention, truncation, a deleted topic): the pass is given up, and the log is
+    cleaned again from its checkpoint at a later pass."""
+
+
+class LogView:
+    """A log as a CleanTask describes it: what a cleaner reads. In a cleaner
+    process, its segments opened read-only by name: it never opens a log's file
+    for writing nor creates one (the log's owner may delete a segment at any
+    moment; that pass is then thrown away), and writes only its own `.cleaned`
+    files. In the caller (`threads=0`), the log's own segment objects."""
+
+    def __init__(self, task: CleanTask, segments: Iterable[LogSegment] | None = None) -> None:
+        self.dir = task.directory
+        self.config = task.config
+        self.log_start_offset = task.log_start_offset
+        self.high_watermark = task.high_watermark
+        self.log_end_offset = task.log_end_offset
+        self._owned = segments is None
+        self.segments: list[LogSegment] = []
+        if segments is not None:
+            self.segments = list(segments)
+            return
+        try:
+            for n, snapshot in enumerate(task.segments):
+                self.segments.append(self._open(snapshot, n == len(task.segments) - 1))
+        except BaseException:
+            self.close()
+            raise
+
+    def _open(self, snapshot: SegmentSnapshot, active: bool) -> LogSegment:
+        """The segment read-only, cut at the size it had (the active segment grows
+        meanwhile; the transaction scan reads it up to the high watermark)."""
+        base = snapshot.base_offset
+        try:
+            records = FileRecords.open(log_file(self.dir, base), mutable=False)
+        except KafkaStorageError as e:
+            raise SegmentChangedError(f"{self.dir.name}: segment {base} is gone: {e}") from e
+        try:
+            size = records.size_in_bytes()
+            if size < snapshot.size or (size > snapshot.size and not active):
+                raise SegmentChangedError(
+                    f"{self.dir.name}: segment {base} is {size} bytes, "
+                    f"not the {snapshot.size} it had when the pass was planned"
+                )
+            records = FileRecords(records.path, records.fileno(), 0, snapshot.size, False)
+            size = self.config.segment_index_bytes
+            return LogSegment(
+                records,
+                OffsetIndex(offset_index_file(self.dir, base), base, size, writable=False),
+                TimeIndex(time_index_file(self.dir, base), base, size, writable=False),
+                base,
+                self.config.index_interval_bytes,
+                txn_index=TransactionIndex(txn_index_file(self.dir, base), base),
+            )
+        except FileNotFoundError as e:
+            records.close()
+            raise SegmentChangedError(f"{self.dir.name}: segment {base} is gone: {e}") from e
+        except BaseException:
+            records.close()
+            raise
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments[-1]
+
+    def close(self) -> None:
+        for segment in self.segments if self._owned else ():
+            segment.offset_index.close()
+            segment.time_index.close()
+            segment.txn_index.close()
+            segment.log.close()
+        self.segments = []
+
+
+def run_clean_task(task: CleanTask, segments: Iterable[LogSegment] | None = None) -> CleanOutcome:
+    """What a cleaner thread does with one log, up to the swap (Kafka:
+    CleanerThread.cleanLog and Cleaner.doClean): find the cleanable range (the
+    transaction scan bounds it by the last stable offset), build the offset map,
+    write and fsync the `.cleaned` segments. Runs in a cleaner process, reading
+    only the files the task names, or in the caller (`threads=0`) over the log's
+    own `segments` as they were planned."""
+    view = LogView(task, segments)
+    try:
+        to_clean, _ = log_to_clean(view, task.first_dirty_offset, task.now_ms, task.topic_partition)
+        if to_clean.cleanable_bytes <= 0 or (not task.force and not to_clean.should_clean):
+            return CleanOutcome(task, None, to_clean.first_dirty_offset, to_clean.cleanable_ratio)
+        cleaner = Cleaner(OffsetMap(task.dedupe_buffer_size, task.dedupe_buffer_load_factor))
+        throttler = None
+        if task.max_io_bytes_per_second < DEFAULT_MAX_IO_BYTES_PER_SECOND:
+            throttler = Throttler(task.max_io_bytes_per_second)
+        end_offset, stats, replaced = cleaner.clean(
+            to_clean, task.now_ms, task.producers, throttler
+        )
+        return CleanOutcome(
+            task,
+            end_offset,
+            to_clean.first_dirty_offset,
+            to_clean.cleanable_ratio,
+            stats,
+            tuple(replaced),
+        )
+    finally:
+        view.close()
+
+
+def remove_cleaned_files(directory: Path) -> list[Path]:
+    """Delete the `.cleaned` files of an abandoned pass (a log has one pass at a time)."""
+    removed = []
+    for leftover in sorted(Path(directory).glob("*" + CLEANED_FILE_SUFFIX)):
+        leftover.unlink(missing_ok=True)
+        removed.append(leftover)
+    return removed
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Linux: be SIGKILLed when the process that started us dies, even by SIGKILL
+    (a cleaner must never outlive its broker: it would write into log dirs that a
+    restarted broker owns)."""
+    try:
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: the poll loop below notices a new parent within a second
+    if os.getppid() != parent_pid:
+        os._exit(0)
+
+
+def _cleaner_process_main(conn, parent_pid: int) -> None:
+    """A cleaner process: take a CleanTask, answer ("ok", CleanOutcome) or ("error", text)."""
+    import signal
+    import traceback
+
+    _die_with_parent(parent_pid)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the broker; it stops us
+    while True:
+        try:
+            if not conn.poll(1.0):
+                if os.getppid() != parent_pid:
+                    return
+                continue
+            task = conn.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            answer = ("ok", run_clean_task(task))
+        except SegmentChangedError as e:
+            answer = ("changed", str(e))
+        except Exception:
+            answer = ("error", traceback.format_exc())
+        try:
+            conn.send(answer)
+        except (EOFError, OSError):
+            return
+
+
+class CleanerThread:
+    """One of Kafka's CleanerThreads (`log.cleaner.threads` of them), run as a
+    process of its own: cleaning is pure Python, and a thread of the broker's
+    process would hold the GIL for most of a pass, so the event loop would get
+    it back only every switch interval (5 ms) at each of its system calls
+    (benchmarks/bench_cleaner.py measures the three ways). Started on first use
+    with the `spawn` method (the broker's process has threads; fork would copy
+    their locks), it lives until `stop()` or `kill()`; it dies with the process
+    that started it."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._process = None
+        self._conn = None
+        self.busy = False
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._process is None else self._process.pid
+
+    def submit(self, task: CleanTask) -> None:
+        if self.busy:
+            raise RuntimeError(f"{self.name} is already cleaning")
+        if self._process is None or not self._process.is_alive():
+            self._start()
+        # A task is small (segment sizes, producer offsets), far below a pipe's buffer:
+        # the send does not wait for the process to read it.
+        self._conn.send(task)
+        self.busy = True
+
+    def _start(self) -> None:
+        import multiprocessing
+
+        self.kill()
+        ctx = multiprocessing.get_context("spawn")
+        ours, theirs = ctx.Pipe()
+        process = ctx.Process(
+            target=_cleaner_process_main, args=(theirs, os.getpid()), name=self.name, daemon=True
+        )
+        process.start()
+        theirs.close()
+        self._process, self._conn = process, ours
+
+    def poll(self) -> tuple[str, object] | None:
+        """The answer to the task, once there is one: ("ok", CleanOutcome),
+        ("changed", why) or ("error", why). Never waits."""
+        if not self.busy:
+            return None
+        try:
+            if self._conn.poll():
+                answer = self._conn.recv()
+                self.busy = False
+                return answer
+        except (EOFError, OSError):
+            pass
+        else:
+            if self._process.is_alive():
+                return None
+        code = self._process.exitcode
+        self.kill()
+        return ("error", f"{self.name} died (exit code {code}) while cleaning")
+
+    def kill(self) -> None:
+        """Stop the process now, whatever it is doing (an abandoned pass's `.cleaned`
+        files are the caller's to remove)."""
+        if self._process is not None:
+            self._process.kill()
+            self._process.join()
+            self._process.close()
+        if self._conn is not None:
+            self._conn.close()
+        self._process = self._conn = None
+        self.busy = False
+
+    stop = kill
+
+
+@dataclass
+class _InFlight:
+    """A pass handed to a cleaner thread: the log, the task and the log's segment
+    objects when it was planned (the swap checks they are still the log's)."""
+
+    log: UnifiedLog
+    task: CleanTask
+    segments: dict[int, LogSegment]
+    thread: CleanerThread
+
+
 class LogCleaner:
-    """Picks compacted logs to clean and keeps `cleaner-offset-checkpoint`
-    (Kafka: LogCleaner and LogCleanerManager, without their threads: the owner
-    calls `clean_filthiest_log` from its scheduler, e.g. LogManager.tick)."""
+    """Picks compacted logs to clean, cleans them and keeps `cleaner-offset-checkpoint`
+    (Kafka: LogCleaner, its CleanerThreads and LogCleanerManager).
+
+    A pass has three steps. *Plan*, in the log's owner (cheap): which log, from
+    which offset, and a snapshot of its segments. *Clean* (long: every record is
+    read): `run_clean_task` writes `.cleaned` segments from read-only views of
+    the log's files. *Swap in*, in the owner again (`swap_in`: renames and
+    fsyncs): if the segments are still the ones cleaned (retention, truncation or
+    a deleted topic may have changed them meanwhile; the pass is then thrown away,
+    as Kafka's abortCleaning does), UnifiedLog.replace_segments puts each cleaned
+    segment in place, crash-safe, and the checkpoint moves.
+
+    With `threads=0` the three steps run one after the other in the caller
+    (`clean_log`, `clean_filthiest_log`: labs, tests, `clean()`). With `threads`
+    >= 1 (`log.cleaner.threads`, the broker's LogManager), the clean runs in that
+    many CleanerThreads: `start_cleaning` hands them the filthiest logs, `poll`
+    swaps in what they finished, and the caller's event loop never waits for a
+    pass. `log.cleaner.dedupe.buffer.size` is shared among the threads, as in Kafka.
+    """
 
     def __init__(
         self,
         *,
         dedupe_buffer_size: int = DEFAULT_DEDUPE_BUFFER_SIZE,
         dedupe_buffer_load_factor: float = DEFAULT_DEDUPE_BUFFER_LOAD_FACTOR,
+        threads: int = 0,
+        max_io_bytes_per_second: float = DEFAULT_MAX_IO_BYTES_PER_SECOND,
+        backoff_ms: int = DEFAULT_CLEANER_BACKOFF_MS,
     ) -> None:
-        self.cleaner = Cleaner(OffsetMap(dedupe_buffer_size, dedupe_buffer_load_factor))
+        if threads < 0:
+            raise ValueError(f"log.cleaner.threads must be >= 0, not {threads}")
+        self.dedupe_buffer_size = dedupe_buffer_size // max(1, threads)
+        OffsetMap(self.dedupe_buffer_size, dedupe_buffer_load_factor)  # refuse a useless size now
+        self.dedupe_buffer_load_factor = dedupe_buffer_load_factor
+        if max_io_bytes_per_second <= 0:
+            raise ValueError(
+                "log.cleaner.io.max.bytes.per.second must be positive, not "
+                f"{max_io_bytes_per_second}"
+            )
+        self.max_io_bytes_per_second = max_io_bytes_per_second
+        self.backoff_ms = backoff_ms
+        self.threads = [CleanerThread(f"kafka-log-cleaner-thread-{i}") for i in range(threads)]
+        self._in_flight: dict[TopicPartition, _InFlight] = {}
+        self._not_cleanable_until: dict[TopicPartition, int] = {}
         self.last_results: list[CleanResult] = []
 
     # -- checkpoints --------------------------------------------------------------------
@@ -804,7 +1208,7 @@ class LogCleaner:
             entries[tp] = offset
         file.write(entries)
 
-    # -- cleaning -----------------------------------------------------------------------
+    # -- planning -----------------------------------------------------------------------
 
     def log_to_clean(
         self, log_: UnifiedLog, now_ms: int, *, with_transactions: bool = True
@@ -828,35 +1232,160 @@ class LogCleaner:
             self.update_checkpoint(log_.dir.parent, tp, to_clean.first_dirty_offset)
         return to_clean
 
-    def clean_log(self, log_: UnifiedLog, now_ms: int, *, force: bool = True) -> CleanResult | None:
-        """Clean one log (when `force` is False, only if its dirty ratio or
-        max.compaction.lag.ms asks for it); None when nothing was cleaned."""
+    def plan(
+        self, log_: UnifiedLog, now_ms: int, *, force: bool = True
+    ) -> tuple[CleanTask, dict[int, LogSegment]] | None:
+        """The task for one pass over `log_` and its segments as they are now; None
+        when nothing is cleanable (or, without `force`, not worth it). Cheap: no
+        record is read (the transaction scan is the cleaner's)."""
         if not log_.config.compact:
             raise ValueError(
                 f"{log_.dir.name} has cleanup.policy={log_.config.cleanup_policy}; only logs with "
                 "cleanup.policy=compact are cleaned"
             )
-        to_clean = self.log_to_clean(log_, now_ms)
-        if to_clean.cleanable_bytes <= 0 or (not force and not to_clean.should_clean):
+        # Open transactions and aborted ones only shrink the range: the cleaner scans them.
+        estimate = self.log_to_clean(log_, now_ms, with_transactions=False)
+        if estimate.cleanable_bytes <= 0 or (not force and not estimate.should_clean):
             return None
-        return self._clean(to_clean, now_ms)
+        segments = log_.segments
+        producers = {
+            pid: entry.batches[-1].last_offset
+            for pid, entry in log_.producer_state.producers.items()
+            if entry.batches
+        }
+        task = CleanTask(
+            log_.dir,
+            estimate.topic_partition,
+            log_.config,
+            tuple(SegmentSnapshot(s.base_offset, s.size) for s in segments),
+            log_.log_start_offset,
+            log_.high_watermark,
+            log_.log_end_offset,
+            estimate.first_dirty_offset,
+            producers,
+            now_ms,
+            force,
+            self.dedupe_buffer_size,
+            self.dedupe_buffer_load_factor,
+            self.max_io_bytes_per_second,
+        )
+        return task, {s.base_offset: s for s in segments}
 
-    def _clean(self, to_clean: LogToClean, now_ms: int) -> CleanResult:
-        log_ = to_clean.log
-        end_offset, stats = self.cleaner.clean(to_clean, now_ms)
-        self.update_checkpoint(log_.dir.parent, to_clean.topic_partition, end_offset)
+    def _candidates(
+        self, logs: Mapping[TopicPartition, UnifiedLog], now_ms: int
+    ) -> list[LogToClean]:
+        """Compacted logs above min.cleanable.dirty.ratio (or past
+        max.compaction.lag.ms), filthiest first, not being cleaned (Kafka:
+        grabFilthiestCompactedLog), ranked by a quick estimate."""
+        candidates = []
+        for tp, lg in logs.items():
+            if not lg.config.compact or tp in self._in_flight:
+                continue
+            if self._not_cleanable_until.get(tp, -1) > now_ms:
+                continue
+            estimate = self.log_to_clean(lg, now_ms, with_transactions=False)
+            if estimate.should_clean:
+                candidates.append(estimate)
+        return sorted(candidates, key=lambda c: c.cleanable_ratio, reverse=True)
+
+    # -- cleaning in the caller (threads=0) ----------------------------------------------
+
+    def clean_log(self, log_: UnifiedLog, now_ms: int, *, force: bool = True) -> CleanResult | None:
+        """Clean one log now, in the caller (when `force` is False, only if its dirty
+        ratio or max.compaction.lag.ms asks for it); None when nothing was cleaned."""
+        planned = self.plan(log_, now_ms, force=force)
+        if planned is None:
+            return None
+        task, segments = planned
+        return self.swap_in(log_, run_clean_task(task, segments.values()), segments)
+
+    def clean_filthiest_log(
+        self, logs: Mapping[TopicPartition, UnifiedLog], now_ms: int
+    ) -> CleanResult | None:
+        """Clean, in the caller, the compacted log with the largest dirty ratio among
+        those above min.cleanable.dirty.ratio or past max.compaction.lag.ms (Kafka:
+        grabFilthiestCompactedLog + cleanLog). None when no log needs it."""
+        for estimate in self._candidates(logs, now_ms):
+            result = self.clean_log(estimate.log, now_ms, force=False)
+            if result is not None:
+                return result
+        return None
+
+    # -- swapping in ------------------------------------------------------------------------
+
+    def swap_in(
+        self, log_: UnifiedLog, outcome: CleanOutcome, segments: Mapping[int, LogSegment]
+    ) -> CleanResult | None:
+        """Put a pass's `.cleaned` segments in place of the segments they were cleaned
+        from and move the checkpoint (Kafka: replaceSegments, then
+        doneCleaning), if the log still holds exactly those segments (same
+        objects, same sizes, none of them active). Otherwise the pass is thrown
+        away (its files deleted, the checkpoint unchanged) and None returned."""
+        task = outcome.task
+        if outcome.end_offset is None or outcome.stats is None:
+            return None
+        if log_.truncated_to is not None and log_.truncated_to < task.high_watermark:
+            # Kafka: truncateTo aborts the cleaning. What the pass read of transactions
+            # (markers up to the high watermark) may be gone; the next plan moves the
+            # checkpoint back to the truncation point.
+            log.warning(
+                "%s: truncated to %d while it was cleaned; the pass is thrown away",
+                task.directory.name,
+                log_.truncated_to,
+            )
+            remove_cleaned_files(task.directory)
+            return None
+        current = {s.base_offset: s for s in log_.segments}
+        active = log_.active_segment if current else None
+        groups: list[list[LogSegment]] = []
+        for replaced in outcome.replaced:
+            old = []
+            for snapshot in replaced:
+                segment = current.get(snapshot.base_offset)
+                if (
+                    segment is None
+                    or segment is not segments.get(snapshot.base_offset)
+                    or segment is active
+                    or segment.size != snapshot.size
+                ):
+                    log.warning(
+                        "%s: segment %d changed while it was cleaned (retention, truncation "
+                        "or deletion); the pass is thrown away and cleaned again later",
+                        task.directory.name,
+                        snapshot.base_offset,
+                    )
+                    remove_cleaned_files(task.directory)
+                    return None
+                old.append(segment)
+            groups.append(old)
+            cleaned_file = log_file(task.directory, old[0].base_offset, CLEANED_FILE_SUFFIX)
+            if not cleaned_file.exists():  # opening it would create it empty
+                log.error("%s: %s is missing; the pass is thrown away", log_.dir, cleaned_file.name)
+                remove_cleaned_files(task.directory)
+                return None
+        for old in groups:
+            cleaned = LogSegment.open(
+                log_.dir,
+                old[0].base_offset,
+                log_.config,
+                now_ms=task.now_ms,
+                file_suffix=CLEANED_FILE_SUFFIX,
+            )
+            log_.replace_segments(cleaned, old)
+        self.update_checkpoint(log_.dir.parent, task.topic_partition, outcome.end_offset)
+        stats = outcome.stats
         result = CleanResult(
-            to_clean.topic_partition,
-            to_clean.first_dirty_offset,
-            end_offset,
-            to_clean.cleanable_ratio,
+            task.topic_partition,
+            outcome.first_dirty_offset,
+            outcome.end_offset,
+            outcome.cleanable_ratio,
             stats,
         )
         log.info(
             "cleaned %s-%d [%d, %d): %d -> %d bytes, %d -> %d records in %.3f s",
             *result.topic_partition,
             result.first_dirty_offset,
-            end_offset,
+            result.end_offset,
             stats.bytes_read,
             stats.bytes_written,
             stats.records_read,
@@ -866,25 +1395,84 @@ class LogCleaner:
         self.last_results = [result]
         return result
 
-    def clean_filthiest_log(
+    # -- cleaner threads (threads >= 1) -------------------------------------------------
+
+    def in_progress(self, tp: TopicPartition) -> bool:
+        """A cleaner thread holds this log (Kafka: LogCleaningInProgress)."""
+        return tp in self._in_flight
+
+    def start_cleaning(
         self, logs: Mapping[TopicPartition, UnifiedLog], now_ms: int
-    ) -> CleanResult | None:
-        """Clean the compacted log with the largest dirty ratio among those above
-        min.cleanable.dirty.ratio or past max.compaction.lag.ms (Kafka:
-        grabFilthiestCompactedLog + cleanLog). None when no log needs it."""
-        candidates = []
-        for lg in logs.values():
-            if not lg.config.compact:
+    ) -> list[TopicPartition]:
+        """Hand the filthiest logs to the idle cleaner threads; returns which. Only
+        plans: the call is cheap, whatever the size of the logs."""
+        idle = [t for t in self.threads if not t.busy]
+        started: list[TopicPartition] = []
+        if not idle:
+            return started
+        for estimate in self._candidates(logs, now_ms):
+            if not idle:
+                break
+            planned = self.plan(estimate.log, now_ms, force=False)
+            if planned is None:
                 continue
-            # Rank by a quick estimate; open transactions can only shrink the range.
-            estimate = self.log_to_clean(lg, now_ms, with_transactions=False)
-            if estimate.should_clean:
-                candidates.append(estimate)
-        for estimate in sorted(candidates, key=lambda c: c.cleanable_ratio, reverse=True):
-            to_clean = self.log_to_clean(estimate.log, now_ms)
-            if to_clean.should_clean:
-                return self._clean(to_clean, now_ms)
-        return None
+            task, segments = planned
+            thread = idle.pop(0)
+            thread.submit(task)
+            log.info(
+                "cleaning %s-%d from offset %d in %s (pid %s)",
+                *task.topic_partition,
+                task.first_dirty_offset,
+                thread.name,
+                thread.pid,
+            )
+            self._in_flight[task.topic_partition] = _InFlight(estimate.log, task, segments, thread)
+            started.append(task.topic_partition)
+        return started
+
+    def poll(self) -> list[CleanResult]:
+        """Swap in the passes the cleaner threads finished; never waits for one."""
+        results = []
+        for tp, job in list(self._in_flight.items()):
+            answer = job.thread.poll()
+            if answer is None:
+                continue
+            del self._in_flight[tp]
+            kind, payload = answer
+            if kind == "ok" and isinstance(payload, CleanOutcome):
+                if payload.end_offset is None:  # an open transaction: not worth it yet
+                    self._not_cleanable_until[tp] = job.task.now_ms + self.backoff_ms
+                    continue
+                result = self.swap_in(job.log, payload, job.segments)
+                if result is not None:
+                    results.append(result)
+                continue
+            remove_cleaned_files(job.task.directory)
+            if kind == "changed":
+                log.warning("%s: %s; cleaned again later", job.task.directory.name, payload)
+            else:
+                log.error("cleaning %s failed: %s", job.task.directory.name, payload)
+                self._not_cleanable_until[tp] = job.task.now_ms + self.backoff_ms
+        return results
+
+    def abort(self, tp: TopicPartition) -> bool:
+        """Stop cleaning `tp` now (Kafka: abortCleaning): its cleaner thread is
+        killed (restarted at its next pass) and its `.cleaned` files deleted. For a
+        log about to be deleted or closed."""
+        job = self._in_flight.pop(tp, None)
+        if job is None:
+            return False
+        job.thread.kill()
+        remove_cleaned_files(job.task.directory)
+        log.info("aborted the cleaning of %s", job.task.directory.name)
+        return True
+
+    def shutdown(self) -> None:
+        """Abort every pass and stop the cleaner threads (Kafka: LogCleaner.shutdown)."""
+        for tp in list(self._in_flight):
+            self.abort(tp)
+        for thread in self.threads:
+            thread.stop()
 
 
 def clean(
@@ -903,16 +1491,25 @@ def clean(
 __all__ = [
     "CLEANER_OFFSET_CHECKPOINT",
     "AbortedTxn",
+    "CleanOutcome",
     "CleanResult",
+    "CleanTask",
     "CleanedTransactionMetadata",
     "Cleaner",
     "CleanerStats",
+    "CleanerThread",
     "LogCleaner",
     "LogToClean",
+    "LogView",
     "OffsetMap",
+    "SegmentChangedError",
+    "SegmentSnapshot",
+    "Throttler",
     "clean",
     "filter_batch",
     "group_segments_by_size",
     "log_to_clean",
+    "remove_cleaned_files",
+    "run_clean_task",
     "scan_transactions",
 ]

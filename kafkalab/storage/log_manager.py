@@ -20,8 +20,20 @@ expiry of idle producer ids) are not threads here:
 the owner calls `tick()` (the broker from its event loop, a lab by hand), which
 runs each duty whose interval has passed. Time comes from `clock` (ms). The
 cleaner duty (`clean_logs`, every log.cleaner.backoff.ms) cleans the filthiest
-log with cleanup.policy=compact, one log per run, as one Kafka cleaner thread
-does; its progress is `cleaner-offset-checkpoint` in each log dir.
+log with cleanup.policy=compact; its progress is `cleaner-offset-checkpoint` in
+each log dir. With `cleaner_threads=0` (the default: labs, tests) it cleans one
+log in the caller, as one Kafka cleaner thread does. With `cleaner_threads` >= 1
+(`log.cleaner.threads`: the broker) the cleaning runs in that many cleaner
+processes, so that a pass of seconds never holds up the caller's event loop:
+`tick()` only hands logs to idle cleaners and swaps in (renames, fsyncs) what
+they finished; it never waits for a pass. Retention skips a log while it is
+being cleaned and deleting a log aborts its pass (Kafka: LogCleanerManager's
+pauseCleaning / abortCleaning). With `background_threads` >= 1
+(`background.threads`: the broker), the offset checkpoints are written by a
+writer thread (their fsyncs took 50-90 ms for 100 partitions on a busy disk),
+from offsets taken in the caller, and the files of segments that retention,
+truncation or the cleaner dropped (renamed `.deleted` in the caller) are
+deleted by it too; `shutdown()` waits for it before its own checkpoint.
 (Kafka's ReplicaManager writes replication-offset-checkpoint; the LogManager
 writes it here because UnifiedLog holds the high watermark.)
 """
@@ -32,6 +44,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -46,10 +59,12 @@ from kafkalab.storage.file_lock import FileLock
 from kafkalab.storage.log_cleaner import (
     DEFAULT_CLEANER_BACKOFF_MS,
     DEFAULT_DEDUPE_BUFFER_SIZE,
+    DEFAULT_MAX_IO_BYTES_PER_SECOND,
     CleanResult,
     LogCleaner,
 )
 from kafkalab.storage.log_config import LogConfig
+from kafkalab.storage.log_segment import LogSegment
 from kafkalab.storage.unified_log import DeletedSegment, UnifiedLog, parse_topic_partition
 
 log = logging.getLogger(__name__)
@@ -78,8 +93,11 @@ class LogManager:
         cleaner_enable: bool = True,  # log.cleaner.enable
         cleaner_backoff_ms: int = DEFAULT_CLEANER_BACKOFF_MS,  # log.cleaner.backoff.ms
         cleaner_dedupe_buffer_size: int = DEFAULT_DEDUPE_BUFFER_SIZE,  # log.cleaner.dedupe.buffer.size
+        cleaner_threads: int = 0,  # log.cleaner.threads (0: clean in tick's caller)
+        cleaner_io_max_bytes_per_second: float = DEFAULT_MAX_IO_BYTES_PER_SECOND,
         producer_id_expiration_ms: int = 86_400_000,  # producer.id.expiration.ms
         producer_id_expiration_check_interval_ms: int = 600_000,  # producer.id.expiration.check.interval.ms
+        background_threads: int = 0,  # background.threads (0: checkpoints written in the caller)
         clock: Callable[[], int] = _wall_clock_ms,
     ) -> None:
         if isinstance(log_dirs, (str, os.PathLike)):
@@ -98,12 +116,23 @@ class LogManager:
             "producer-expiration": producer_id_expiration_check_interval_ms,
         }
         self.producer_id_expiration_ms = producer_id_expiration_ms
-        self.cleaner = LogCleaner(dedupe_buffer_size=cleaner_dedupe_buffer_size)
+        self.cleaner = LogCleaner(
+            dedupe_buffer_size=cleaner_dedupe_buffer_size,
+            threads=cleaner_threads,
+            max_io_bytes_per_second=cleaner_io_max_bytes_per_second,
+            backoff_ms=cleaner_backoff_ms,
+        )
         now = clock()
         self._last_run = dict.fromkeys(self._intervals, now)
         self._logs: dict[TopicPartition, UnifiedLog] = {}
         self.had_clean_shutdown: dict[Path, bool] = {}
         self._locks: list[FileLock] = []
+        # With background threads, checkpoint files (three fsyncs and a directory
+        # fsync each) are written, and dropped segments' files deleted, by one writer
+        # thread, in the order asked for (Kafka: the kafka-scheduler threads).
+        self._writer: ThreadPoolExecutor | None = None
+        if background_threads > 0:
+            self._writer = ThreadPoolExecutor(1, thread_name_prefix="kafka-scheduler")
         try:
             for directory in self.log_dirs:
                 self._locks.append(FileLock(directory).lock())  # LogDirInUseError if taken
@@ -138,14 +167,16 @@ class LogManager:
                     f"partition {tp[0]}-{tp[1]} is in two log dirs: {self._logs[tp].dir} and "
                     f"{child}; remove one of them"
                 )
-            self._logs[tp] = UnifiedLog(
-                child,
-                self.config_for(tp[0]),
-                log_start_offset=start_offsets.get(tp, 0),
-                recovery_point=recovery_points.get(tp, 0),
-                high_watermark=high_watermarks.get(tp, 0),
-                clean_shutdown=clean,
-                clock=self.clock,
+            self._logs[tp] = self._adopt(
+                UnifiedLog(
+                    child,
+                    self.config_for(tp[0]),
+                    log_start_offset=start_offsets.get(tp, 0),
+                    recovery_point=recovery_points.get(tp, 0),
+                    high_watermark=high_watermarks.get(tp, 0),
+                    clean_shutdown=clean,
+                    clock=self.clock,
+                )
             )
         if clean:
             marker.unlink()  # from now on, a crash must be noticed at the next start
@@ -164,10 +195,18 @@ class LogManager:
         self, topic: str, partition: int, overrides: Mapping[str, Any] | None = None
     ) -> UnifiedLog:
         """The log of topic-partition, created in the log dir with the fewest
-        partitions when missing (Kafka: LogManager.getOrCreateLog)."""
+        partitions when missing (Kafka: LogManager.getOrCreateLog). An existing
+        log (loaded from disk at startup, before the metadata said what its topic's
+        configs are) takes the `overrides` given (Kafka: UnifiedLog.updateConfig):
+        otherwise a restarted broker would treat a compacted topic as
+        cleanup.policy=delete."""
         tp = (topic, partition)
-        if tp in self._logs:
-            return self._logs[tp]
+        existing = self._logs.get(tp)
+        if existing is not None:
+            if overrides is not None:
+                self.topic_configs[topic] = dict(overrides)
+                existing.config = self.config_for(topic)
+            return existing
         check_topic_name(topic)
         if overrides:
             self.topic_configs[topic] = dict(overrides)
@@ -182,8 +221,21 @@ class LogManager:
             clock=self.clock,
         )
         fsync_dir(directory)
-        self._logs[tp] = created
+        self._logs[tp] = self._adopt(created)
         return created
+
+    def _adopt(self, log_: UnifiedLog) -> UnifiedLog:
+        """With background threads, a dropped segment's files are deleted by the
+        writer thread, not by the caller (Kafka: the delete-file task)."""
+        if self._writer is not None:
+            log_.segment_deleter = self._delete_later
+        return log_
+
+    def _delete_later(self, segment: LogSegment) -> None:
+        if self._writer is None:  # shutting down: at once
+            segment.delete()
+            return
+        self._writer.submit(segment.delete).add_done_callback(_log_failure)
 
     def all_logs(self) -> dict[TopicPartition, UnifiedLog]:
         return dict(self._logs)
@@ -192,6 +244,8 @@ class LogManager:
         removed = self._logs.pop((topic, partition), None)
         if removed is None:
             return False
+        self.cleaner.abort((topic, partition))  # its cleaner writes in the directory
+        removed.segment_deleter = None  # the directory goes now, with every file in it
         removed.delete()
         self.checkpoint()
         self.cleaner.update_checkpoint(removed.dir.parent, (topic, partition), None)
@@ -200,9 +254,12 @@ class LogManager:
     # -- background duties -----------------------------------------------------------------
 
     def cleanup_logs(self) -> dict[TopicPartition, list[DeletedSegment]]:
-        """Retention on every log (Kafka: LogManager.cleanupLogs)."""
+        """Retention on every log but those being cleaned, whose turn comes at the
+        next check (Kafka: LogManager.cleanupLogs with the cleaner's pause)."""
         out = {}
         for tp, partition_log in self._logs.items():
+            if self.cleaner.in_progress(tp):
+                continue
             deleted = partition_log.delete_old_segments()
             if deleted:
                 out[tp] = deleted
@@ -210,10 +267,14 @@ class LogManager:
             self.checkpoint()
         return out
 
-    def clean_logs(self) -> CleanResult | None:
+    def clean_logs(self) -> CleanResult | list[TopicPartition] | None:
         """Compact the filthiest log with cleanup.policy=compact whose dirty ratio
         is above min.cleanable.dirty.ratio (or that max.compaction.lag.ms says is
-        due); None when no log needs it (Kafka: a LogCleaner thread's doWork)."""
+        due); None when no log needs it (Kafka: a LogCleaner thread's doWork).
+        With cleaner threads, hand such logs to the idle ones instead and return
+        which (`tick` swaps in what they finish)."""
+        if self.cleaner.threads:
+            return self.cleaner.start_cleaning(self._logs, self.clock()) or None
         return self.cleaner.clean_filthiest_log(self._logs, self.clock())
 
     def remove_expired_producers(self) -> dict[TopicPartition, list[int]]:
@@ -233,24 +294,38 @@ class LogManager:
         """Flush each log whose flush.ms has passed (Kafka: flushDirtyLogs)."""
         return [tp for tp, lg in self._logs.items() if lg.maybe_flush()]
 
-    def checkpoint(self) -> None:
-        """Write the three offset checkpoints of every log dir."""
-        for directory in self.log_dirs:
-            logs = {tp: lg for tp, lg in self._logs.items() if lg.dir.parent == directory}
-            OffsetCheckpointFile(directory / RECOVERY_POINT_OFFSET_CHECKPOINT).write(
-                {tp: lg.recovery_point for tp, lg in logs.items()}
-            )
-            OffsetCheckpointFile(directory / LOG_START_OFFSET_CHECKPOINT).write(
-                {tp: lg.log_start_offset for tp, lg in logs.items()}
-            )
-            OffsetCheckpointFile(directory / REPLICATION_OFFSET_CHECKPOINT).write(
-                {tp: lg.high_watermark for tp, lg in logs.items()}
-            )
+    def checkpoint(self) -> Future | None:
+        """Write the three offset checkpoints of every log dir: the offsets as they
+        are now, written in the caller, or with background threads by the writer
+        thread (returns its Future): the fsyncs take tens of ms, more when the disk
+        is busy, and the caller is an event loop (Kafka: the scheduler's
+        kafka-recovery-point-checkpoint and similar tasks)."""
+        offsets = {
+            directory: {
+                name: {tp: value(lg) for tp, lg in self._logs.items() if lg.dir.parent == directory}
+                for name, value in _CHECKPOINTS.items()
+            }
+            for directory in self.log_dirs
+        }
+        if self._writer is None:
+            _write_checkpoints(offsets)
+            return None
+        future = self._writer.submit(_write_checkpoints, offsets)
+        future.add_done_callback(_log_failure)
+        return future
 
     def tick(self) -> dict[str, object]:
-        """Run every duty whose interval has passed; return what each did."""
+        """Run every duty whose interval has passed; return what each did. With
+        cleaner threads, first swap in the passes they finished (under
+        "cleaned", a list of CleanResults) and, when one did, hand out the next
+        logs at once, as a Kafka cleaner thread goes on while there is work."""
         now = self.clock()
         done: dict[str, object] = {}
+        if self.cleaner.threads:
+            cleaned = self.cleaner.poll()
+            if cleaned:
+                done["cleaned"] = cleaned
+                self._last_run["cleaner"] = now - self._intervals["cleaner"]
         duties = {
             "retention": self.cleanup_logs,
             "flush": self.flush_dirty_logs,
@@ -265,8 +340,13 @@ class LogManager:
         return done
 
     def shutdown(self) -> None:
-        """Flush and close every log, write the checkpoints, then the clean
-        shutdown marker (last, so a crash before it means recovery next time)."""
+        """Stop the cleaners (a pass under way is abandoned), flush and close every
+        log, write the checkpoints, then the clean shutdown marker (last, so a
+        crash before it means recovery next time)."""
+        self.cleaner.shutdown()
+        if self._writer is not None:
+            self._writer.shutdown(wait=True)  # the last checkpoint below is written after them
+            self._writer = None
         for lg in self._logs.values():
             lg.close()  # flushes: the recovery point becomes the LEO
         self.checkpoint()
@@ -283,6 +363,24 @@ class LogManager:
 
     def __exit__(self, *exc) -> None:
         self.shutdown()
+
+
+_CHECKPOINTS: dict[str, Callable[[UnifiedLog], int]] = {
+    RECOVERY_POINT_OFFSET_CHECKPOINT: lambda lg: lg.recovery_point,
+    LOG_START_OFFSET_CHECKPOINT: lambda lg: lg.log_start_offset,
+    REPLICATION_OFFSET_CHECKPOINT: lambda lg: lg.high_watermark,
+}
+
+
+def _write_checkpoints(offsets: dict[Path, dict[str, dict[TopicPartition, int]]]) -> None:
+    for directory, files in offsets.items():
+        for name, entries in files.items():
+            OffsetCheckpointFile(directory / name).write(entries)
+
+
+def _log_failure(future: Future) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        log.error("a background file operation failed", exc_info=future.exception())
 
 
 _LEGAL_TOPIC_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")

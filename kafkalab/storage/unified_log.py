@@ -207,6 +207,13 @@ class UnifiedLog:
         # there on are new, so its checkpoint must not call them clean (Kafka:
         # LogCleanerManager.maybeTruncateCheckpoint, called by truncateTo).
         self.truncated_to: int | None = None
+        # Who deletes a dropped segment's files once they are renamed `.deleted`: the
+        # caller, at once, when None; a broker's LogManager hands them to a
+        # background thread (Kafka: the scheduler's delete-file task), so that
+        # retention, truncation and the cleaner's swap do not wait for the unlink
+        # of a large file. A crash before that leaves `.deleted` files, which the
+        # next load deletes.
+        self.segment_deleter: Callable[[LogSegment], None] | None = None
         self.producer_state = ProducerStateManager(self.dir)
         self._load(log_start_offset, recovery_point, clean_shutdown)
         self._log_end_offset = self.active_segment.read_next_offset()
@@ -941,7 +948,10 @@ class UnifiedLog:
         del self._segments[i]
         del self._bases[i]
         segment.change_file_suffixes("", DELETED_FILE_SUFFIX)
-        segment.delete()
+        if self.segment_deleter is None:
+            segment.delete()
+        else:
+            self.segment_deleter(segment)
 
     def replace_segments(self, cleaned: LogSegment, old: list[LogSegment]) -> None:
         """Swap a LogCleaner's `.cleaned` segment in for the segments it was cleaned
@@ -1038,7 +1048,7 @@ class UnifiedLog:
         for segment in list(self._segments):
             self._delete_segment(segment)
         for leftover in self.dir.iterdir():
-            leftover.unlink()
+            leftover.unlink(missing_ok=True)  # a segment_deleter may be deleting it too
         self.dir.rmdir()
 
     def __enter__(self) -> UnifiedLog:
