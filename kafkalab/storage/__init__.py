@@ -13,6 +13,8 @@ One Kafka concept a module, named after Kafka's class:
     log_manager.LogManager        every log of a broker, retention, flush.ms, cleaning, clean shutdown
     log_cleaner.LogCleaner        log compaction (cleanup.policy=compact): latest record per key
     log_config.LogConfig          segment.bytes, retention.ms, ... with Kafka's defaults
+    log_validator                 every record of a leader append checked, offsets and
+                                  timestamps assigned, compression.type applied (Kafka: LogValidator)
     errors                        typed errors carrying Kafka's error codes
     dump_log_segments             `kafkalab dump-log` (kafka-dump-log.sh)
 """

@@ -27,6 +27,9 @@ Invariants kept here:
   the high watermark, and moves the log start offset forward, never back.
 - A batch in the log is whole and its CRC is valid: leader appends check every
   CRC before writing, and recovery cuts the tail at the first invalid batch.
+  Its records are well formed: a leader walks every record first
+  (kafkalab.storage.log_validator, Kafka's LogValidator), and recompresses
+  batches whose codec is not the topic's compression.type.
 
 Time is read from `clock` (ms), so labs and tests can drive segment.ms,
 retention.ms and flush.ms with a fake clock.
@@ -47,20 +50,15 @@ from pathlib import Path
 from kafkalab.records.control_record import EndTransactionMarker, read_end_txn_marker
 from kafkalab.records.record_batch import (
     CONTROL_FLAG_MASK,
-    LOG_OVERHEAD,
-    PARTITION_LEADER_EPOCH_OFFSET,
     RECORD_BATCH_OVERHEAD,
     BatchHeader,
     CorruptRecordError,
     InvalidRecordError,
-    TimestampType,
     ensure_valid,
     peek_size,
-    set_max_timestamp_and_type,
 )
 from kafkalab.storage.checkpoint_file import fsync_dir
 from kafkalab.storage.errors import (
-    CompactedRecordWithoutKeyError,
     ControlBatchFromClientError,
     CorruptIndexError,
     OffsetOutOfRangeError,
@@ -85,6 +83,7 @@ from kafkalab.storage.log_segment import (
     offset_index_file,
     time_index_file,
 )
+from kafkalab.storage.log_validator import validate_and_assign_offsets
 from kafkalab.storage.offset_index import OffsetPosition
 from kafkalab.storage.producer_state_manager import ProducerStateManager
 from kafkalab.storage.transaction_index import AbortedTxn
@@ -494,23 +493,28 @@ class UnifiedLog:
                             0,
                             duplicate=True,
                         )
-        append_time = -1
-        if self.config.message_timestamp_type == "LogAppendTime":
-            append_time = self.clock()
-        offset = self._log_end_offset
+        # Every record checked, then offsets, the leader epoch and timestamps assigned,
+        # batches recompressed where compression.type says (Kafka: LogValidator).
+        result = validate_and_assign_offsets(
+            buf,
+            headers,
+            first_offset=self._log_end_offset,
+            leader_epoch=leader_epoch,
+            now=self.clock(),
+            config=self.config,
+            from_client=client,
+            where=self.dir.name,
+        )
+        buf = result.records
         batches = []
-        for pos, header in headers:
-            # The leader assigns offsets and stamps its epoch: both fields sit
-            # before the CRC'd range, so the CRC stays valid.
-            _INT64.pack_into(buf, pos, offset)
-            _INT32.pack_into(buf, pos + PARTITION_LEADER_EPOCH_OFFSET, leader_epoch)
-            max_timestamp = header.max_timestamp
-            if append_time >= 0:
-                set_max_timestamp_and_type(buf, pos, append_time, TimestampType.LOG_APPEND_TIME)
-                max_timestamp = append_time
-            offset += header.last_offset_delta + 1
-            batches.append((pos, header.batch_length + LOG_OVERHEAD, offset - 1, max_timestamp))
-        return self._append(buf, batches, headers, append_time, leader_epoch)
+        headers = []
+        for batch in result.batches:
+            header = batch.header
+            headers.append((batch.position, header))
+            batches.append(
+                (batch.position, header.size_in_bytes, header.last_offset, batch.max_timestamp)
+            )
+        return self._append(buf, batches, headers, result.log_append_time, leader_epoch)
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo:
         """Append batches with the offsets and epochs the leader gave them.
@@ -588,27 +592,7 @@ class UnifiedLog:
             pos += size
         if not headers:
             raise InvalidRecordError(f"{self.dir.name}: an append must carry at least one batch")
-        if config.compact and origin is not AppendOrigin.REPLICATION:
-            self._check_keys(buf, headers)
         return headers
-
-    def _check_keys(self, buf: bytes | bytearray, headers: list[tuple[int, BatchHeader]]) -> None:
-        """A compacted log keeps the latest record per key, so every record needs a
-        key (Kafka: LogValidator, "Compacted topic cannot accept message without
-        key"). The only per-record work of a leader append, and only under compact."""
-        from kafkalab.records.memory_records import decode_batch
-
-        for pos, header in headers:
-            if header.is_control_batch:
-                continue
-            for record in decode_batch(buf, pos, verify_crc=False).records:
-                if record.key is None:
-                    raise CompactedRecordWithoutKeyError(
-                        f"{self.dir.name}: compacted topic cannot accept a record without a "
-                        f"key (offset delta {record.offset - header.base_offset} of the batch "
-                        f"at position {pos}); give every record a key, or use "
-                        "cleanup.policy=delete"
-                    )
 
     def _refuse_size(self, size: int) -> None:
         if size > self.config.max_message_bytes:

@@ -62,7 +62,10 @@ def produce_response(results: dict[TopicPartition, AppendResult]) -> dict:
                 "base_offset": r.base_offset,
                 "log_append_time_ms": r.log_append_time,
                 "log_start_offset": r.log_start_offset,
-                "record_errors": [],
+                "record_errors": [
+                    {"batch_index": index, "batch_index_error_message": why}
+                    for index, why in r.record_errors
+                ],
                 "error_message": r.message,
             }
         )
