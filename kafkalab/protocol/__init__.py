@@ -2,7 +2,7 @@
 
 types      primitive types, classic and compact (flexible) forms, tagged fields
 schema     Field / Message: schemas declared as data, one generic codec
-messages   the APIs kafkalab speaks and the versions it advertises (APIS)
+messages   the APIs kafkalab speaks and the versions it advertises (APIS), a module per API family
 header     framing, request/response headers
 api_keys   ApiKeys: every API key by Kafka's name
 """

@@ -1,0 +1,112 @@
+"""CreateTopics (19) and DeleteTopics (20): the admin APIs for topics."""
+
+from __future__ import annotations
+
+from kafkalab.protocol.api_keys import ApiKeys
+from kafkalab.protocol.messages.api import Api
+from kafkalab.protocol.schema import Field as F
+from kafkalab.protocol.schema import Message
+from kafkalab.protocol.types import (
+    BOOL,
+    INT16,
+    INT32,
+    STRING,
+    ArrayOf,
+)
+
+# -- CreateTopics (19) ---------------------------------------------------------------------
+
+CREATE_TOPICS_REQUEST = Message(
+    ApiKeys.CREATE_TOPICS,
+    "CreateTopicsRequest",
+    [
+        F(
+            "topics",
+            [
+                F("name", STRING),
+                F("num_partitions", INT32),
+                F("replication_factor", INT16),
+                F(
+                    "assignments",
+                    [
+                        F("partition_index", INT32),
+                        F("broker_ids", ArrayOf(INT32)),
+                    ],
+                ),
+                F(
+                    "configs",
+                    [
+                        F("name", STRING),
+                        F("value", STRING, nullable="0+"),
+                    ],
+                ),
+            ],
+        ),
+        F("timeout_ms", INT32, default=60000),
+        F("validate_only", BOOL, "1+"),
+    ],
+    flexible_from=5,
+)
+
+CREATE_TOPICS_RESPONSE = Message(
+    ApiKeys.CREATE_TOPICS,
+    "CreateTopicsResponse",
+    [
+        F("throttle_time_ms", INT32, "2+"),
+        F(
+            "topics",
+            [
+                F("name", STRING),
+                F("error_code", INT16),
+                F("error_message", STRING, "1+", nullable="0+"),
+            ],
+        ),
+    ],
+    flexible_from=5,
+)
+
+CREATE_TOPICS_API = Api(
+    ApiKeys.CREATE_TOPICS,
+    "CreateTopics",
+    0,
+    4,
+    CREATE_TOPICS_REQUEST,
+    CREATE_TOPICS_RESPONSE,
+)
+
+# -- DeleteTopics (20) ---------------------------------------------------------------------
+
+DELETE_TOPICS_REQUEST = Message(
+    ApiKeys.DELETE_TOPICS,
+    "DeleteTopicsRequest",
+    [
+        F("topic_names", ArrayOf(STRING), "0-5"),
+        F("timeout_ms", INT32),
+    ],
+    flexible_from=4,
+)
+
+DELETE_TOPICS_RESPONSE = Message(
+    ApiKeys.DELETE_TOPICS,
+    "DeleteTopicsResponse",
+    [
+        F("throttle_time_ms", INT32, "1+"),
+        F(
+            "responses",
+            [
+                F("name", STRING),
+                F("error_code", INT16),
+            ],
+        ),
+    ],
+    flexible_from=4,
+)
+
+DELETE_TOPICS_API = Api(
+    ApiKeys.DELETE_TOPICS,
+    "DeleteTopics",
+    0,
+    3,
+    DELETE_TOPICS_REQUEST,
+    DELETE_TOPICS_RESPONSE,
+)
