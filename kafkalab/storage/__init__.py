@@ -37,7 +37,9 @@ from kafkalab.storage.offset_index import OffsetIndex, OffsetPosition
 from kafkalab.storage.time_index import TimeIndex, TimestampOffset
 from kafkalab.storage.transaction_index import AbortedTxn, TransactionIndex
 from kafkalab.storage.unified_log import (
+    EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP,
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
     AppendOrigin,
@@ -49,7 +51,9 @@ from kafkalab.storage.unified_log import (
 )
 
 __all__ = [
+    "EARLIEST_LOCAL_TIMESTAMP",
     "EARLIEST_TIMESTAMP",
+    "LATEST_TIERED_TIMESTAMP",
     "LATEST_TIMESTAMP",
     "MAX_TIMESTAMP",
     "AbortedTxn",

@@ -48,12 +48,14 @@ from enum import Enum
 from pathlib import Path
 
 from kafkalab.records.control_record import EndTransactionMarker, read_end_txn_marker
+from kafkalab.records.memory_records import decode_batch
 from kafkalab.records.record_batch import (
     CONTROL_FLAG_MASK,
     RECORD_BATCH_OVERHEAD,
     BatchHeader,
     CorruptRecordError,
     InvalidRecordError,
+    TimestampType,
     ensure_valid,
     peek_size,
 )
@@ -96,7 +98,9 @@ _INT32 = struct.Struct(">i")
 #: ListOffsets special timestamps (Kafka: ListOffsetsRequest.*_TIMESTAMP).
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
-MAX_TIMESTAMP = -3
+MAX_TIMESTAMP = -3  # v7+ (KIP-734)
+EARLIEST_LOCAL_TIMESTAMP = -4  # v8+ (KIP-405): the local log start; no tiered storage here
+LATEST_TIERED_TIMESTAMP = -5  # v9+ (KIP-1005): the last tiered offset; none here
 
 
 class AppendOrigin(Enum):
@@ -767,25 +771,48 @@ class UnifiedLog:
 
     def fetch_offset_by_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         """ListOffsets: EARLIEST_TIMESTAMP (-2), LATEST_TIMESTAMP (-1),
-        MAX_TIMESTAMP (-3), or the first record with a timestamp >= `timestamp`
-        (None when there is none). Kafka: UnifiedLog.fetchOffsetByTimestamp."""
-        if timestamp == EARLIEST_TIMESTAMP:
+        MAX_TIMESTAMP (-3), EARLIEST_LOCAL_TIMESTAMP (-4, the log start: no
+        tiered storage), LATEST_TIERED_TIMESTAMP (-5, offset -1: nothing is
+        tiered), or the first record with a timestamp >= `timestamp` (None when
+        there is none). Kafka: UnifiedLog.fetchOffsetByTimestamp."""
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             return TimestampAndOffset(-1, self.log_start_offset, -1)
         if timestamp == LATEST_TIMESTAMP:
             return TimestampAndOffset(-1, self.log_end_offset, -1)
+        if timestamp == LATEST_TIERED_TIMESTAMP:
+            return TimestampAndOffset(-1, -1, -1)
         if timestamp == MAX_TIMESTAMP:
-            best = max(self._segments, key=lambda s: s.max_timestamp_so_far)
-            if best.max_timestamp_so_far < 0:
-                return None
-            return TimestampAndOffset(
-                best.max_timestamp_so_far, best.offset_of_max_timestamp_so_far, -1
-            )
+            return self._offset_of_max_timestamp()
         for segment in self._segments:
             if segment.max_timestamp_so_far >= timestamp or segment is self.active_segment:
                 found = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
                 if found is not None:
                     return TimestampAndOffset(*found)
         return None
+
+    def _offset_of_max_timestamp(self) -> TimestampAndOffset | None:
+        """The record with the largest timestamp (the first, if several have it):
+        the segment with the largest timestamp, then the batch the time index
+        points at (it keeps the batch's last offset), then the record inside it
+        (Kafka 3.8+, KAFKA-16310: RecordBatch.offsetOfMaxTimestamp; under
+        LogAppendTime every record has the batch's time, so its first record)."""
+        best = max(self._segments, key=lambda s: s.max_timestamp_so_far)
+        max_ts = best.max_timestamp_so_far
+        if max_ts < 0:
+            return None
+        found = best.translate_offset(best.offset_of_max_timestamp_so_far)
+        start = found.position if found is not None else 0
+        for pos, header in best.log.batch_headers(start):
+            if header.max_timestamp != max_ts:
+                continue
+            if header.timestamp_type == TimestampType.LOG_APPEND_TIME:
+                return TimestampAndOffset(max_ts, header.base_offset, -1)
+            data = best.log.read(pos, header.size_in_bytes)
+            for record in decode_batch(data, verify_crc=False).records:
+                if record.timestamp == max_ts:
+                    return TimestampAndOffset(max_ts, record.offset, -1)
+            return TimestampAndOffset(max_ts, header.last_offset, -1)
+        return TimestampAndOffset(max_ts, best.offset_of_max_timestamp_so_far, -1)
 
     # -- rolling, flushing, high watermark ----------------------------------------------------
 
