@@ -193,3 +193,49 @@ def test_a_record_from_the_future_is_refused_with_invalid_timestamp(broker):
     assert results[0] is not None and results[0].name() == "INVALID_TIMESTAMP"
     assert results[1] is None
     assert [m.value() for m in rd_consume(bs, "future", 1)] == [b"now"]
+
+
+def test_confluent_kafka_describes_every_config_with_its_source(broker):
+    from confluent_kafka.admin import ConfigResource, ConfigSource
+
+    bs = broker.bootstrap_servers
+    rd_create(bs, "described", {"compression.type": "gzip", "preallocate": "true"})
+    admin = AdminClient({"bootstrap.servers": bs})
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "described")
+    entries = admin.describe_configs([resource])[resource].result(15)
+    assert set(KAFKA_4_TOPIC_CONFIGS) <= set(entries)
+    assert entries["compression.type"].value == "gzip"
+    assert entries["compression.type"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    assert entries["preallocate"].value == "true"  # stored and described, not acted on
+    assert entries["retention.ms"].value == str(7 * 24 * 3600 * 1000)
+    assert entries["retention.ms"].source == ConfigSource.DEFAULT_CONFIG.value
+    assert entries["message.timestamp.after.max.ms"].value == "3600000"  # Kafka 4.0's default
+
+
+def test_kafka_python_describes_a_topic(broker):
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    rd_create(broker.bootstrap_servers, "described-kp", {"cleanup.policy": "compact"})
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
+    try:
+        described = admin.describe_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, "described-kp", ["cleanup.policy"])]
+        )
+    finally:
+        admin.close()
+    entry = described["topic"]["described-kp"]["cleanup.policy"]
+    assert (entry["value"], entry["config_source"], entry["config_type"]) == (
+        "compact",
+        "DYNAMIC_TOPIC_CONFIG",
+        "LIST",
+    )
+
+
+def test_an_unknown_topic_is_described_as_unknown(broker):
+    from confluent_kafka.admin import ConfigResource
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "no-such-topic")
+    with pytest.raises(KafkaException) as e:
+        admin.describe_configs([resource])[resource].result(15)
+    assert e.value.args[0].name() == "UNKNOWN_TOPIC_OR_PART"

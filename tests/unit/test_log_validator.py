@@ -471,3 +471,47 @@ def test_the_produce_response_lists_the_refused_records(tmp_path):
             "batch_index_error_message": part["record_errors"][0]["batch_index_error_message"],
         }
     ]
+
+
+# -- the vectorized walk agrees with the record-by-record walk -----------------------------
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    values=st.lists(st.binary(max_size=300) | st.none(), min_size=64, max_size=200),
+    keys=st.booleans(),
+    headers=st.booleans(),
+    spread=st.integers(0, 10**7),
+    edits=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), max_size=3),
+)
+def test_the_vectorized_walk_agrees_with_the_one_by_one_walk(values, keys, headers, spread, edits):
+    from kafkalab.storage.log_validator import _walk_vectorized, walk_records_one_by_one
+
+    body = bytearray()
+    for i, v in enumerate(values):
+        hdrs = (Header("h%d" % (i % 3), v),) if headers and i % 5 == 0 else ()
+        body += encode_record(i, (i * 7919) % (spread + 1), b"k%d" % i if keys else None, v, hdrs)
+    for at, value in edits:
+        body[at % len(body)] = value
+    count = len(values)
+    try:
+        expected = walk_records_one_by_one(body, 0, len(body), count, need_keys=True)
+    except RecordValidationError:
+        expected = None
+    got = _walk_vectorized(bytes(body), 0, len(body), count, True)
+    if got is not None:
+        assert got == expected
+    elif not edits and all(v is None or len(v) < 8000 for v in values):
+        raise AssertionError("a well-formed batch of small records fell back to one by one")
+
+
+def test_a_large_batch_takes_the_vectorized_walk():
+    from kafkalab.storage.log_validator import _walk_vectorized
+
+    records = [SimpleRecord(b"x" * 100, timestamp=NOW + (i * 37) % 1000) for i in range(1000)]
+    batch = build_batch(records)
+    found = _walk_vectorized(batch, RECORD_BATCH_OVERHEAD, len(batch), 1000, False)
+    assert found is not None
+    max_delta, max_index, in_order, keyless = found
+    assert (max_delta, in_order, keyless) == (999, True, [])
+    assert records[max_index].timestamp == NOW + 999
