@@ -489,7 +489,7 @@ def test_the_vectorized_walk_agrees_with_the_one_by_one_walk(values, keys, heade
 
     body = bytearray()
     for i, v in enumerate(values):
-        hdrs = (Header("h%d" % (i % 3), v),) if headers and i % 5 == 0 else ()
+        hdrs = (Header(f"h{i % 3}", v),) if headers and i % 5 == 0 else ()
         body += encode_record(i, (i * 7919) % (spread + 1), b"k%d" % i if keys else None, v, hdrs)
     for at, value in edits:
         body[at % len(body)] = value
