@@ -112,7 +112,7 @@ def _varint(buf, pos: int, max_bytes: int) -> tuple[int, int]:
 
 
 #: From this many records on, walk_records hands the fields to numpy.
-VECTORIZED_FROM = 64
+VECTORIZED_FROM = 300  # below, numpy's fixed cost per call outweighs what it saves
 
 
 def walk_records(
