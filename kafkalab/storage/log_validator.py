@@ -373,7 +373,6 @@ def validate_and_assign_offsets(
     leader_epoch: int,
     now: int,
     config: LogConfig,
-    from_client: bool,
     where: str = "",
 ) -> ValidationResult:
     """Check every record of `headers`' batches in `buf`, then give the batches

@@ -506,7 +506,6 @@ class UnifiedLog:
             leader_epoch=leader_epoch,
             now=self.clock(),
             config=self.config,
-            from_client=client,
             where=self.dir.name,
         )
         buf = result.records
