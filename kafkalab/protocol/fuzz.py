@@ -28,6 +28,9 @@ mutations, each a way a real peer (buggy or malicious) goes wrong:
     batch_field             a Produce's RecordBatch header field (codec bits, producer
                             id, epoch, sequence, counts, timestamps) set to an extreme,
                             with the CRC re-computed so the batch passes the CRC check
+    batch_records           bytes inside a Produce's records (lengths, varints, deltas)
+                            changed, with the CRC re-computed: only the broker's
+                            LogValidator stands between them and the log
     wrong_api_key           the header names an unknown or another API
     wrong_version           the header names an unsupported or another version
     garbage                 random bytes behind a correct size prefix
@@ -302,6 +305,7 @@ KINDS: dict[str, int] = {  # relative weights
     "trailing": 3,
     "pipeline": 3,
     "batch_field": 8,
+    "batch_records": 8,
 }
 
 # RecordBatch v2 header fields (position in the batch, width) a "batch_field" mutation
@@ -419,6 +423,12 @@ class HostileFrames:
             t = rng.choice(self.with_records)
             frame = self._with_correlation_id(t, number)
             return _frame(self._batch_field(rng, frame, t)[4:]), False
+        if kind == "batch_records":
+            if not self.with_records:
+                return self._mutate(rng, "int_extreme", t, number)
+            t = rng.choice(self.with_records)
+            frame = self._with_correlation_id(t, number)
+            return _frame(self._batch_records(rng, frame, t)[4:]), False
         if kind == "wrong_api_key":
             key = rng.choice(
                 (rng.choice(self.known_keys), rng.randrange(-(2**15), 2**15), 17, 99, 1000, -1)
@@ -501,6 +511,23 @@ class HostileFrames:
         struct.pack_into(fmt, frame, start + at, value)
         size = struct.unpack_from(">i", t.data, start + LENGTH_OFFSET)[0] + 12
         crc = compute_crc(frame, start, min(size, len(frame) - start))
+        struct.pack_into(">I", frame, start + CRC_OFFSET, crc)
+        return frame
+
+    def _batch_records(self, rng: random.Random, frame: bytearray, t: Template) -> bytearray:
+        start = _batch_start(t)
+        assert start is not None
+        size = struct.unpack_from(">i", t.data, start + LENGTH_OFFSET)[0] + 12
+        first = start + RECORD_BATCH_OVERHEAD
+        end = min(start + size, len(frame))
+        if end <= first:
+            return self._batch_field(rng, frame, t)
+        for _ in range(rng.randint(1, 3)):
+            at = rng.randrange(first, end)
+            frame[at] = rng.choice(
+                (0x00, 0x01, 0x7F, 0x80, 0xFF, frame[at] ^ 0x01, frame[at] ^ 0x40)
+            )
+        crc = compute_crc(frame, start, end - start)
         struct.pack_into(">I", frame, start + CRC_OFFSET, crc)
         return frame
 

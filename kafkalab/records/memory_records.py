@@ -3,8 +3,10 @@
 Kafka's classes: org.apache.kafka.common.record.MemoryRecordsBuilder (what a
 producer uses to fill a batch) and MemoryRecords / DefaultRecordBatch (what a
 consumer iterates). The broker's hot path does not come here: it works on the
-61-byte header only (kafkalab.records.record_batch). Producers, consumers,
-tools and labs do.
+61-byte header (kafkalab.records.record_batch) and walks the records without
+decoding them (kafkalab.storage.log_validator); only a batch the broker
+recompresses (compression.type) is decoded and built here. Producers,
+consumers, tools and labs do.
 
     >>> data = build_batch([SimpleRecord(b"hello", key=b"k", timestamp=1000)])
     >>> [r.value for r in decode_batch(data).records]

@@ -2,8 +2,9 @@
 
 Kafka's class: org.apache.kafka.common.record.DefaultRecordBatch.
 
-This module is the hot path. The broker never decodes records one by one to
-append or to serve a fetch: it reads the 61-byte header, checks the CRC,
+This module is the hot path. The broker never decodes records into objects to
+append or to serve a fetch: it reads the 61-byte header, checks the CRC, walks
+the records' lengths without decoding them (kafkalab.storage.log_validator),
 rewrites the base offset (and partition leader epoch) in place, and moves the
 bytes as they are. Everything here works on a buffer and a position.
 

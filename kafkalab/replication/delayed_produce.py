@@ -10,7 +10,7 @@ calls `check_and_complete` on them), or by `request.timeout.ms`
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kafkalab.errors import Errors
 from kafkalab.replication.delayed_operation import DelayedOperation
@@ -29,6 +29,8 @@ class AppendResult:
     log_start_offset: int = -1
     message: str | None = None
     required_offset: int = -1  # acks=all is satisfied once the HW reaches this
+    # records refused inside a batch: (index in the batch, why) (Produce v8+ record_errors)
+    record_errors: list[tuple[int, str]] = field(default_factory=list)
 
 
 class DelayedProduce(DelayedOperation):

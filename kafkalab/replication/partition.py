@@ -35,7 +35,9 @@ from enum import StrEnum
 
 from kafkalab.errors import Errors, KafkaError
 from kafkalab.storage.unified_log import (
+    EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP,
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
     AppendOrigin,
@@ -377,7 +379,10 @@ class Partition:
             return TimestampAndOffset(
                 -1, self.log.last_fetchable_offset(isolation), self.leader_epoch
             )
-        if timestamp not in (EARLIEST_TIMESTAMP, MAX_TIMESTAMP) and timestamp < 0:
+        if timestamp == LATEST_TIERED_TIMESTAMP:  # nothing is tiered: Kafka's answer
+            return TimestampAndOffset(-1, -1, -1)
+        special = (EARLIEST_TIMESTAMP, MAX_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP)
+        if timestamp not in special and timestamp < 0:
             raise KafkaError(Errors.INVALID_REQUEST, f"no such ListOffsets timestamp {timestamp}")
         found = self.log.fetch_offset_by_timestamp(timestamp)
         if found is None:

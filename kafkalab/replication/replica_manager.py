@@ -197,7 +197,8 @@ class ReplicaManager:
                 bytearray(records), required_acks, part.log.config.min_insync_replicas, origin
             )
         except KafkaError as e:
-            return AppendResult(e.code, message=e.message)
+            record_errors = getattr(e, "record_errors", None) or []
+            return AppendResult(e.code, message=e.message, record_errors=record_errors)
         self.delayed_fetch.check_and_complete(tp)
         return AppendResult(
             Errors.NONE,

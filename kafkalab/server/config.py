@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kafkalab.storage.log_config import InvalidConfigError, LogConfig
+from kafkalab.storage.log_config import BROKER_TIMESTAMP_AFTER_MAX_MS, InvalidConfigError, LogConfig
 
 DEFAULT_LISTENER = "PLAINTEXT://127.0.0.1:9092"
 
@@ -65,7 +65,7 @@ class KafkaConfig:
     queued_max_requests: int = 500
     num_io_threads: int = 8
     cluster_id: str = "kafkalab-cluster"
-    log_config: LogConfig = field(default_factory=LogConfig)
+    log_config: LogConfig = field(default_factory=lambda: _broker_log_config({}))
     log_retention_check_interval_ms: int = 300_000
     log_flush_scheduler_interval_ms: int = 2**63 - 1
     log_flush_offset_checkpoint_interval_ms: int = 60_000
@@ -137,7 +137,7 @@ class KafkaConfig:
             get("log.flush.offset.checkpoint.interval.ms", default=60_000),
             "log.flush.offset.checkpoint.interval.ms",
         )
-        config.log_config = LogConfig.from_properties(props, broker_prefix=True)
+        config.log_config = _broker_log_config(props)
         config.extra = props
         names = [name for name, _, _ in config.listener_list()]  # fail early on a bad one
         if not names or len(set(names)) != len(names):
@@ -155,3 +155,10 @@ class KafkaConfig:
         props = read_properties(path)
         props.update(overrides or {})
         return cls.from_properties(props)
+
+
+def _broker_log_config(props: dict[str, Any]) -> LogConfig:
+    """The topics' defaults from server.properties (`log.`-prefixed keys), over
+    Kafka 4.0's broker defaults where a hand-built LogConfig differs from them."""
+    base = LogConfig(message_timestamp_after_max_ms=BROKER_TIMESTAMP_AFTER_MAX_MS)
+    return LogConfig.from_properties(props, broker_prefix=True, base=base)

@@ -8,6 +8,7 @@ one module per API family:
     apis/api_versions.py  ApiVersions
     apis/metadata.py      Metadata (auto-creating topics when allowed)
     apis/topics.py        CreateTopics, DeleteTopics
+    apis/configs.py       DescribeConfigs (a topic's configs and their sources)
     apis/produce.py       Produce (acks=all waits in a DelayedProduce)
     apis/fetch.py         Fetch (waits in a DelayedFetch; followers report their LEO)
     apis/list_offsets.py  ListOffsets
@@ -47,6 +48,7 @@ from kafkalab.protocol.header import RequestHeader
 from kafkalab.replication.replica_manager import ReplicaManager
 from kafkalab.server.apis import (
     api_versions,
+    configs,
     consumer_group,
     epochs,
     fetch,
@@ -76,6 +78,7 @@ HANDLERS: dict[ApiKeys, Handler] = {
     ApiKeys.API_VERSIONS: api_versions.handle_api_versions,
     ApiKeys.CREATE_TOPICS: topics.handle_create_topics,
     ApiKeys.DELETE_TOPICS: topics.handle_delete_topics,
+    ApiKeys.DESCRIBE_CONFIGS: configs.handle_describe_configs,
     ApiKeys.INIT_PRODUCER_ID: txn.handle_init_producer_id,
     ApiKeys.ADD_PARTITIONS_TO_TXN: txn.handle_add_partitions_to_txn,
     ApiKeys.ADD_OFFSETS_TO_TXN: txn.handle_add_offsets_to_txn,

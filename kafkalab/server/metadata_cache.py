@@ -131,8 +131,9 @@ class StandaloneMetadataCache:
     def topics(self) -> dict[str, TopicInfo]:
         me = self.config.node_id
         out: dict[str, TopicInfo] = {}
+        overrides = self.replica_manager.log_manager.topic_configs
         for topic, index in sorted(self.replica_manager.log_manager.all_logs()):
-            info = out.setdefault(topic, TopicInfo(topic))
+            info = out.setdefault(topic, TopicInfo(topic, configs=dict(overrides.get(topic, {}))))
             info.partitions[index] = PartitionRegistration(
                 [me], [me], me, STANDALONE_LEADER_EPOCH, 0
             )

@@ -324,8 +324,15 @@ class _Connection:
         raise _PeerGone("end of stream while a request was parked")
 
     def close(self) -> None:
-        if self.ahead is not None and not self.ahead.done():
+        if self.ahead is None:
+            return
+        if not self.ahead.done():
             self.ahead.cancel()
+        elif not self.ahead.cancelled():
+            # A read-ahead the peer broke (connection_lost while the answer was being
+            # written): the peer is gone either way; collect the error so asyncio does
+            # not report it as never retrieved.
+            self.ahead.exception()
 
 
 def _log_failure(task: asyncio.Future) -> None:

@@ -13,6 +13,8 @@ One Kafka concept a module, named after Kafka's class:
     log_manager.LogManager        every log of a broker, retention, flush.ms, cleaning, clean shutdown
     log_cleaner.LogCleaner        log compaction (cleanup.policy=compact): latest record per key
     log_config.LogConfig          segment.bytes, retention.ms, ... with Kafka's defaults
+    log_validator                 every record of a leader append checked, offsets and
+                                  timestamps assigned, compression.type applied (Kafka: LogValidator)
     errors                        typed errors carrying Kafka's error codes
     dump_log_segments             `kafkalab dump-log` (kafka-dump-log.sh)
 """
@@ -35,7 +37,9 @@ from kafkalab.storage.offset_index import OffsetIndex, OffsetPosition
 from kafkalab.storage.time_index import TimeIndex, TimestampOffset
 from kafkalab.storage.transaction_index import AbortedTxn, TransactionIndex
 from kafkalab.storage.unified_log import (
+    EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP,
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
     AppendOrigin,
@@ -47,7 +51,9 @@ from kafkalab.storage.unified_log import (
 )
 
 __all__ = [
+    "EARLIEST_LOCAL_TIMESTAMP",
     "EARLIEST_TIMESTAMP",
+    "LATEST_TIERED_TIMESTAMP",
     "LATEST_TIMESTAMP",
     "MAX_TIMESTAMP",
     "AbortedTxn",

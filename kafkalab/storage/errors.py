@@ -7,6 +7,8 @@ org.apache.kafka.storage.internals.log.*Exception. Each is a KafkaError whose
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from kafkalab.errors import Errors, KafkaErrorWithCode
 from kafkalab.records.record_batch import CorruptRecordError, InvalidRecordError
 
@@ -17,11 +19,14 @@ __all__ = [
     "CorruptRecordError",
     "IndexFullError",
     "InvalidOffsetError",
+    "InvalidTimestampError",
     "KafkaStorageError",
     "LogDirInUseError",
     "LogOffsetMetadataError",
     "OffsetOutOfRangeError",
     "RecordBatchTooLargeError",
+    "RecordError",
+    "RecordValidationError",
     "StorageError",
     "UnexpectedAppendOffsetError",
 ]
@@ -53,7 +58,38 @@ class OffsetOutOfRangeError(StorageError):
         )
 
 
-class CompactedRecordWithoutKeyError(InvalidRecordError):
+class RecordError(NamedTuple):
+    """One refused record (Kafka: ProduceResponse.RecordError): its index in its
+    batch and why; a Produce v8+ response lists them as `record_errors`."""
+
+    batch_index: int
+    message: str
+
+
+class RecordValidationError(InvalidRecordError):
+    """Records inside a batch broke a rule of Kafka's LogValidator (a record not
+    well formed, a key missing, a timestamp out of range): the batch is refused,
+    and `record_errors` says which records and why.
+
+    Kafka: INVALID_RECORD (87), RecordValidationException. Fix the producer (or
+    the records) that wrote them; a correct client never sends them."""
+
+    code = Errors.INVALID_RECORD
+
+    def __init__(self, message: str, record_errors: list[RecordError] | None = None) -> None:
+        super().__init__(message)
+        self.record_errors = list(record_errors or [])
+
+
+class InvalidTimestampError(RecordValidationError):
+    """A record's timestamp is outside what the topic accepts
+    (message.timestamp.before.max.ms / message.timestamp.after.max.ms), or a
+    producer set the LogAppendTime type itself. Kafka: INVALID_TIMESTAMP (32)."""
+
+    code = Errors.INVALID_TIMESTAMP
+
+
+class CompactedRecordWithoutKeyError(RecordValidationError):
     """A record without a key sent to a topic with cleanup.policy=compact, which
     keeps the latest record per key and so cannot keep it (Kafka:
     InvalidRecordException, "Compacted topic cannot accept message without key").

@@ -49,6 +49,47 @@ _KEYS: dict[str, tuple[str, int | None]] = {
     "min.cleanable.dirty.ratio": ("min_cleanable_dirty_ratio", 0),
     "min.compaction.lag.ms": ("min_compaction_lag_ms", 0),
     "max.compaction.lag.ms": ("max_compaction_lag_ms", 1),
+    "compression.type": ("compression_type", None),
+    "compression.gzip.level": ("compression_gzip_level", None),
+    "compression.lz4.level": ("compression_lz4_level", None),
+    "compression.zstd.level": ("compression_zstd_level", None),
+    "message.timestamp.before.max.ms": ("message_timestamp_before_max_ms", 0),
+    "message.timestamp.after.max.ms": ("message_timestamp_after_max_ms", 0),
+    # Stored and described, with no behaviour here (README: topic configs):
+    "preallocate": ("preallocate", None),
+    "leader.replication.throttled.replicas": ("leader_replication_throttled_replicas", None),
+    "follower.replication.throttled.replicas": ("follower_replication_throttled_replicas", None),
+    "remote.storage.enable": ("remote_storage_enable", None),
+    "local.retention.ms": ("local_retention_ms", -2),
+    "local.retention.bytes": ("local_retention_bytes", -2),
+    "remote.log.copy.disable": ("remote_log_copy_disable", None),
+    "remote.log.delete.on.disable": ("remote_log_delete_on_disable", None),
+}
+
+#: Kafka 4.0's log.message.timestamp.after.max.ms (KIP-1030): a broker's default.
+BROKER_TIMESTAMP_AFTER_MAX_MS = 3_600_000
+
+#: Topic configs a kafkalab log stores and describes but does not act on: no
+#: tiered storage, no replication quotas, no preallocated segment files.
+STORED_ONLY = (
+    "preallocate",
+    "leader.replication.throttled.replicas",
+    "follower.replication.throttled.replicas",
+    "remote.storage.enable",
+    "local.retention.ms",
+    "local.retention.bytes",
+    "remote.log.copy.disable",
+    "remote.log.delete.on.disable",
+)
+
+#: compression.type values (Kafka: BrokerCompressionType); `producer` keeps the
+#: producer's codec, the others recompress on append.
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+#: Valid compression levels (Kafka: CompressionType.*.levelValidator).
+_LEVELS = {
+    "compression.gzip.level": (1, 9, (-1,)),
+    "compression.lz4.level": (1, 17, ()),
+    "compression.zstd.level": (-131072, 22, ()),
 }
 
 # Broker-level names where they differ from `log.` + topic key (Kafka's LogConfig synonyms).
@@ -73,8 +114,15 @@ _BROKER_SYNONYMS = {
     "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
     "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
     "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
-    # the broker-level default under the topic config's own name
+    "log.message.timestamp.before.max.ms": "message.timestamp.before.max.ms",
+    "log.message.timestamp.after.max.ms": "message.timestamp.after.max.ms",
+    "log.preallocate": "preallocate",
+    # the broker-level defaults under the topic configs' own names
     "min.insync.replicas": "min.insync.replicas",
+    "compression.type": "compression.type",
+    "compression.gzip.level": "compression.gzip.level",
+    "compression.lz4.level": "compression.lz4.level",
+    "compression.zstd.level": "compression.zstd.level",
 }
 _UNIT_MS = {
     "log.roll.hours": 3_600_000,
@@ -108,6 +156,25 @@ class LogConfig:
     max_compaction_lag_ms: int = (
         LONG_MAX  # max.compaction.lag.ms: clean by then, whatever the ratio
     )
+    compression_type: str = "producer"  # compression.type: producer keeps the batch's codec
+    compression_gzip_level: int = -1  # compression.gzip.level: -1 is zlib's default (6)
+    compression_lz4_level: int = 9  # compression.lz4.level
+    compression_zstd_level: int = 3  # compression.zstd.level
+    # message.timestamp.before/after.max.ms: how far a CreateTime timestamp may lie
+    # before or after the log's clock. A broker takes Kafka 4.0's defaults (any
+    # past, one hour ahead: BROKER_TIMESTAMP_AFTER_MAX_MS); a log built by hand
+    # (labs, tests) runs on a clock of its own, so by default it takes any time.
+    message_timestamp_before_max_ms: int = LONG_MAX
+    message_timestamp_after_max_ms: int = LONG_MAX
+    # Stored and described only (STORED_ONLY):
+    preallocate: bool = False
+    leader_replication_throttled_replicas: str = ""
+    follower_replication_throttled_replicas: str = ""
+    remote_storage_enable: bool = False
+    local_retention_ms: int = -2  # -2: the value of retention.ms
+    local_retention_bytes: int = -2  # -2: the value of retention.bytes
+    remote_log_copy_disable: bool = False
+    remote_log_delete_on_disable: bool = False
 
     def __post_init__(self) -> None:
         for key, (attr, minimum) in _KEYS.items():
@@ -124,6 +191,29 @@ class LogConfig:
             raise InvalidConfigError(
                 f"cleanup.policy={self.cleanup_policy!r} is invalid: use delete, compact, "
                 "or compact,delete"
+            )
+        if self.compression_type not in COMPRESSION_TYPES:
+            raise InvalidConfigError(
+                f"compression.type={self.compression_type!r} is invalid: use one of "
+                + ", ".join(COMPRESSION_TYPES)
+            )
+        for key, (low, high, extra) in _LEVELS.items():
+            level = getattr(self, _KEYS[key][0])
+            if not (low <= level <= high or level in extra):
+                raise InvalidConfigError(
+                    f"{key}={level} is invalid: it must be between {low} and {high}"
+                    + (f" (or {extra[0]})" if extra else "")
+                )
+        for key in (
+            "leader.replication.throttled.replicas",
+            "follower.replication.throttled.replicas",
+        ):
+            _check_replica_list(key, getattr(self, _KEYS[key][0]))
+        if self.remote_storage_enable:
+            raise InvalidConfigError(
+                "remote.storage.enable=true is invalid: Tiered Storage functionality is "
+                "disabled in the broker (kafkalab has no remote log storage). Topic cannot "
+                "be configured with remote log storage."
             )
         if not 0 <= self.min_cleanable_dirty_ratio <= 1:
             raise InvalidConfigError(
@@ -187,6 +277,20 @@ class LogConfig:
             value = getattr(self, attr)
             out[key] = str(value).lower() if isinstance(value, bool) else str(value)
         return out
+
+
+def _check_replica_list(key: str, value: str) -> None:
+    """Kafka's ThrottledReplicaListValidator: `*`, or partition:broker pairs."""
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    if items == ["*"]:
+        return
+    for item in items:
+        parts = item.split(":")
+        if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+            raise InvalidConfigError(
+                f"{key}={value!r} is invalid: it must be the literal '*' or a list of "
+                "replicas in the format [partitionId]:[brokerId],[partitionId]:[brokerId],..."
+            )
 
 
 def _parse(key: str, attr: str, raw: Any) -> Any:

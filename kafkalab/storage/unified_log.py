@@ -27,6 +27,9 @@ Invariants kept here:
   the high watermark, and moves the log start offset forward, never back.
 - A batch in the log is whole and its CRC is valid: leader appends check every
   CRC before writing, and recovery cuts the tail at the first invalid batch.
+  Its records are well formed: a leader walks every record first
+  (kafkalab.storage.log_validator, Kafka's LogValidator), and recompresses
+  batches whose codec is not the topic's compression.type.
 
 Time is read from `clock` (ms), so labs and tests can drive segment.ms,
 retention.ms and flush.ms with a fake clock.
@@ -45,10 +48,9 @@ from enum import Enum
 from pathlib import Path
 
 from kafkalab.records.control_record import EndTransactionMarker, read_end_txn_marker
+from kafkalab.records.memory_records import decode_batch
 from kafkalab.records.record_batch import (
     CONTROL_FLAG_MASK,
-    LOG_OVERHEAD,
-    PARTITION_LEADER_EPOCH_OFFSET,
     RECORD_BATCH_OVERHEAD,
     BatchHeader,
     CorruptRecordError,
@@ -56,11 +58,9 @@ from kafkalab.records.record_batch import (
     TimestampType,
     ensure_valid,
     peek_size,
-    set_max_timestamp_and_type,
 )
 from kafkalab.storage.checkpoint_file import fsync_dir
 from kafkalab.storage.errors import (
-    CompactedRecordWithoutKeyError,
     ControlBatchFromClientError,
     CorruptIndexError,
     OffsetOutOfRangeError,
@@ -85,6 +85,7 @@ from kafkalab.storage.log_segment import (
     offset_index_file,
     time_index_file,
 )
+from kafkalab.storage.log_validator import validate_and_assign_offsets
 from kafkalab.storage.offset_index import OffsetPosition
 from kafkalab.storage.producer_state_manager import ProducerStateManager
 from kafkalab.storage.transaction_index import AbortedTxn
@@ -97,7 +98,9 @@ _INT32 = struct.Struct(">i")
 #: ListOffsets special timestamps (Kafka: ListOffsetsRequest.*_TIMESTAMP).
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
-MAX_TIMESTAMP = -3
+MAX_TIMESTAMP = -3  # v7+ (KIP-734)
+EARLIEST_LOCAL_TIMESTAMP = -4  # v8+ (KIP-405): the local log start; no tiered storage here
+LATEST_TIERED_TIMESTAMP = -5  # v9+ (KIP-1005): the last tiered offset; none here
 
 
 class AppendOrigin(Enum):
@@ -501,23 +504,27 @@ class UnifiedLog:
                             0,
                             duplicate=True,
                         )
-        append_time = -1
-        if self.config.message_timestamp_type == "LogAppendTime":
-            append_time = self.clock()
-        offset = self._log_end_offset
+        # Every record checked, then offsets, the leader epoch and timestamps assigned,
+        # batches recompressed where compression.type says (Kafka: LogValidator).
+        result = validate_and_assign_offsets(
+            buf,
+            headers,
+            first_offset=self._log_end_offset,
+            leader_epoch=leader_epoch,
+            now=self.clock(),
+            config=self.config,
+            where=self.dir.name,
+        )
+        buf = result.records
         batches = []
-        for pos, header in headers:
-            # The leader assigns offsets and stamps its epoch: both fields sit
-            # before the CRC'd range, so the CRC stays valid.
-            _INT64.pack_into(buf, pos, offset)
-            _INT32.pack_into(buf, pos + PARTITION_LEADER_EPOCH_OFFSET, leader_epoch)
-            max_timestamp = header.max_timestamp
-            if append_time >= 0:
-                set_max_timestamp_and_type(buf, pos, append_time, TimestampType.LOG_APPEND_TIME)
-                max_timestamp = append_time
-            offset += header.last_offset_delta + 1
-            batches.append((pos, header.batch_length + LOG_OVERHEAD, offset - 1, max_timestamp))
-        return self._append(buf, batches, headers, append_time, leader_epoch)
+        headers = []
+        for batch in result.batches:
+            header = batch.header
+            headers.append((batch.position, header))
+            batches.append(
+                (batch.position, header.size_in_bytes, header.last_offset, batch.max_timestamp)
+            )
+        return self._append(buf, batches, headers, result.log_append_time, leader_epoch)
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo:
         """Append batches with the offsets and epochs the leader gave them.
@@ -595,27 +602,7 @@ class UnifiedLog:
             pos += size
         if not headers:
             raise InvalidRecordError(f"{self.dir.name}: an append must carry at least one batch")
-        if config.compact and origin is not AppendOrigin.REPLICATION:
-            self._check_keys(buf, headers)
         return headers
-
-    def _check_keys(self, buf: bytes | bytearray, headers: list[tuple[int, BatchHeader]]) -> None:
-        """A compacted log keeps the latest record per key, so every record needs a
-        key (Kafka: LogValidator, "Compacted topic cannot accept message without
-        key"). The only per-record work of a leader append, and only under compact."""
-        from kafkalab.records.memory_records import decode_batch
-
-        for pos, header in headers:
-            if header.is_control_batch:
-                continue
-            for record in decode_batch(buf, pos, verify_crc=False).records:
-                if record.key is None:
-                    raise CompactedRecordWithoutKeyError(
-                        f"{self.dir.name}: compacted topic cannot accept a record without a "
-                        f"key (offset delta {record.offset - header.base_offset} of the batch "
-                        f"at position {pos}); give every record a key, or use "
-                        "cleanup.policy=delete"
-                    )
 
     def _refuse_size(self, size: int) -> None:
         if size > self.config.max_message_bytes:
@@ -790,25 +777,48 @@ class UnifiedLog:
 
     def fetch_offset_by_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         """ListOffsets: EARLIEST_TIMESTAMP (-2), LATEST_TIMESTAMP (-1),
-        MAX_TIMESTAMP (-3), or the first record with a timestamp >= `timestamp`
-        (None when there is none). Kafka: UnifiedLog.fetchOffsetByTimestamp."""
-        if timestamp == EARLIEST_TIMESTAMP:
+        MAX_TIMESTAMP (-3), EARLIEST_LOCAL_TIMESTAMP (-4, the log start: no
+        tiered storage), LATEST_TIERED_TIMESTAMP (-5, offset -1: nothing is
+        tiered), or the first record with a timestamp >= `timestamp` (None when
+        there is none). Kafka: UnifiedLog.fetchOffsetByTimestamp."""
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             return TimestampAndOffset(-1, self.log_start_offset, -1)
         if timestamp == LATEST_TIMESTAMP:
             return TimestampAndOffset(-1, self.log_end_offset, -1)
+        if timestamp == LATEST_TIERED_TIMESTAMP:
+            return TimestampAndOffset(-1, -1, -1)
         if timestamp == MAX_TIMESTAMP:
-            best = max(self._segments, key=lambda s: s.max_timestamp_so_far)
-            if best.max_timestamp_so_far < 0:
-                return None
-            return TimestampAndOffset(
-                best.max_timestamp_so_far, best.offset_of_max_timestamp_so_far, -1
-            )
+            return self._offset_of_max_timestamp()
         for segment in self._segments:
             if segment.max_timestamp_so_far >= timestamp or segment is self.active_segment:
                 found = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
                 if found is not None:
                     return TimestampAndOffset(*found)
         return None
+
+    def _offset_of_max_timestamp(self) -> TimestampAndOffset | None:
+        """The record with the largest timestamp (the first, if several have it):
+        the segment with the largest timestamp, then the batch the time index
+        points at (it keeps the batch's last offset), then the record inside it
+        (Kafka 3.8+, KAFKA-16310: RecordBatch.offsetOfMaxTimestamp; under
+        LogAppendTime every record has the batch's time, so its first record)."""
+        best = max(self._segments, key=lambda s: s.max_timestamp_so_far)
+        max_ts = best.max_timestamp_so_far
+        if max_ts < 0:
+            return None
+        found = best.translate_offset(best.offset_of_max_timestamp_so_far)
+        start = found.position if found is not None else 0
+        for pos, header in best.log.batch_headers(start):
+            if header.max_timestamp != max_ts:
+                continue
+            if header.timestamp_type == TimestampType.LOG_APPEND_TIME:
+                return TimestampAndOffset(max_ts, header.base_offset, -1)
+            data = best.log.read(pos, header.size_in_bytes)
+            for record in decode_batch(data, verify_crc=False).records:
+                if record.timestamp == max_ts:
+                    return TimestampAndOffset(max_ts, record.offset, -1)
+            return TimestampAndOffset(max_ts, header.last_offset, -1)
+        return TimestampAndOffset(max_ts, best.offset_of_max_timestamp_so_far, -1)
 
     # -- rolling, flushing, high watermark ----------------------------------------------------
 

@@ -86,7 +86,7 @@ EXPECTED_RANGES = {
     ApiKeys.OFFSET_COMMIT: (0, 7),
     ApiKeys.OFFSET_FETCH: (0, 5),
     ApiKeys.DESCRIBE_GROUPS: (0, 4),
-    ApiKeys.LIST_GROUPS: (0, 2),
+    ApiKeys.LIST_GROUPS: (0, 5),
     ApiKeys.DELETE_GROUPS: (0, 1),
     ApiKeys.OFFSET_DELETE: (0, 0),
 }

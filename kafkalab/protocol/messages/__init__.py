@@ -8,6 +8,7 @@ produce         Produce (0)
 fetch           Fetch (1), OffsetForLeaderEpoch (23)
 list_offsets    ListOffsets (2)
 topics          CreateTopics (19), DeleteTopics (20)
+configs         DescribeConfigs (32)
 controller      BrokerRegistration (62), BrokerHeartbeat (63), AlterPartition (56),
                 AllocateProducerIds (67);
                 CONTROLLER_APIS, what the controller's listener serves
@@ -48,6 +49,11 @@ from kafkalab.protocol.messages.api_versions import (
     API_VERSIONS_REQUEST,
     API_VERSIONS_RESPONSE,
     api_versions_body,
+)
+from kafkalab.protocol.messages.configs import (
+    DESCRIBE_CONFIGS_API,
+    DESCRIBE_CONFIGS_REQUEST,
+    DESCRIBE_CONFIGS_RESPONSE,
 )
 from kafkalab.protocol.messages.consumer_group import (
     CONSUMER_GROUP_APIS,
@@ -172,8 +178,12 @@ APIS.update(TXN_GROUP_APIS)
 APIS.update(CONSUMER_GROUP_APIS)
 APIS[ApiKeys.DESCRIBE_PRODUCERS] = DESCRIBE_PRODUCERS_API
 APIS.update(TXN_COORDINATOR_APIS)
+APIS[ApiKeys.DESCRIBE_CONFIGS] = DESCRIBE_CONFIGS_API
 
 __all__ = [
+    "DESCRIBE_CONFIGS_API",
+    "DESCRIBE_CONFIGS_REQUEST",
+    "DESCRIBE_CONFIGS_RESPONSE",
     "ADD_OFFSETS_TO_TXN_REQUEST",
     "ADD_OFFSETS_TO_TXN_RESPONSE",
     "ADD_PARTITIONS_TO_TXN_REQUEST",

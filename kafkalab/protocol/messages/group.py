@@ -246,7 +246,11 @@ DESCRIBE_GROUPS_RESPONSE = Message(
 LIST_GROUPS_REQUEST = Message(
     ApiKeys.LIST_GROUPS,
     "ListGroupsRequest",
-    [],  # v0-3 have no fields; StatesFilter comes in v4, TypesFilter in v5
+    [
+        # v0-3 have no fields; v4 filters by state (KIP-518), v5 by type (KIP-848)
+        F("states_filter", ArrayOf(STRING), "4+"),
+        F("types_filter", ArrayOf(STRING), "5+"),
+    ],
     flexible_from=3,
 )
 
@@ -261,6 +265,8 @@ LIST_GROUPS_RESPONSE = Message(
             [
                 F("group_id", STRING),
                 F("protocol_type", STRING),
+                F("group_state", STRING, "4+"),
+                F("group_type", STRING, "5+"),  # classic or consumer (KIP-848)
             ],
         ),
     ],
@@ -334,7 +340,7 @@ GROUP_APIS: dict[ApiKeys, Api] = {
             DESCRIBE_GROUPS_REQUEST,
             DESCRIBE_GROUPS_RESPONSE,
         ),
-        Api(ApiKeys.LIST_GROUPS, "ListGroups", 0, 2, LIST_GROUPS_REQUEST, LIST_GROUPS_RESPONSE),
+        Api(ApiKeys.LIST_GROUPS, "ListGroups", 0, 5, LIST_GROUPS_REQUEST, LIST_GROUPS_RESPONSE),
         Api(
             ApiKeys.DELETE_GROUPS,
             "DeleteGroups",

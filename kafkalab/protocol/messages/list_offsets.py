@@ -38,6 +38,7 @@ LIST_OFFSETS_REQUEST = Message(
                 ),
             ],
         ),
+        F("timeout_ms", INT32, "10+", default=0),  # KIP-1075: for remote storage reads
     ],
     flexible_from=6,
 )
@@ -68,11 +69,15 @@ LIST_OFFSETS_RESPONSE = Message(
     flexible_from=6,
 )
 
+# v6 flexible; v7 MAX_TIMESTAMP (-3, KIP-734); v8 EARLIEST_LOCAL_TIMESTAMP (-4, KIP-405);
+# v9 LATEST_TIERED_TIMESTAMP (-5, KIP-1005); v10 timeout_ms (KIP-1075). Kafka 4.0 serves 1-10
+# (KIP-896 removed v0); kafkalab still serves v0. As Kafka's broker, the special
+# timestamps are answered whatever the version: the client picks a version that has them.
 LIST_OFFSETS_API = Api(
     ApiKeys.LIST_OFFSETS,
     "ListOffsets",
     0,
-    5,
+    10,
     LIST_OFFSETS_REQUEST,
     LIST_OFFSETS_RESPONSE,
 )

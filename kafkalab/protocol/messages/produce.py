@@ -74,11 +74,14 @@ PRODUCE_RESPONSE = Message(
     flexible_from=9,
 )
 
+# v0-v2 carry magic 0/1 message sets, which Kafka 4.0 no longer takes (KIP-896) and
+# kafkalab never did: not advertised, so a client negotiates v3+ or fails at once.
+# v8 adds record_errors (the index of each refused record) and error_message.
 PRODUCE_API = Api(
     ApiKeys.PRODUCE,
     "Produce",
-    0,
-    7,
+    3,
+    8,
     PRODUCE_REQUEST,
     PRODUCE_RESPONSE,
 )

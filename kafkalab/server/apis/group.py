@@ -283,13 +283,29 @@ def handle_describe_groups(apis: KafkaApis, header: RequestHeader, body: dict) -
 
 
 def handle_list_groups(apis: KafkaApis, header: RequestHeader, body: dict) -> dict:
-    result = _runtime(apis).coordinator.list_groups(body.get("states_filter") or None)
+    """ListGroups: v4+ filters by state, v5+ by type and names each group's type,
+    `consumer` for a KIP-848 group and `classic` for the others, both filters
+    case-insensitive (Kafka: GroupCoordinatorService.listGroups)."""
+    coordinator = _runtime(apis).coordinator
+    result = coordinator.list_groups(body.get("states_filter") or None)
+    kip848 = coordinator.consumer_groups
+
+    def group_type(group_id: str) -> str:
+        return "consumer" if group_id in kip848 else "classic"
+
+    types = {t.lower() for t in body.get("types_filter") or ()}
     return {
         "throttle_time_ms": 0,
         "error_code": int(result.error),
         "groups": [
-            {"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": g.state}
+            {
+                "group_id": g.group_id,
+                "protocol_type": g.protocol_type,
+                "group_state": g.state,
+                "group_type": group_type(g.group_id),
+            }
             for g in result.groups
+            if not types or group_type(g.group_id) in types
         ],
     }
 

@@ -10,6 +10,10 @@ v10+ names every topic by its id too (TopicInfo.topic_id, given by the controlle
 at creation), and v12 lets a request name topics by id alone (name null): how a
 KIP-848 consumer learns which topics the ids of its assignment are. An unknown id
 answers UNKNOWN_TOPIC_ID with a null name; ids are never auto-created.
+
+v8+ answers the operations the client may perform on each topic (and v8-10 on
+the cluster) when it asks: all of them, as a Kafka broker without an authorizer
+(kafkalab.server.auth_helper).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from kafkalab.errors import Errors
 from kafkalab.protocol.header import RequestHeader
 from kafkalab.server.apis.topics import create_topics_request
+from kafkalab.server.auth_helper import ResourceType, authorized_operations
 
 if TYPE_CHECKING:
     from kafkalab.server.kafka_apis import KafkaApis
@@ -44,7 +49,7 @@ def handle_metadata(apis: KafkaApis, header: RequestHeader, body: dict) -> Any:
     )
     missing = [n for n in names if isinstance(n, str) and n not in cache.topics()]
     if not (missing and allow_create):
-        return metadata_response(apis, names)
+        return with_authorized_operations(metadata_response(apis, names), body)
 
     async def create_then_answer() -> dict:
         created = await cache.create_topics(
@@ -53,7 +58,7 @@ def handle_metadata(apis: KafkaApis, header: RequestHeader, body: dict) -> Any:
             )
         )
         errors = {t["name"]: t["error_code"] for t in created["topics"]}
-        return metadata_response(apis, names, errors)
+        return with_authorized_operations(metadata_response(apis, names, errors), body)
 
     return create_then_answer()
 
@@ -107,6 +112,20 @@ def metadata_response(
         "controller_id": cache.controller_id(),
         "topics": topics,
     }
+
+
+def with_authorized_operations(response: dict, body: dict) -> dict:
+    """Metadata v8+: the operations allowed on each topic (and, v8-10, on the
+    cluster) when the request asks, every one the resource supports since no
+    authorizer runs (Kafka: AuthHelper.authorizedOperations); otherwise
+    Integer.MIN_VALUE, as Kafka leaves them."""
+    if body.get("include_topic_authorized_operations"):
+        allowed = authorized_operations(ResourceType.TOPIC)
+        for topic in response["topics"]:
+            topic["topic_authorized_operations"] = allowed
+    if body.get("include_cluster_authorized_operations"):
+        response["cluster_authorized_operations"] = authorized_operations(ResourceType.CLUSTER)
+    return response
 
 
 def topic_error(name: str | None, error: Errors, topic_id: uuid.UUID | None = None) -> dict:
