@@ -1,9 +1,9 @@
 """kafkalab.spark on a Spark standalone cluster, not local mode: a master and two
 workers started with pyspark's own launcher (`bin/spark-class`), executors in
 their own JVMs, their Python workers running this venv's interpreter
-(PYSPARK_PYTHON), as the README's "On a Spark cluster" recipe says. A batch write
-and read through it against a real broker must give exactly the records
-librdkafka reads. Every JVM started here is stopped, also when the test fails."""
+(PYSPARK_PYTHON), as the README's Spark section documents. A batch write and read
+through it against a real broker must give exactly the records librdkafka reads,
+and a streaming query (Trigger.AvailableNow) must copy them to another topic. Every JVM started here is stopped, also when the test fails."""
 
 from __future__ import annotations
 
@@ -156,7 +156,7 @@ def broker(tmp_path):
         yield b
 
 
-def test_batch_write_and_read_on_a_standalone_cluster(standalone, broker, monkeypatch):
+def test_batch_and_stream_on_a_standalone_cluster(standalone, broker, monkeypatch, tmp_path):
     from pyspark.sql import SparkSession
 
     from kafkalab.spark import register
@@ -234,5 +234,32 @@ def test_batch_write_and_read_on_a_standalone_cluster(standalone, broker, monkey
             (m.key(), m.value(), m.partition(), m.offset()) for m in direct
         )
         assert sorted(r.value for r in rows) == sorted(f"rec-{i}".encode() for i in range(n))
+
+        # A streaming query through the same executors copies the topic, exactly.
+        create_topic(bs, "standalone-copy", partitions=3)
+        q = (
+            spark.readStream.format("kafkalab")
+            .option("kafka.bootstrap.servers", bs)
+            .option("subscribe", "standalone")
+            .option("startingOffsets", "earliest")
+            .load()
+            .selectExpr("key", "value")
+            .writeStream.format("kafkalab")
+            .option("kafka.bootstrap.servers", bs)
+            .option("topic", "standalone-copy")
+            .option("checkpointLocation", str(tmp_path / "checkpoint"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        try:
+            q.awaitTermination(300)
+            assert q.exception() is None
+            assert not q.isActive, "the streaming copy did not finish within 300 s"
+        finally:
+            q.stop()
+        copied = consume_all(bs, "standalone-copy", 3)
+        assert sorted((m.key(), m.value()) for m in copied) == sorted(
+            (m.key(), m.value()) for m in direct
+        )
     finally:
         spark.stop()
