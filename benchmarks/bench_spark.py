@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -27,6 +28,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafkalab.cluster import LocalCluster
 from kafkalab.spark import build_local_spark
+from kafkalab.spark.options import EXECUTOR_FETCH, WriteOptions
 
 N = int(os.environ.get("KAFKALAB_BENCH_RECORDS", "10000000"))
 PARTITIONS = int(os.environ.get("KAFKALAB_BENCH_PARTITIONS", "4"))
@@ -123,17 +125,9 @@ def row(name: str, phase: str, m: Meter, n: int) -> dict:
 def librdkafka_alone(cluster: LocalCluster, topic: str) -> list[dict]:
     bs = cluster.bootstrap_servers
     value = b"x" * VALUE_BYTES
-    p = Producer(
-        {
-            "bootstrap.servers": bs,
-            "acks": "all",
-            "enable.idempotence": True,
-            "linger.ms": 20,
-            "batch.size": 1_000_000,
-            "queue.buffering.max.messages": 1_000_000,
-            "delivery.report.only.error": True,
-        }
-    )
+    # The same client settings as kafkalab.spark's executors, so that the ratio
+    # compares the Spark layer and nothing else.
+    p = Producer(WriteOptions(bs, topic).producer_config())
     with Meter(cluster, None) as w:
         for _ in range(N):
             try:
@@ -142,7 +136,15 @@ def librdkafka_alone(cluster: LocalCluster, topic: str) -> list[dict]:
                 p.poll(0.05)
                 p.produce(topic, value)
         assert p.flush(600) == 0
-    c = Consumer({"bootstrap.servers": bs, "group.id": "bench", "enable.auto.commit": False})
+    c = Consumer(
+        {
+            **EXECUTOR_FETCH,
+            "isolation.level": "read_uncommitted",
+            "bootstrap.servers": bs,
+            "group.id": "bench",
+            "enable.auto.commit": False,
+        }
+    )
     with Meter(cluster, None) as r:
         c.assign([TopicPartition(topic, i, 0) for i in range(PARTITIONS)])
         got = 0
@@ -155,6 +157,8 @@ def librdkafka_alone(cluster: LocalCluster, topic: str) -> list[dict]:
 
 def main() -> int:
     print(f"== {N:,} records of {VALUE_BYTES} B, {PARTITIONS} partitions, RF=3, acks=all")
+    load_before = os.getloadavg()
+    print(f"load average {load_before[0]:.2f} / {load_before[1]:.2f} / {load_before[2]:.2f}")
     results = []
     with LocalCluster(brokers=3, broker_props={"min.insync.replicas": "2"}) as cluster:
         bs = cluster.bootstrap_servers
@@ -202,11 +206,33 @@ def main() -> int:
     for phase in ("write", "read"):
         spark_rate = next(r for r in results if r["phase"] == phase)["records_per_s"]
         print(f"{phase}: Spark / librdkafka alone = {spark_rate / alone[phase]:.2f}")
+    load_after = os.getloadavg()
+    print(f"load average {load_after[0]:.2f} / {load_after[1]:.2f} / {load_after[2]:.2f}")
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"],
+        cwd=Path(__file__).parent,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     out = Path(__file__).parent / "results"
     out.mkdir(exist_ok=True)
-    (out / "spark.json").write_text(
-        json.dumps({"records": N, "partitions": PARTITIONS, "results": results}, indent=2)
+    path = out / f"spark-{commit or 'nogit'}-{N}.json"
+    path.write_text(
+        json.dumps(
+            {
+                "records": N,
+                "partitions": PARTITIONS,
+                "commit": commit,
+                "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "cpus": os.cpu_count(),
+                "load_average_before": load_before,
+                "load_average_after": load_after,
+                "results": results,
+            },
+            indent=2,
+        )
     )
+    print(f"raw results: {path}")
     return 0
 
 

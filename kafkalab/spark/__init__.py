@@ -5,7 +5,7 @@ Spark's built-in Kafka source and sink; executors use librdkafka (confluent-kafk
     spark.dataSource.register(KafkaDataSource)            # then format("kafkalab")
 
 Pure pieces (options, offsets, planning) import without pyspark; the data source
-itself needs pyspark >= 4.0 and pyarrow.
+itself needs pyspark >= 4.0, pyarrow and numpy.
 """
 
 from kafkalab.spark.errors import KafkaDataLossError, KafkaSourceOptionError, KafkaWriteError

@@ -9,8 +9,11 @@ Message API requires.
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from itertools import chain
 
 from kafkalab.spark.errors import KafkaDataLossError, KafkaSourceOptionError, KafkaWriteError
 from kafkalab.spark.offsets import (
@@ -196,6 +199,7 @@ def read_range(opts: ReadOptions, r: OffsetRange, schema) -> Iterator:
     watermark still lags after a failover) are waited for, up to
     kafkaConsumer.pollTimeoutMs; offsets that are gone (retention) or never come
     are data loss, handled as failOnDataLoss says."""
+    import numpy as np
     from confluent_kafka import Consumer, KafkaError, Message
     from confluent_kafka import TopicPartition as TP
 
@@ -210,7 +214,8 @@ def read_range(opts: ReadOptions, r: OffsetRange, schema) -> Iterator:
         timeout_s = opts.poll_timeout_ms / 1000
         last_progress = time.monotonic()
         while start < until:
-            msgs = consumer.consume(min(MESSAGES_PER_CONSUME, until - start + 1), timeout=0.2)
+            with _gc_paused():
+                msgs = consumer.consume(min(MESSAGES_PER_CONSUME, until - start + 1), timeout=0.2)
             records, eof_at = msgs, None
             if msgs and any(map(Message.error, msgs)):  # a KafkaError is truthy
                 records = []
@@ -240,13 +245,14 @@ def read_range(opts: ReadOptions, r: OffsetRange, schema) -> Iterator:
                     elif err.fatal() or not err.retriable():
                         raise RuntimeError(f"Reading {name} failed: {err}")
             if records:
-                offsets = list(map(Message.offset, records))
-                cut = len(offsets)
-                while cut and offsets[cut - 1] >= until:
-                    cut -= 1
+                # One partition's offsets only grow: those below `until` are a prefix.
+                offsets = np.fromiter(map(Message.offset, records), np.int64, len(records))
+                cut = int(np.searchsorted(offsets, until))
                 if cut:
-                    yield columns.batch(records[:cut], offsets[:cut])
-                start = until if cut < len(offsets) else offsets[-1] + 1
+                    with _gc_paused():
+                        batch = columns.batch(records[:cut], offsets[:cut])
+                    yield batch
+                start = until if cut < len(offsets) else int(offsets[-1]) + 1
                 last_progress = time.monotonic()
             elif eof_at is not None and eof_at > start:
                 # Offsets [start, eof) hold no records for us (transaction markers,
@@ -263,6 +269,20 @@ def read_range(opts: ReadOptions, r: OffsetRange, schema) -> Iterator:
                 return
     finally:
         consumer.close()
+
+
+@contextmanager
+def _gc_paused():
+    """Keep the cyclic garbage collector out of a block that allocates one object
+    per record (librdkafka's Messages): none of them form cycles, yet every 700
+    allocations would start a collection that walks them all again."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def _watermarks(consumer, tp, timeout_s: float) -> tuple[int, int]:
@@ -287,22 +307,27 @@ class _Columns:
         self.schema = arrow_schema(schema)
         self.headers = "headers" in self.schema.names
 
-    def batch(self, msgs: list, offsets: list[int]):
+    def batch(self, msgs: list, offsets):
+        """`offsets`: the messages' offsets as a numpy int64 array."""
+        import numpy as np
         import pyarrow as pa
-        import pyarrow.compute as pc
         from confluent_kafka import Message
 
         n = len(msgs)
-        # map() over Message's C methods: no Python frame per record.
-        kinds, millis = zip(*map(Message.timestamp, msgs), strict=True)
+        # map() over Message's C methods: no Python frame per record; the
+        # (type, millis) pairs go straight into one numpy array, none kept alive.
+        stamps = np.fromiter(
+            chain.from_iterable(map(Message.timestamp, msgs)), np.int64, 2 * n
+        ).reshape(n, 2)
         arrays = [
             pa.array(list(map(Message.key, msgs)), pa.binary()),
             pa.array(list(map(Message.value, msgs)), pa.binary()),
             pa.repeat(pa.scalar(self.topic, pa.string()), n),
             pa.repeat(pa.scalar(self.partition, pa.int32()), n),
             pa.array(offsets, pa.int64()),
-            pc.multiply(pa.array(millis, pa.int64()), 1000).cast(self.schema.field(5).type),
-            pc.subtract(pa.array(kinds, pa.int32()), 1),  # librdkafka's 0/1/2 -> Kafka's -1/0/1
+            pa.array(stamps[:, 1] * 1000, self.schema.field(5).type),
+            # librdkafka's timestamp types 0/1/2 -> Kafka's -1/0/1
+            pa.array((stamps[:, 0] - 1).astype(np.int32), pa.int32()),
         ]
         if self.headers:
             hs = [h or None for h in map(Message.headers, msgs)]

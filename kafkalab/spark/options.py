@@ -83,6 +83,22 @@ class OffsetSpec:
     timestamp: int = 0
 
 
+# librdkafka settings for an executor's consumer, for throughput (a `kafka.*` option
+# overrides each). librdkafka's defaults stop fetching a partition for a second
+# (fetch.queue.backoff.ms 1000) once 100,000 messages wait in its queue
+# (queued.min.messages): a task reading millions of records then idles. Here a
+# full queue pauses fetching for 10 ms, a queue holds 500,000 records or 128 MB
+# before it counts as full, and one fetch carries up to 8 MB of a partition (64 MB
+# in all).
+EXECUTOR_FETCH: dict[str, str | int | bool] = {
+    "fetch.queue.backoff.ms": 10,
+    "queued.min.messages": 500_000,
+    "queued.max.messages.kbytes": 131_072,
+    "max.partition.fetch.bytes": 8 * 1024 * 1024,
+    "fetch.max.bytes": 64 * 1024 * 1024,
+}
+
+
 @dataclass(frozen=True)
 class ReadOptions:
     bootstrap_servers: str
@@ -108,6 +124,7 @@ class ReadOptions:
         default is read_committed."""
         return {
             "isolation.level": "read_uncommitted",
+            **(EXECUTOR_FETCH if role == "executor" else {}),
             **self.kafka_params,
             "bootstrap.servers": self.bootstrap_servers,
             "group.id": self.kafka_params.get("group.id", f"{self.group_id}-{role}"),

@@ -236,6 +236,36 @@ def test_bad_write_options_fail_before_any_job_runs(spark, broker):
         ).option("topic", "t").mode("append").save()
 
 
+def test_the_guides_write_without_a_mode_needs_mode_append(spark, broker):
+    """Spark's Kafka guide writes `df.write.format("kafka")...save()` with no mode;
+    Spark's own sink (a V1 CreatableRelationProvider) takes the default ErrorIfExists.
+    A Python data source is a V2 TableProvider, and Spark's DataFrameWriter refuses
+    ErrorIfExists and Ignore for every V2 table that supports batch writes, before
+    our code is asked: the README and lab 07 say `.mode("append")` is the one word to
+    add. If this test fails because the write succeeded, Spark lifted the limit:
+    drop that note."""
+    bs = broker.bootstrap_servers
+    create_topic(bs, "nomode", partitions=1)
+    df = spark.range(5).selectExpr("CAST(id AS STRING) AS value")
+    for mode in (None, "errorifexists", "ignore"):
+        w = df.write.format("kafkalab").option("kafka.bootstrap.servers", bs)
+        w = w.option("topic", "nomode") if mode is None else w.option("topic", "nomode").mode(mode)
+        with pytest.raises(Exception, match="UNSUPPORTED_DATA_SOURCE_SAVE_MODE") as info:
+            w.save()
+        assert '"Append"' in str(info.value)  # Spark's message names the fix
+    with pytest.raises(Exception, match=r"mode\('append'\)"):
+        df.write.format("kafkalab").option("kafka.bootstrap.servers", bs).option(
+            "topic", "nomode"
+        ).mode("overwrite").save()
+    assert consume_all(bs, "nomode", 1) == []  # nothing was written by the refused saves
+    df.write.format("kafkalab").option("kafka.bootstrap.servers", bs).option(
+        "topic", "nomode"
+    ).mode("append").save()
+    assert sorted(m.value() for m in consume_all(bs, "nomode", 1)) == [
+        str(i).encode() for i in range(5)
+    ]
+
+
 def test_delivery_failure_fails_the_task_with_kafkas_error(spark, broker):
     bs = broker.bootstrap_servers
     create_topic(bs, "small", partitions=1, config={"max.message.bytes": "1000"})

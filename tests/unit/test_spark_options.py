@@ -63,6 +63,10 @@ def test_kafka_params_pass_through_without_prefix():
     assert config["bootstrap.servers"] == "127.0.0.1:9092"
     assert config["enable.auto.commit"] is False
     assert config["group.id"] == f"{o.group_id}-executor"
+    # an executor fetches for throughput; a kafka.* option still wins
+    assert config["fetch.max.bytes"] == "1"
+    assert config["fetch.queue.backoff.ms"] == 10 and config["queued.min.messages"] == 500_000
+    assert "fetch.queue.backoff.ms" not in o.consumer_config("driver")
     # Spark's default is the Java consumer's read_uncommitted, not librdkafka's read_committed
     assert read(subscribe="t").consumer_config("d")["isolation.level"] == "read_uncommitted"
     loud = read(subscribe="t", **{"kafka.isolation.level": " READ_COMMITTED "})

@@ -1,0 +1,120 @@
+"""The Python per-record cost inside kafkalab.spark's source and sink, without Spark.
+
+Source: N records of 100 B (keys of 1,000 customers) are consumed from one
+partition into librdkafka Messages (`consume()`, the executors' consumer
+settings), then turned into Arrow record batches of the source's schema by the
+column builder the executors use; the builder's CPU time per record is measured
+on the same messages, apart from the fetch. Sink: the per-record cost of
+`produce_batches`' hot loop, Arrow batch to `produce()` calls, into a producer
+whose broker does not answer (nothing is sent; the queue only fills).
+
+    KAFKALAB_BENCH_RECORDS=200000 .venv/bin/python benchmarks/bench_spark_columns.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+N = int(os.environ.get("KAFKALAB_BENCH_RECORDS", "200000"))
+CHUNK = 20_000
+
+
+def main() -> int:
+    import numpy as np
+    import pyarrow as pa
+    from confluent_kafka import Consumer, Message, Producer
+    from confluent_kafka import TopicPartition as TP
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from kafkalab.server.broker import BrokerThread
+    from kafkalab.spark.kafka_io import _Columns, _gc_paused
+    from kafkalab.spark.options import EXECUTOR_FETCH
+    from kafkalab.spark.schema import read_schema
+
+    load_before = os.getloadavg()
+    with BrokerThread({"log.dirs": tempfile.mkdtemp(prefix="bench-columns-")}) as broker:
+        bs = broker.bootstrap_servers
+        admin = AdminClient({"bootstrap.servers": bs})
+        for f in admin.create_topics([NewTopic("columns", 1, 1)]).values():
+            f.result(30)
+        time.sleep(1)
+        p = Producer({"bootstrap.servers": bs, "linger.ms": 20, "batch.size": 1_000_000})
+        for i in range(N):
+            while True:
+                try:
+                    p.produce("columns", b"x" * 100, f"customer-{i % 1000}".encode())
+                    break
+                except BufferError:
+                    p.poll(0.05)
+        assert p.flush(120) == 0
+        c = Consumer({**EXECUTOR_FETCH, "bootstrap.servers": bs, "group.id": "bench"})
+        c.assign([TP("columns", 0, 0)])
+        msgs: list = []
+        t0 = time.process_time()
+        while len(msgs) < N:
+            msgs += [m for m in c.consume(CHUNK, timeout=0.5) if m.error() is None]
+        consume_cpu = time.process_time() - t0  # includes the in-process broker's fetch work
+        c.close()
+    columns = _Columns("columns", 0, read_schema(False))
+    chunks = [msgs[i : i + CHUNK] for i in range(0, N, CHUNK)]
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.process_time()
+        rows = 0
+        for chunk in chunks:
+            offsets = np.fromiter(map(Message.offset, chunk), np.int64, len(chunk))
+            with _gc_paused():
+                rows += columns.batch(chunk, offsets).num_rows
+        best = min(best, time.process_time() - t0)
+        assert rows == N
+    value = pa.array([b"x" * 100] * CHUNK, pa.binary())
+    batch = pa.RecordBatch.from_arrays([value], names=["value"])
+    producer = Producer(
+        {
+            "bootstrap.servers": "127.0.0.1:9",  # discard: nothing listens, nothing is sent
+            "queue.buffering.max.messages": 2_000_000,
+            "queue.buffering.max.kbytes": 2_000_000,
+            "message.timeout.ms": 600_000,
+            "partitioner": "murmur2_random",
+            "delivery.report.only.error": True,
+            "log_level": 0,
+        }
+    )
+    t0 = time.process_time()
+    for _ in range(N // CHUNK):
+        produce = producer.produce
+        for v in batch.column(0).to_pylist():
+            produce("columns", v, None)
+    produce_cpu = time.process_time() - t0
+    producer.purge()
+    load_after = os.getloadavg()
+    result = {
+        "records": N,
+        "source_consume_us_per_record_incl_broker": consume_cpu / N * 1e6,
+        "source_columns_us_per_record": best / N * 1e6,
+        "sink_produce_us_per_record": produce_cpu / N * 1e6,
+        "load_average_before": load_before,
+        "load_average_after": load_after,
+        "commit": subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=Path(__file__).parent,
+            capture_output=True,
+            text=True,
+        ).stdout.strip(),
+    }
+    for k, v in result.items():
+        print(f"{k}: {v:.3f}" if isinstance(v, float) else f"{k}: {v}")
+    out = Path(__file__).parent / "results" / f"spark-columns-{result['commit'] or 'nogit'}.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
