@@ -55,10 +55,31 @@ from kafkalab.cluster.workload import (
     record_replicas,
     wait_for_replicas_in_sync,
 )
+from kafkalab.kinds import Kind
 
-FAULT_KINDS = ("leader-kill", "follower-pause", "power-failure", "link-cut", "rolling-restart")
+
+class FaultKind(Kind):
+    """What a fault does (the module docstring says each); the value is the name the
+    CLI takes and the report prints."""
+
+    LEADER_KILL = "leader-kill"
+    FOLLOWER_PAUSE = "follower-pause"
+    POWER_FAILURE = "power-failure"
+    LINK_CUT = "link-cut"
+    ROLLING_RESTART = "rolling-restart"
+    LEADER_PAUSE = "leader-pause"
+
+
+#: The default mix.
+FAULT_KINDS = (
+    FaultKind.LEADER_KILL,
+    FaultKind.FOLLOWER_PAUSE,
+    FaultKind.POWER_FAILURE,
+    FaultKind.LINK_CUT,
+    FaultKind.ROLLING_RESTART,
+)
 #: Kinds a soak applies only when asked for (`kinds=`): not in the default mix.
-EXTRA_KINDS = ("leader-pause",)
+EXTRA_KINDS = (FaultKind.LEADER_PAUSE,)
 ALL_KINDS = FAULT_KINDS + EXTRA_KINDS
 
 #: Broker settings of the soak on top of LABS_FAILOVER's: a follower that cannot
@@ -71,15 +92,19 @@ SOAK_BROKER_PROPS = {"replica.lag.time.max.ms": "2000"}
 QUIET_CLIENT = {"log_level": 2}
 
 
-def schedule(faults: int, seed: int, kinds: Sequence[str] = FAULT_KINDS) -> list[str]:
+def parse_kinds(kinds: Sequence[str]) -> tuple[FaultKind, ...]:
+    """`kinds` as FaultKinds, in order; UnknownKindError (a ValueError) names the
+    valid ones for a name that is none."""
+    return tuple(FaultKind.parse(k, "fault kind") for k in kinds)
+
+
+def schedule(faults: int, seed: int, kinds: Sequence[str] = FAULT_KINDS) -> list[FaultKind]:
     """The kinds of the soak's faults, in order: `random.Random(seed)` choosing
     among `kinds` (the brokers each fault hits are chosen by a second generator,
     so a seed's schedule does not depend on them)."""
-    for kind in kinds:
-        if kind not in ALL_KINDS:
-            raise ValueError(f"unknown fault kind {kind!r}; choose from {ALL_KINDS}")
+    choices = list(parse_kinds(kinds))
     rng = random.Random(seed)
-    return [rng.choice(list(kinds)) for _ in range(faults)]
+    return [rng.choice(choices) for _ in range(faults)]
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
@@ -159,7 +184,7 @@ class ReadAlong:
 @dataclass
 class FaultRecord:
     number: int
-    kind: str
+    kind: FaultKind
     target: int  # the broker it hit (-1: every broker, a rolling restart)
     was_leader: bool
     seconds: float  # the fault applied -> fully replicated again
@@ -170,7 +195,7 @@ class FaultRecord:
 class SoakReport:
     faults: int  # asked for
     seed: int
-    kinds: tuple[str, ...]
+    kinds: tuple[FaultKind, ...]
     records: list[FaultRecord] = field(default_factory=list)
     error: str | None = None  # why the soak stopped early (a hang, a failed step)
     sent: int = 0
@@ -193,7 +218,7 @@ class SoakReport:
         return len(self.records)
 
     @property
-    def by_kind(self) -> dict[str, int]:
+    def by_kind(self) -> dict[FaultKind, int]:
         counts = Counter(r.kind for r in self.records)
         return {k: counts[k] for k in self.kinds if counts[k]}
 
@@ -317,51 +342,71 @@ class Soak:
         return [b for b in sorted(self.cluster.brokers) if b != leader]
 
     def apply(self, number: int, kind: str) -> FaultRecord:
+        """Apply one fault of `kind` and wait until the partition is fully replicated."""
+        kind = FaultKind.parse(kind, "fault kind")
         start = time.monotonic()
         leader = self.leader()
-        failover_ms = None
-        if kind == "leader-kill":
-            target = leader
-            failover_ms = self.kill_leader(leader)
-        elif kind == "follower-pause":
-            target = self.rng.choice(self.followers(leader))
-            self.cluster.pause(target)
-            try:
-                time.sleep(self.pause_s)
-            finally:
-                self.cluster.resume(target)
-        elif kind == "power-failure":
-            target = self.rng.choice(sorted(self.cluster.brokers))
-            self.cluster.power_failure(target)
-            if target == leader:
-                self.leader(not_in=[target])
-            else:
-                time.sleep(self.pause_s)
-            self.cluster.restart(target)
-        elif kind == "link-cut":
-            target = self.rng.choice(self.followers(leader))
-            self.cluster.cut_link(leader, target)
-            try:
-                time.sleep(self.cut_s)
-            finally:
-                self.cluster.heal_links()
-        elif kind == "leader-pause":
-            target = leader
-            self.cluster.pause(leader)
-            try:
-                self.leader(not_in=[leader])  # fenced and replaced while it sleeps
-                time.sleep(self.pause_s)
-            finally:
-                self.cluster.resume(leader)
-        elif kind == "rolling-restart":
-            target = -1
-            self.cluster.rolling_restart(self.recovery_timeout_s)
-        else:
-            raise ValueError(f"unknown fault kind {kind!r}; choose from {ALL_KINDS}")
+        target, failover_ms = self._FAULTS[kind](self, leader)
         self.cluster.wait_fully_replicated(self.recovery_timeout_s)
         return FaultRecord(
             number, kind, target, target == leader, time.monotonic() - start, failover_ms
         )
+
+    # Each fault: given the current leader, apply it; return the broker it hit (-1:
+    # every broker) and the failover time in ms where it is measured.
+
+    def _leader_kill(self, leader: int) -> tuple[int, float | None]:
+        return leader, self.kill_leader(leader)
+
+    def _follower_pause(self, leader: int) -> tuple[int, float | None]:
+        target = self.rng.choice(self.followers(leader))
+        self.cluster.pause(target)
+        try:
+            time.sleep(self.pause_s)
+        finally:
+            self.cluster.resume(target)
+        return target, None
+
+    def _power_failure(self, leader: int) -> tuple[int, float | None]:
+        target = self.rng.choice(sorted(self.cluster.brokers))
+        self.cluster.power_failure(target)
+        if target == leader:
+            self.leader(not_in=[target])
+        else:
+            time.sleep(self.pause_s)
+        self.cluster.restart(target)
+        return target, None
+
+    def _link_cut(self, leader: int) -> tuple[int, float | None]:
+        target = self.rng.choice(self.followers(leader))
+        self.cluster.cut_link(leader, target)
+        try:
+            time.sleep(self.cut_s)
+        finally:
+            self.cluster.heal_links()
+        return target, None
+
+    def _leader_pause(self, leader: int) -> tuple[int, float | None]:
+        self.cluster.pause(leader)
+        try:
+            self.leader(not_in=[leader])  # fenced and replaced while it sleeps
+            time.sleep(self.pause_s)
+        finally:
+            self.cluster.resume(leader)
+        return leader, None
+
+    def _rolling_restart(self, leader: int) -> tuple[int, float | None]:
+        self.cluster.rolling_restart(self.recovery_timeout_s)
+        return -1, None
+
+    _FAULTS: dict[FaultKind, Callable[[Soak, int], tuple[int, float | None]]] = {
+        FaultKind.LEADER_KILL: _leader_kill,
+        FaultKind.FOLLOWER_PAUSE: _follower_pause,
+        FaultKind.POWER_FAILURE: _power_failure,
+        FaultKind.LINK_CUT: _link_cut,
+        FaultKind.LEADER_PAUSE: _leader_pause,
+        FaultKind.ROLLING_RESTART: _rolling_restart,
+    }
 
     def kill_leader(self, leader: int) -> float:
         """SIGKILL the leader, start it again once a successor acknowledged a
@@ -413,7 +458,7 @@ def run_soak(
 
     plan = schedule(faults, seed, kinds)
     rng = random.Random(f"targets-{seed}")
-    report = SoakReport(faults=faults, seed=seed, kinds=tuple(kinds))
+    report = SoakReport(faults=faults, seed=seed, kinds=parse_kinds(kinds))
     settings = {**LABS_FAILOVER, **(cluster_kwargs or {})}
     settings["broker_props"] = {
         **LABS_FAILOVER["broker_props"],
