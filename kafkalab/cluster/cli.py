@@ -30,6 +30,7 @@ from pathlib import Path
 from kafkalab.cluster.local_cluster import (
     DESCRIBE_COLUMNS,
     LocalCluster,
+    ProcessState,
     cut_to_recovery_points,
     describe_rows,
     process_state,
@@ -108,7 +109,7 @@ def _up(args: argparse.Namespace, directory: Path) -> int:
     if (directory / STATE_FILE).exists():
         before = _state(directory)
         pids = [before["controller"]["pid"]] + [b["pid"] for b in before["brokers"].values()]
-        if any(process_state(pid) != "down" for pid in pids):
+        if any(process_state(pid) != ProcessState.DOWN for pid in pids):
             print(
                 f"a cluster is already running in {directory}: see `kafkalab cluster "
                 f"status --dir {directory}`, or stop it with `kafkalab cluster down "
@@ -236,7 +237,7 @@ def _broker_signal(args: argparse.Namespace, directory: Path, state: dict) -> in
         _signal(info["pid"], signal.SIGKILL)
     elif args.verb == "power-failure":
         _signal(info["pid"], signal.SIGKILL)
-        while process_state(info["pid"]) != "down":
+        while process_state(info["pid"]) != ProcessState.DOWN:
             time.sleep(0.05)
         cut = cut_to_recovery_points(Path(info["props"]["log.dirs"]))
         for partition, removed in cut.items():
@@ -266,7 +267,7 @@ def _terminate(pids: list[int], timeout_s: float = 30) -> None:
         _signal(pid, signal.SIGCONT)
         _signal(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and any(process_state(p) != "down" for p in pids):
+    while time.monotonic() < deadline and any(process_state(p) != ProcessState.DOWN for p in pids):
         time.sleep(0.1)
     for pid in pids:
         _signal(pid, signal.SIGKILL)

@@ -4,10 +4,15 @@ the valid values, and printed, compared and serialized as the strings users know
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import time
 
 import pytest
 
 from kafkalab.cluster.history import READ_COMMITTED, History, Isolation, OpKind, check
+from kafkalab.cluster.local_cluster import ProcessState, process_state
 from kafkalab.cluster.soak import (
     ALL_KINDS,
     EXTRA_KINDS,
@@ -142,3 +147,22 @@ def test_history_ops_carry_kinds_and_isolation_levels_are_parsed():
     h.final_log("t", 0, [(0, b"a")])
     h.final_log("t", 0, [(0, b"a")], isolation="read_committed")
     assert check(h).valid
+
+
+# -- cluster.local_cluster ----------------------------------------------------------------------
+
+
+def test_process_state_of_a_real_process_running_paused_and_down():
+    child = subprocess.Popen(["sleep", "60"])
+    try:
+        assert process_state(child.pid) is ProcessState.RUNNING
+        os.kill(child.pid, signal.SIGSTOP)
+        while process_state(child.pid) is not ProcessState.PAUSED:  # the kernel's own pace
+            time.sleep(0.01)
+        assert process_state(child.pid) == "paused"  # as `kafkalab cluster status` prints it
+        os.kill(child.pid, signal.SIGCONT)
+    finally:
+        child.kill()
+        child.wait()
+    assert process_state(child.pid) is ProcessState.DOWN
+    assert process_state(None) is ProcessState.DOWN
