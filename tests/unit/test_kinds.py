@@ -166,3 +166,31 @@ def test_process_state_of_a_real_process_running_paused_and_down():
         child.wait()
     assert process_state(child.pid) is ProcessState.DOWN
     assert process_state(None) is ProcessState.DOWN
+
+
+# -- client.consumer ----------------------------------------------------------------------------
+
+
+def test_the_teaching_consumer_parses_its_reset_and_isolation_settings():
+    from kafkalab.client.consumer import IsolationLevel, KafkaConsumer, OffsetResetStrategy
+
+    with pytest.raises(
+        UnknownKindError, match="auto.offset.reset 'smallest'; choose from earliest"
+    ):
+        KafkaConsumer({"bootstrap.servers": "127.0.0.1:1", "auto.offset.reset": "smallest"})
+    with pytest.raises(UnknownKindError, match="choose from read_uncommitted, read_committed"):
+        KafkaConsumer({"bootstrap.servers": "127.0.0.1:1", "isolation.level": "committed"})
+    c = KafkaConsumer(
+        {
+            "bootstrap.servers": "127.0.0.1:1",
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+        }
+    )
+    try:
+        assert c._offset_reset is OffsetResetStrategy.EARLIEST and c._reset_timestamp() == -2
+        assert c._isolation is IsolationLevel.READ_COMMITTED and c._isolation.id == 1
+        assert c.config["auto.offset.reset"] == "earliest"  # the config reads as given
+    finally:
+        c.close()
+    assert IsolationLevel.READ_UNCOMMITTED.id == 0
