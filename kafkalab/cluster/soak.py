@@ -454,26 +454,14 @@ def run_soak(
     """`faults` faults of `kinds` (in the order `schedule` gives) under load;
     `settle_s` of load between two faults. Returns the report; never raises for
     what the soak finds (a hang or a failed step is `report.error`)."""
-    from confluent_kafka.admin import AdminClient, NewTopic
-
     plan = schedule(faults, seed, kinds)
     rng = random.Random(f"targets-{seed}")
     report = SoakReport(faults=faults, seed=seed, kinds=parse_kinds(kinds))
-    settings = {**LABS_FAILOVER, **(cluster_kwargs or {})}
-    settings["broker_props"] = {
-        **LABS_FAILOVER["broker_props"],
-        **SOAK_BROKER_PROPS,
-        **(cluster_kwargs or {}).get("broker_props", {}),
-    }
     began = time.monotonic()
     history = History()
+    settings = _cluster_settings(cluster_kwargs)
     with LocalCluster(brokers=3, base_dir=base_dir, **settings) as cluster:
-        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-        new = NewTopic(topic, 1, 3, config={"min.insync.replicas": "2"})
-        for future in admin.create_topics([new]).values():
-            future.result(30)
-        del admin  # it would keep dialling the bootstrap brokers the faults restart
-        wait_for_replicas_in_sync(cluster, topic)
+        _create_topic(cluster, topic)
         workload = ProducerWorkload(
             cluster.bootstrap_servers,
             topic,
@@ -494,46 +482,90 @@ def run_soak(
         reader.start()
         try:
             time.sleep(settle_s)
-            for number, kind in enumerate(plan, 1):
-                try:
-                    record = soak.apply(number, kind)
-                except Exception as e:  # a hang or a failed step ends the soak
-                    report.error = f"fault {number} ({kind}): {type(e).__name__}: {e}"
-                    log(f"[{number:>4}/{faults}] {kind}: FAILED: {report.error}")
-                    log(diagnose(cluster, topic))
-                    break
-                report.records.append(record)
-                fo = (
-                    "" if record.failover_ms is None else f", failover {record.failover_ms:,.0f} ms"
-                )
-                where = "all" if record.target < 0 else f"broker {record.target}"
-                role = " (leader)" if record.was_leader else ""
-                log(
-                    f"[{number:>4}/{faults}] {kind:<15} {where}{role}: healed in "
-                    f"{record.seconds:.1f} s{fo}; acknowledged {workload.acked:,}, "
-                    f"read {reader.read:,}, {time.monotonic() - began:,.0f} s"
-                )
-                time.sleep(settle_s)
+            _apply_faults(soak, plan, report, reader, settle_s, began, log)
         finally:
             report.unknown = workload.stop(recovery_timeout_s)
             report.sent, report.failed_sends = workload.sent, workload.failed
-        try:
-            rows = wait_for_replicas_in_sync(cluster, topic, timeout=recovery_timeout_s)
-            final = read_final_log(cluster.bootstrap_servers, topic, 0, history)
-            report.final_records = len(final)
-            report.read_all = reader.wait_for(final[-1][0] if final else -1, recovery_timeout_s)
-            record_replicas(cluster, topic, 0, history)
-            report.high_watermark = int(rows.HW.min())
-        except Exception as e:
-            report.error = report.error or f"final read: {type(e).__name__}: {e}"
-        finally:
-            reader.stop()
-        report.read, report.read_gaps = reader.read, list(reader.gaps)
-        report.read_errors = dict(reader.errors)
-        replicas = history.replicas.get((topic, 0), {})
-        report.replicas_compared = len(replicas)
-        report.batches_compared = min((len(b) for b in replicas.values()), default=0)
-        report.verdict = check(history)
-        report.acknowledged = report.verdict.acknowledged
+        _read_back(soak, history, reader, report)
     report.elapsed_s = time.monotonic() - began
     return report
+
+
+def _cluster_settings(cluster_kwargs: dict | None) -> dict:
+    """LocalCluster's settings: the labs' failover timeouts, the soak's broker
+    properties, then the caller's."""
+    settings = {**LABS_FAILOVER, **(cluster_kwargs or {})}
+    settings["broker_props"] = {
+        **LABS_FAILOVER["broker_props"],
+        **SOAK_BROKER_PROPS,
+        **(cluster_kwargs or {}).get("broker_props", {}),
+    }
+    return settings
+
+
+def _create_topic(cluster: LocalCluster, topic: str) -> None:
+    """One partition, three replicas, min.insync.replicas=2; returns once in sync."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    new = NewTopic(topic, 1, 3, config={"min.insync.replicas": "2"})
+    for future in admin.create_topics([new]).values():
+        future.result(30)
+    del admin  # it would keep dialling the bootstrap brokers the faults restart
+    wait_for_replicas_in_sync(cluster, topic)
+
+
+def _apply_faults(
+    soak: Soak,
+    plan: list[FaultKind],
+    report: SoakReport,
+    reader: ReadAlong,
+    settle_s: float,
+    began: float,
+    log: Callable[[str], None],
+) -> None:
+    """Apply the plan's faults in order, each recorded and logged; the first that
+    fails (a hang, a failed step) is `report.error` and ends the soak."""
+    faults, workload = report.faults, soak.workload
+    for number, kind in enumerate(plan, 1):
+        try:
+            record = soak.apply(number, kind)
+        except Exception as e:  # a hang or a failed step ends the soak
+            report.error = f"fault {number} ({kind}): {type(e).__name__}: {e}"
+            log(f"[{number:>4}/{faults}] {kind}: FAILED: {report.error}")
+            log(diagnose(soak.cluster, soak.topic))
+            return
+        report.records.append(record)
+        fo = "" if record.failover_ms is None else f", failover {record.failover_ms:,.0f} ms"
+        where = "all" if record.target < 0 else f"broker {record.target}"
+        role = " (leader)" if record.was_leader else ""
+        log(
+            f"[{number:>4}/{faults}] {kind:<15} {where}{role}: healed in "
+            f"{record.seconds:.1f} s{fo}; acknowledged {workload.acked:,}, "
+            f"read {reader.read:,}, {time.monotonic() - began:,.0f} s"
+        )
+        time.sleep(settle_s)
+
+
+def _read_back(soak: Soak, history: History, reader: ReadAlong, report: SoakReport) -> None:
+    """Once the load stopped: the healed partition read back, the replicas recorded
+    for comparison, the read-along consumer caught up, and the history judged."""
+    cluster, topic, timeout = soak.cluster, soak.topic, soak.recovery_timeout_s
+    try:
+        rows = wait_for_replicas_in_sync(cluster, topic, timeout=timeout)
+        final = read_final_log(cluster.bootstrap_servers, topic, 0, history)
+        report.final_records = len(final)
+        report.read_all = reader.wait_for(final[-1][0] if final else -1, timeout)
+        record_replicas(cluster, topic, 0, history)
+        report.high_watermark = int(rows.HW.min())
+    except Exception as e:
+        report.error = report.error or f"final read: {type(e).__name__}: {e}"
+    finally:
+        reader.stop()
+    report.read, report.read_gaps = reader.read, list(reader.gaps)
+    report.read_errors = dict(reader.errors)
+    replicas = history.replicas.get((topic, 0), {})
+    report.replicas_compared = len(replicas)
+    report.batches_compared = min((len(b) for b in replicas.values()), default=0)
+    report.verdict = check(history)
+    report.acknowledged = report.verdict.acknowledged
