@@ -47,6 +47,7 @@ from kafkalab.protocol import APIS, RequestHeader, decode_response, encode_reque
 from kafkalab.protocol.fuzz import (
     TARGET_TOPIC,
     HostileFrames,
+    Mutation,
     Template,
     sample_templates,
     template_for,
@@ -545,7 +546,7 @@ class Fuzzer:
                 self._check_answer(hostile, frame)
         except (asyncio.IncompleteReadError, ConnectionError):
             self.report.closed_by_broker += 1
-            if hostile.kind == "valid":
+            if hostile.kind == Mutation.VALID:
                 self.report.valid_refused.append(
                     f"frame {hostile.number}: a valid {APIS[hostile.api_key].name} "
                     f"v{hostile.version} closed the connection"
@@ -555,7 +556,7 @@ class Fuzzer:
     def _check_answer(self, hostile, frame: bytes) -> None:
         """An answer to the hostile frame itself must decode with the schema of the API
         and version its header named, and carry its correlation id."""
-        if hostile.kind in ("pipeline", "size_small") or len(hostile.data) < 12:
+        if hostile.kind in (Mutation.PIPELINE, Mutation.SIZE_SMALL) or len(hostile.data) < 12:
             return  # several requests, or a frame boundary the fuzzer did not choose
         api_key, version, correlation_id = struct.unpack_from(">hhi", hostile.data, 4)
         api = APIS.get(api_key)

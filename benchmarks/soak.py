@@ -28,8 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--kinds",
         nargs="+",
-        choices=ALL_KINDS,
-        default=list(FAULT_KINDS),
+        choices=[k.value for k in ALL_KINDS],  # the strings, so --help and errors show them
+        default=[k.value for k in FAULT_KINDS],
         help="fault kinds (default: all but leader-pause)",
     )
     parser.add_argument("--rate", type=float, default=200, help="records per second (200)")

@@ -14,6 +14,7 @@ that says what to do.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import IntEnum
 
 
@@ -138,3 +139,12 @@ class KafkaErrorWithCode(KafkaError):
 
     def __init__(self, message: str = "") -> None:
         super().__init__(type(self).code, message)
+
+
+class UnknownKindError(ValueError):
+    """A string names no member of a kind (a fault kind, a fuzz mutation, ...): the
+    message names what was given and every valid value, so the fix is to pick one."""
+
+    def __init__(self, what: str, got: object, valid: Sequence[str]) -> None:
+        self.what, self.got, self.valid = what, got, tuple(valid)
+        super().__init__(f"unknown {what} {got!r}; choose from {', '.join(self.valid)}")

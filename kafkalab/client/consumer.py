@@ -41,6 +41,7 @@ from kafkalab.client.aborted_transactions import AbortedTransactions
 from kafkalab.client.consumer_coordinator import ConsumerCoordinator, RebalanceListener
 from kafkalab.client.network_client import NetworkClient, merge_config
 from kafkalab.errors import Errors, KafkaError
+from kafkalab.kinds import Kind
 from kafkalab.protocol.api_keys import ApiKeys
 from kafkalab.records import iter_batches
 from kafkalab.records.record import Header
@@ -97,7 +98,28 @@ class ConsumerGroupMetadata:
     group_instance_id: str | None = None
 
 
-ISOLATION_LEVELS = {"read_uncommitted": 0, "read_committed": 1}
+class OffsetResetStrategy(Kind):
+    """`auto.offset.reset`: where a partition without a position starts (Kafka's
+    OffsetResetStrategy); `none` raises instead."""
+
+    EARLIEST = "earliest"
+    LATEST = "latest"
+    NONE = "none"
+
+
+class IsolationLevel(Kind):
+    """`isolation.level` (Kafka's IsolationLevel); `id` is what Fetch and ListOffsets
+    carry on the wire."""
+
+    READ_UNCOMMITTED = "read_uncommitted"
+    READ_COMMITTED = "read_committed"
+
+    @property
+    def id(self) -> int:
+        return 1 if self is IsolationLevel.READ_COMMITTED else 0
+
+
+ISOLATION_LEVELS = {level.value: level.id for level in IsolationLevel}
 
 
 class KafkaConsumer:
@@ -105,13 +127,11 @@ class KafkaConsumer:
 
     def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
         conf = merge_config("consumer", DEFAULTS, config, kwargs)
-        if conf["auto.offset.reset"] not in ("earliest", "latest", "none"):
-            raise ValueError("auto.offset.reset must be earliest, latest or none")
-        if conf["isolation.level"] not in ISOLATION_LEVELS:
-            raise ValueError(
-                f"isolation.level must be one of {sorted(ISOLATION_LEVELS)}, "
-                f"not {conf['isolation.level']!r}"
-            )
+        # Parsed once: UnknownKindError (a ValueError) names the valid values.
+        self._offset_reset = OffsetResetStrategy.parse(
+            conf["auto.offset.reset"], "auto.offset.reset"
+        )
+        self._isolation = IsolationLevel.parse(conf["isolation.level"], "isolation.level")
         self.config = conf
         self.client = NetworkClient(conf["bootstrap.servers"])
         # The next offset poll() returns, per partition (what commit() commits) ...
@@ -230,12 +250,11 @@ class KafkaConsumer:
         self._fetch_offsets = {}
 
     def _reset_timestamp(self) -> int:
-        strategy = self.config["auto.offset.reset"]
-        if strategy == "none":
+        if self._offset_reset == OffsetResetStrategy.NONE:
             raise KafkaError(
                 Errors.OFFSET_OUT_OF_RANGE, "no position and auto.offset.reset=none: seek() first"
             )
-        return -2 if strategy == "earliest" else -1
+        return -2 if self._offset_reset == OffsetResetStrategy.EARLIEST else -1
 
     def _reset(self, partitions, timestamp: int) -> None:
         targets = [TopicPartition(*tp) for tp in (partitions or list(self.positions))]
@@ -255,7 +274,7 @@ class KafkaConsumer:
             tp = TopicPartition(*tp)
             by_leader.setdefault(self.client.leader_for(*tp), []).append((tp, ts))
         out = {}
-        isolation = 1 if self.config["isolation.level"] == "read_committed" else 0
+        isolation = self._isolation.id
         for leader, items in by_leader.items():
             topics: dict[str, list[dict]] = {}
             for tp, ts in items:
@@ -366,7 +385,7 @@ class KafkaConsumer:
             "max_wait_ms": int(c["fetch.max.wait.ms"]),
             "min_bytes": int(c["fetch.min.bytes"]),
             "max_bytes": int(c["fetch.max.bytes"]),
-            "isolation_level": ISOLATION_LEVELS[c["isolation.level"]],
+            "isolation_level": self._isolation.id,
             "session_id": 0,
             "session_epoch": -1,
             "topics": [{"topic": t, "partitions": p} for t, p in topics.items()],
@@ -414,7 +433,7 @@ class KafkaConsumer:
                 data = part["records"]
                 if not data:
                     continue
-                committed_only = self.config["isolation.level"] == "read_committed"
+                committed_only = self._isolation == IsolationLevel.READ_COMMITTED
                 added = False
                 aborted = AbortedTransactions.from_response(part)
                 for batch in iter_batches(bytes(data)):

@@ -153,9 +153,28 @@ class ConsumerCoordinator:
         return added
 
     def _join_and_sync(self) -> set[TopicPartition]:
+        """One rebalance round: JoinGroup, the leader's assignment, SyncGroup; returns
+        the partitions added (empty when the round must be tried again)."""
         if not self.cooperative and self.owned:
             self.listener.on_partitions_revoked(set(self.owned))  # eager: give up everything
             self.owned = set()
+        r = self._join_group()
+        with self._lock:
+            self.member_id, self.generation = r["member_id"], r["generation_id"]
+        assignments = []
+        if r["leader"] == self.member_id:
+            assignments = self._assign(r["protocol_name"], r["members"])
+        s = self._sync_group(assignments)
+        if s is None:
+            return set()
+        assignment = (
+            set(decode_assignment(s["assignment"]).partitions) if s["assignment"] else set()
+        )
+        return self._on_join_complete(r["protocol_name"], assignment)
+
+    def _join_group(self) -> dict:
+        """JoinGroup until it succeeds (a member id asked for, a lost member or
+        coordinator, a rebalance in progress: again); returns the response."""
         topics = self.topics()
         protocols = [
             {
@@ -196,12 +215,11 @@ class ConsumerCoordinator:
                 continue
             if error != Errors.NONE:
                 raise KafkaError(error, f"JoinGroup {self.group_id!r}")
-            break
-        with self._lock:
-            self.member_id, self.generation = r["member_id"], r["generation_id"]
-        assignments = []
-        if r["leader"] == self.member_id:
-            assignments = self._assign(r["protocol_name"], r["members"])
+            return r
+
+    def _sync_group(self, assignments: list[dict]) -> dict | None:
+        """SyncGroup; the response, or None when the round must start again (the
+        member or the coordinator lost, a new rebalance begun)."""
         s = self._request(
             ApiKeys.SYNC_GROUP,
             {
@@ -218,11 +236,16 @@ class ConsumerCoordinator:
                 self._reset_member()
             elif not (self._lost_coordinator(error) or error == Errors.REBALANCE_IN_PROGRESS):
                 raise KafkaError(error, f"SyncGroup {self.group_id!r}")
-            return set()
-        assignment = (
-            set(decode_assignment(s["assignment"]).partitions) if s["assignment"] else set()
-        )
-        chosen = next(a for a in self.assignors if a.name == r["protocol_name"])
+            return None
+        return s
+
+    def _on_join_complete(
+        self, protocol: str, assignment: set[TopicPartition]
+    ) -> set[TopicPartition]:
+        """Take the assignment: the assignor told, the listener told what was revoked
+        and what was added; with cooperative rebalancing, revoked partitions mean one
+        more round (KIP-429). Returns the partitions added."""
+        chosen = next(a for a in self.assignors if a.name == protocol)
         chosen.on_assignment(sorted(assignment), self.generation)
         revoked = self.owned - assignment
         added = assignment - self.owned

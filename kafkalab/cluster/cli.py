@@ -30,6 +30,7 @@ from pathlib import Path
 from kafkalab.cluster.local_cluster import (
     DESCRIBE_COLUMNS,
     LocalCluster,
+    ProcessState,
     cut_to_recovery_points,
     describe_rows,
     process_state,
@@ -99,106 +100,132 @@ def _signal(pid: int, sig: int) -> None:
 def _main(args: argparse.Namespace) -> int:
     directory = args.dir.resolve()
     if args.verb == "up":
-        if (directory / STATE_FILE).exists():
-            before = _state(directory)
-            pids = [before["controller"]["pid"]] + [b["pid"] for b in before["brokers"].values()]
-            if any(process_state(pid) != "down" for pid in pids):
-                print(
-                    f"a cluster is already running in {directory}: see `kafkalab cluster "
-                    f"status --dir {directory}`, or stop it with `kafkalab cluster down "
-                    f"--dir {directory}` first",
-                    file=sys.stderr,
-                )
-                return 1
-            # Every process is gone (killed, or the machine restarted): start again
-            # on the same data, as brokers restarting after a crash would.
-        props = dict(item.split("=", 1) for item in args.broker_prop)
-        cluster = LocalCluster(
-            brokers=args.brokers, base_dir=directory, broker_props=props, outlive_parent=True
-        )
-        try:
-            cluster.start()
-        except BaseException:
-            cluster.stop()
-            raise
-        _save(
-            directory,
-            {
-                "controller": {
-                    "pid": cluster.controller.process.pid,
-                    "address": cluster.controller.bootstrap_servers,
-                },
-                "brokers": {
-                    str(b): {"pid": p.process.pid, "address": p.bootstrap_servers, "props": p.props}
-                    for b, p in cluster.brokers.items()
-                },
-            },
-        )
-        for b, p in cluster.brokers.items():
-            print(f"broker {b}: {p.bootstrap_servers} (pid {p.process.pid})")
-        print(f"controller: {cluster.controller.bootstrap_servers}")
-        print(f"bootstrap.servers={cluster.bootstrap_servers}")
-        return 0
+        return _up(args, directory)
     state = _state(directory)
-    brokers = {int(b): info for b, info in state["brokers"].items()}
-    if args.verb == "status":
-        print(
-            f"controller\t{state['controller']['address']}\t{process_state(state['controller']['pid'])}"
-        )
-        for b, info in sorted(brokers.items()):
-            deaf = read_deaf_to(Path(info["props"]["log.dirs"]))
-            cut = f"\tdoes not hear {sorted(deaf)}" if deaf else ""
-            print(f"broker {b}\t{info['address']}\t{process_state(info['pid'])}{cut}")
-        rows = describe_rows(
-            {b: Path(info["props"]["log.dirs"]) for b, info in brokers.items()},
-            {b: process_state(info["pid"]) for b, info in brokers.items()},
-        )
-        if rows:
-            print()
-            print("\t".join(DESCRIBE_COLUMNS))
-            for r in rows:
-                print("\t".join(str(r[c]) for c in DESCRIBE_COLUMNS))
-        return 0
-    if args.verb in ("cut", "heal"):
-        for b in (args.a, args.b) if args.verb == "cut" else ():
-            if b not in brokers:
-                print(f"no broker {b}; brokers: {sorted(brokers)}", file=sys.stderr)
+    return _VERBS.get(args.verb, _broker_signal)(args, directory, state)
+
+
+def _up(args: argparse.Namespace, directory: Path) -> int:
+    if (directory / STATE_FILE).exists():
+        before = _state(directory)
+        pids = [before["controller"]["pid"]] + [b["pid"] for b in before["brokers"].values()]
+        if any(process_state(pid) != ProcessState.DOWN for pid in pids):
+            print(
+                f"a cluster is already running in {directory}: see `kafkalab cluster "
+                f"status --dir {directory}`, or stop it with `kafkalab cluster down "
+                f"--dir {directory}` first",
+                file=sys.stderr,
+            )
+            return 1
+        # Every process is gone (killed, or the machine restarted): start again
+        # on the same data, as brokers restarting after a crash would.
+    props = dict(item.split("=", 1) for item in args.broker_prop)
+    cluster = LocalCluster(
+        brokers=args.brokers, base_dir=directory, broker_props=props, outlive_parent=True
+    )
+    try:
+        cluster.start()
+    except BaseException:
+        cluster.stop()
+        raise
+    _save(
+        directory,
+        {
+            "controller": {
+                "pid": cluster.controller.process.pid,
+                "address": cluster.controller.bootstrap_servers,
+            },
+            "brokers": {
+                str(b): {"pid": p.process.pid, "address": p.bootstrap_servers, "props": p.props}
+                for b, p in cluster.brokers.items()
+            },
+        },
+    )
+    for b, p in cluster.brokers.items():
+        print(f"broker {b}: {p.bootstrap_servers} (pid {p.process.pid})")
+    print(f"controller: {cluster.controller.bootstrap_servers}")
+    print(f"bootstrap.servers={cluster.bootstrap_servers}")
+    return 0
+
+
+def _brokers(state: dict) -> dict[int, dict]:
+    return {int(b): info for b, info in state["brokers"].items()}
+
+
+def _status(args: argparse.Namespace, directory: Path, state: dict) -> int:
+    brokers = _brokers(state)
+    print(
+        f"controller\t{state['controller']['address']}\t{process_state(state['controller']['pid'])}"
+    )
+    for b, info in sorted(brokers.items()):
+        deaf = read_deaf_to(Path(info["props"]["log.dirs"]))
+        cut = f"\tdoes not hear {sorted(deaf)}" if deaf else ""
+        print(f"broker {b}\t{info['address']}\t{process_state(info['pid'])}{cut}")
+    rows = describe_rows(
+        {b: Path(info["props"]["log.dirs"]) for b, info in brokers.items()},
+        {b: process_state(info["pid"]) for b, info in brokers.items()},
+    )
+    if rows:
+        print()
+        print("\t".join(DESCRIBE_COLUMNS))
+        for r in rows:
+            print("\t".join(str(r[c]) for c in DESCRIBE_COLUMNS))
+    return 0
+
+
+def _cut(args: argparse.Namespace, directory: Path, state: dict) -> int:
+    brokers = _brokers(state)
+    for b in (args.a, args.b):
+        if b not in brokers:
+            print(f"no broker {b}; brokers: {sorted(brokers)}", file=sys.stderr)
+            return 1
+    pairs = [(args.a, args.b)] if args.one_way else [(args.a, args.b), (args.b, args.a)]
+    for sender, receiver in pairs:
+        d = Path(brokers[receiver]["props"]["log.dirs"])
+        write_deaf_to(d, read_deaf_to(d) | {sender})
+        print(f"broker {receiver} no longer hears broker {sender}")
+    return 0
+
+
+def _heal(args: argparse.Namespace, directory: Path, state: dict) -> int:
+    for info in _brokers(state).values():
+        write_deaf_to(Path(info["props"]["log.dirs"]), set())
+    print("every link restored")
+    return 0
+
+
+def _down(args: argparse.Namespace, directory: Path, state: dict) -> int:
+    # Brokers first: each hands its leaderships over through the controller.
+    brokers = _brokers(state)
+    for pids in ([info["pid"] for info in brokers.values()], [state["controller"]["pid"]]):
+        _terminate(pids)
+    (directory / STATE_FILE).unlink()
+    print("cluster stopped")
+    return 0
+
+
+def _restart_verb(args: argparse.Namespace, directory: Path, state: dict) -> int:
+    brokers = _brokers(state)
+    if args.all == (args.broker is not None):
+        print("restart: name one broker, or --all", file=sys.stderr)
+        return 2
+    for b in sorted(brokers) if args.all else [args.broker]:
+        if b not in brokers:
+            print(f"no broker {b}; brokers: {sorted(brokers)}", file=sys.stderr)
+            return 1
+        if not _restart(brokers[b]):
+            return 1
+        _save(directory, state)
+        if args.all:
+            if not _wait_fully_replicated(brokers):
+                print("partitions still under-replicated after 120 s", file=sys.stderr)
                 return 1
-        if args.verb == "heal":
-            for info in brokers.values():
-                write_deaf_to(Path(info["props"]["log.dirs"]), set())
-            print("every link restored")
-            return 0
-        pairs = [(args.a, args.b)] if args.one_way else [(args.a, args.b), (args.b, args.a)]
-        for sender, receiver in pairs:
-            d = Path(brokers[receiver]["props"]["log.dirs"])
-            write_deaf_to(d, read_deaf_to(d) | {sender})
-            print(f"broker {receiver} no longer hears broker {sender}")
-        return 0
-    if args.verb == "down":
-        # Brokers first: each hands its leaderships over through the controller.
-        for pids in ([info["pid"] for info in brokers.values()], [state["controller"]["pid"]]):
-            _terminate(pids)
-        (directory / STATE_FILE).unlink()
-        print("cluster stopped")
-        return 0
-    if args.verb == "restart":
-        if args.all == (args.broker is not None):
-            print("restart: name one broker, or --all", file=sys.stderr)
-            return 2
-        for b in sorted(brokers) if args.all else [args.broker]:
-            if b not in brokers:
-                print(f"no broker {b}; brokers: {sorted(brokers)}", file=sys.stderr)
-                return 1
-            if not _restart(brokers[b]):
-                return 1
-            _save(directory, state)
-            if args.all:
-                if not _wait_fully_replicated(brokers):
-                    print("partitions still under-replicated after 120 s", file=sys.stderr)
-                    return 1
-            print(f"broker {b}: restart done", flush=True)
-        return 0
+        print(f"broker {b}: restart done", flush=True)
+    return 0
+
+
+def _broker_signal(args: argparse.Namespace, directory: Path, state: dict) -> int:
+    """kill, power-failure, stop, continue: a signal to one broker."""
     info = state["brokers"].get(str(args.broker))
     if info is None:
         print(
@@ -210,7 +237,7 @@ def _main(args: argparse.Namespace) -> int:
         _signal(info["pid"], signal.SIGKILL)
     elif args.verb == "power-failure":
         _signal(info["pid"], signal.SIGKILL)
-        while process_state(info["pid"]) != "down":
+        while process_state(info["pid"]) != ProcessState.DOWN:
             time.sleep(0.05)
         cut = cut_to_recovery_points(Path(info["props"]["log.dirs"]))
         for partition, removed in cut.items():
@@ -223,13 +250,24 @@ def _main(args: argparse.Namespace) -> int:
     return 0
 
 
+# The verbs after `up`, each given the parsed arguments, the directory and its state;
+# the others (kill, power-failure, stop, continue) signal one broker.
+_VERBS = {
+    "status": _status,
+    "cut": _cut,
+    "heal": _heal,
+    "down": _down,
+    "restart": _restart_verb,
+}
+
+
 def _terminate(pids: list[int], timeout_s: float = 30) -> None:
     """SIGTERM (a graceful stop), then SIGKILL what is still there after `timeout_s`."""
     for pid in pids:
         _signal(pid, signal.SIGCONT)
         _signal(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and any(process_state(p) != "down" for p in pids):
+    while time.monotonic() < deadline and any(process_state(p) != ProcessState.DOWN for p in pids):
         time.sleep(0.1)
     for pid in pids:
         _signal(pid, signal.SIGKILL)

@@ -35,6 +35,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from kafkalab.cluster.local_cluster import ProcessState
 from kafkalab.server.events import read_events
 
 #: LocalCluster keyword arguments for fast failovers (the labs' timeouts).
@@ -155,7 +156,11 @@ def current_leader(cluster, topic: str, partition: int = 0, timeout_s: float = 3
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         df = cluster.describe(topic)
-        df = df[(df.partition == partition) & (df.role == "leader") & (df.status == "running")]
+        df = df[
+            (df.partition == partition)
+            & (df.role == "leader")
+            & (df.status == ProcessState.RUNNING)
+        ]
         if not df.empty:
             return int(df.sort_values("leader epoch").broker.iloc[-1])
         time.sleep(0.05)

@@ -54,18 +54,40 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kafkalab.kinds import Kind
 from kafkalab.records.record_batch import iter_headers, read_header
 
 Partition = tuple[str, int]
 Source = tuple[str, int, bytes]  # (topic, partition, value) of a pipeline's input record
-READ_COMMITTED = "read_committed"
-READ_UNCOMMITTED = "read_uncommitted"
+
+
+class OpKind(Kind):
+    """What an op of the history records."""
+
+    SEND = "send"  # a producer sent a record
+    ACK = "ack"  # ... and the broker acknowledged it at an offset
+    FAIL = "fail"  # ... or the client gave up on it
+    READ = "read"  # a consumer read a record at an offset
+    COMMIT = "commit"  # a transaction committed
+    ABORT = "abort"  # a transaction aborted
+    TXN_FAIL = "txn_fail"  # a transaction's end is unknown (its commit failed)
+
+
+class Isolation(Kind):
+    """A consumer's isolation.level (the value librdkafka takes)."""
+
+    READ_UNCOMMITTED = "read_uncommitted"
+    READ_COMMITTED = "read_committed"
+
+
+READ_COMMITTED = Isolation.READ_COMMITTED
+READ_UNCOMMITTED = Isolation.READ_UNCOMMITTED
 
 
 @dataclass
 class Op:
     index: int  # position in the history: the real-time order the recorder saw
-    kind: str  # send | ack | fail | read | commit | abort | txn_fail
+    kind: OpKind
     tp: Partition
     value: bytes
     offset: int = -1
@@ -73,7 +95,7 @@ class Op:
     reader: str = ""  # which consumer read it (reads only)
     txn: str = ""  # the transaction of a send; the one a commit/abort/txn_fail ends
     source: Source | None = None  # the input record a pipeline's send was made from
-    isolation: str = READ_UNCOMMITTED  # reads only
+    isolation: Isolation = READ_UNCOMMITTED  # reads only
 
 
 @dataclass
@@ -90,7 +112,7 @@ class History:
 
     def _add(
         self,
-        kind: str,
+        kind: OpKind,
         tp: Partition,
         value: bytes,
         offset: int = -1,
@@ -98,7 +120,7 @@ class History:
         reader: str = "",
         txn: str = "",
         source: Source | None = None,
-        isolation: str = READ_UNCOMMITTED,
+        isolation: Isolation = READ_UNCOMMITTED,
     ) -> None:
         with self._lock:
             self.ops.append(
@@ -126,27 +148,27 @@ class History:
     ) -> None:
         """`txn` names the transaction the send belongs to (empty: none); `source` is
         the input record (topic, partition, value) a pipeline made this record from."""
-        self._add("send", (topic, partition), value, txn=txn, source=source)
+        self._add(OpKind.SEND, (topic, partition), value, txn=txn, source=source)
 
     def ack(self, topic: str, partition: int, value: bytes, offset: int) -> None:
-        self._add("ack", (topic, partition), value, offset)
+        self._add(OpKind.ACK, (topic, partition), value, offset)
 
     def fail(self, topic: str, partition: int, value: bytes, error: str) -> None:
         """The client gave up on the send: it may or may not be in the log."""
-        self._add("fail", (topic, partition), value, error=error)
+        self._add(OpKind.FAIL, (topic, partition), value, error=error)
 
     def commit(self, txn: str) -> None:
         """The transaction's commit was acknowledged."""
-        self._add("commit", ("", -1), b"", txn=txn)
+        self._add(OpKind.COMMIT, ("", -1), b"", txn=txn)
 
     def abort(self, txn: str) -> None:
         """The transaction was aborted (its abort acknowledged)."""
-        self._add("abort", ("", -1), b"", txn=txn)
+        self._add(OpKind.ABORT, ("", -1), b"", txn=txn)
 
     def txn_fail(self, txn: str, error: str) -> None:
         """The client does not know how the transaction ended (a commit that timed
         out, a producer that crashed or was fenced mid-commit): either outcome is fine."""
-        self._add("txn_fail", ("", -1), b"", error=error, txn=txn)
+        self._add(OpKind.TXN_FAIL, ("", -1), b"", error=error, txn=txn)
 
     def read(
         self,
@@ -160,7 +182,8 @@ class History:
         """`reader` names the consumer: one reader's reads must come in log order.
         `isolation` is the consumer's isolation.level: reads under read_committed are
         judged for aborted reads and duplicates."""
-        self._add("read", (topic, partition), value, offset, reader=reader, isolation=isolation)
+        level = Isolation.parse(isolation, "isolation level")
+        self._add(OpKind.READ, (topic, partition), value, offset, reader=reader, isolation=level)
 
     def final_log(
         self,
@@ -171,7 +194,7 @@ class History:
     ) -> None:
         """(offset, value) of every record in the healed partition, in offset order;
         with `isolation="read_committed"`, what a read_committed consumer reads of it."""
-        if isolation == READ_COMMITTED:
+        if Isolation.parse(isolation, "isolation level") == READ_COMMITTED:
             self.committed_finals[(topic, partition)] = list(records)
         else:
             self.finals[(topic, partition)] = list(records)
@@ -233,18 +256,73 @@ class Verdict:
 
 
 def check(history: History) -> Verdict:
+    """Judge a history: nothing acknowledged lost, duplicated, reordered or moved in
+    the final logs, every consumer reading forward, replicas byte for byte alike, and
+    (for read_committed readers) no aborted reads or duplicates."""
+    acked, sent_at, reads = _outcomes(history)
+    found = _LogAnomalies()
+    for tp, final in history.finals.items():
+        found.check_final_log(tp, final, acked[tp], sent_at, reads)
+    found.reordered += _backward_reads(reads)
+    diverged = _diverged_replicas(history.replicas)
+    aborted_read, duplicated_committed = _transactional(history, acked, reads, found.lost)
+    total = sum(len(v) for v in acked.values())
+    return Verdict(
+        valid=not (
+            found.lost
+            or found.duplicated
+            or found.reordered
+            or found.moved
+            or diverged
+            or aborted_read
+            or duplicated_committed
+        ),
+        acknowledged=total,
+        lost=found.lost,
+        duplicated=found.duplicated,
+        reordered=found.reordered,
+        moved=found.moved,
+        diverged=diverged,
+        aborted_read=aborted_read,
+        duplicated_committed=duplicated_committed,
+    )
+
+
+def _outcomes(
+    history: History,
+) -> tuple[dict[Partition, dict[bytes, Op]], dict[tuple[Partition, bytes], int], list[Op]]:
+    """The acknowledged records by partition and value, when each value was first
+    sent, and every read, from the history's ops."""
     acked: dict[Partition, dict[bytes, Op]] = defaultdict(dict)
     sent_at: dict[tuple[Partition, bytes], int] = {}
     reads: list[Op] = []
     for op in history.ops:
-        if op.kind == "send":
+        if op.kind == OpKind.SEND:
             sent_at.setdefault((op.tp, op.value), op.index)
-        elif op.kind == "ack":
+        elif op.kind == OpKind.ACK:
             acked[op.tp][op.value] = op
-        elif op.kind == "read":
+        elif op.kind == OpKind.READ:
             reads.append(op)
-    lost, duplicated, reordered, moved = [], [], [], []
-    for tp, final in history.finals.items():
+    return acked, sent_at, reads
+
+
+@dataclass
+class _LogAnomalies:
+    """What the final logs show against the acknowledgements and reads."""
+
+    lost: list[dict] = field(default_factory=list)
+    duplicated: list[dict] = field(default_factory=list)
+    reordered: list[dict] = field(default_factory=list)
+    moved: list[dict] = field(default_factory=list)
+
+    def check_final_log(
+        self,
+        tp: Partition,
+        final: list[tuple[int, bytes]],
+        acked: dict[bytes, Op],
+        sent_at: dict[tuple[Partition, bytes], int],
+        reads: list[Op],
+    ) -> None:
         where: dict[bytes, list[int]] = defaultdict(list)
         at: dict[int, bytes] = {}
         for offset, value in final:
@@ -252,10 +330,10 @@ def check(history: History) -> Verdict:
             at[offset] = value
         for value, offsets in where.items():
             if len(offsets) > 1:
-                duplicated.append({"partition": tp, "value": value, "offsets": offsets})
-        for value, op in acked[tp].items():
+                self.duplicated.append({"partition": tp, "value": value, "offsets": offsets})
+        for value, op in acked.items():
             if value not in where:
-                lost.append(
+                self.lost.append(
                     {
                         "partition": tp,
                         "value": value,
@@ -264,12 +342,12 @@ def check(history: History) -> Verdict:
                     }
                 )
             elif op.offset not in where[value]:
-                moved.append(
+                self.moved.append(
                     {"partition": tp, "value": value, "acked at": op.offset, "now at": where[value]}
                 )
         for op in reads:
             if op.tp == tp and at.get(op.offset) != op.value:
-                moved.append(
+                self.moved.append(
                     {
                         "partition": tp,
                         "value": op.value,
@@ -277,21 +355,30 @@ def check(history: History) -> Verdict:
                         "final log there": at.get(op.offset),
                     }
                 )
-        # Real-time order: acks sorted by when they came; every record sent after
-        # an ack must sit after the acknowledged record.
-        acks = sorted((op for op in acked[tp].values() if op.value in where), key=lambda o: o.index)
+        self._check_real_time_order(tp, where, acked, sent_at)
+
+    def _check_real_time_order(
+        self,
+        tp: Partition,
+        where: dict[bytes, list[int]],
+        acked: dict[bytes, Op],
+        sent_at: dict[tuple[Partition, bytes], int],
+    ) -> None:
+        """Acks sorted by when they came: every record sent after an ack must sit
+        after the acknowledged record."""
+        acks = sorted((op for op in acked.values() if op.value in where), key=lambda o: o.index)
         latest: tuple[int, bytes] | None = None  # (offset, value) of the highest acked so far
         events = sorted(
-            [(op.index, "ack", op.value) for op in acks]
-            + [(sent_at[(tp, v)], "send", v) for v in where if (tp, v) in sent_at],
+            [(op.index, OpKind.ACK, op.value) for op in acks]
+            + [(sent_at[(tp, v)], OpKind.SEND, v) for v in where if (tp, v) in sent_at],
         )
         for _, kind, value in events:
             offset = where[value][0]
-            if kind == "ack":
+            if kind == OpKind.ACK:
                 if latest is None or offset > latest[0]:
                     latest = (offset, value)
             elif latest is not None and offset < latest[0]:
-                reordered.append(
+                self.reordered.append(
                     {
                         "partition": tp,
                         "acknowledged first": latest[1],
@@ -300,7 +387,11 @@ def check(history: History) -> Verdict:
                         "yet at": offset,
                     }
                 )
-    # One consumer reads forward: each of its reads at a later offset than the last.
+
+
+def _backward_reads(reads: list[Op]) -> list[dict]:
+    """One consumer reads forward: each of its reads at a later offset than the last."""
+    reordered = []
     last_read: dict[tuple[str, Partition], Op] = {}
     for op in reads:
         previous = last_read.get((op.reader, op.tp))
@@ -315,8 +406,15 @@ def check(history: History) -> Verdict:
                 }
             )
         last_read[(op.reader, op.tp)] = op
+    return reordered
+
+
+def _diverged_replicas(
+    replicas: dict[Partition, dict[int, list[tuple[int, bytes]]]],
+) -> list[dict]:
+    """Pairs of replicas whose batches differ below the smaller of their two ends."""
     diverged = []
-    for tp, by_broker in history.replicas.items():
+    for tp, by_broker in replicas.items():
         brokers = sorted(by_broker)
         for a, b in itertools.combinations(brokers, 2):
             la, lb = dict(by_broker[a]), dict(by_broker[b])
@@ -334,27 +432,7 @@ def check(history: History) -> Verdict:
                         "differing batches": len(bad) + len(missing),
                     }
                 )
-    aborted_read, duplicated_committed = _transactional(history, acked, reads, lost)
-    total = sum(len(v) for v in acked.values())
-    return Verdict(
-        valid=not (
-            lost
-            or duplicated
-            or reordered
-            or moved
-            or diverged
-            or aborted_read
-            or duplicated_committed
-        ),
-        acknowledged=total,
-        lost=lost,
-        duplicated=duplicated,
-        reordered=reordered,
-        moved=moved,
-        diverged=diverged,
-        aborted_read=aborted_read,
-        duplicated_committed=duplicated_committed,
-    )
+    return diverged
 
 
 FINAL_READER = "final read (read_committed)"
@@ -366,22 +444,48 @@ def _transactional(
     """Jepsen's transactional anomalies for read_committed readers: aborted reads and
     duplicates; adds committed records (and pipeline inputs) missing from the
     read_committed final logs to `lost`."""
-    txn_of: dict[tuple[Partition, bytes], str] = {}
-    source_of: dict[tuple[Partition, bytes], Source] = {}
-    members: dict[str, list[Op]] = defaultdict(list)  # the sends of each transaction
-    outcome: dict[str, str] = {}  # commit | abort | unknown
-    for op in history.ops:
-        if op.kind == "send":
-            if op.txn:
-                txn_of[(op.tp, op.value)] = op.txn
-                members[op.txn].append(op)
-            if op.source is not None:
-                source_of[(op.tp, op.value)] = op.source
-        elif op.kind in ("commit", "abort"):
-            outcome[op.txn] = op.kind
-        elif op.kind == "txn_fail":
-            outcome.setdefault(op.txn, "unknown")
-    # Everything read_committed readers returned: their reads and the final read.
+    txns = _Transactions.of(history)
+    seen = _read_committed(history, reads)
+    aborted_read = _aborted_reads(seen, txns)
+    duplicated_committed = _duplicated_committed(seen, txns)
+    lost += _committed_missing(history, txns)
+    lost += _inputs_without_output(history, acked, txns)
+    return aborted_read, duplicated_committed
+
+
+#: (partition, offset, value, reader) of a record a read_committed reader returned
+_Seen = tuple[Partition, int, bytes, str]
+
+
+@dataclass
+class _Transactions:
+    """The transactions of a history, and the pipeline inputs of its sends."""
+
+    txn_of: dict[tuple[Partition, bytes], str] = field(default_factory=dict)
+    source_of: dict[tuple[Partition, bytes], Source] = field(default_factory=dict)
+    #: the sends of each transaction
+    members: dict[str, list[Op]] = field(default_factory=lambda: defaultdict(list))
+    outcome: dict[str, str] = field(default_factory=dict)  # commit | abort | unknown
+
+    @classmethod
+    def of(cls, history: History) -> _Transactions:
+        txns = cls()
+        for op in history.ops:
+            if op.kind == OpKind.SEND:
+                if op.txn:
+                    txns.txn_of[(op.tp, op.value)] = op.txn
+                    txns.members[op.txn].append(op)
+                if op.source is not None:
+                    txns.source_of[(op.tp, op.value)] = op.source
+            elif op.kind in (OpKind.COMMIT, OpKind.ABORT):
+                txns.outcome[op.txn] = op.kind
+            elif op.kind == OpKind.TXN_FAIL:
+                txns.outcome.setdefault(op.txn, "unknown")
+        return txns
+
+
+def _read_committed(history: History, reads: list[Op]) -> list[_Seen]:
+    """Everything read_committed readers returned: their reads and the final read."""
     seen = [
         (op.tp, op.offset, op.value, op.reader or "?")
         for op in reads
@@ -389,11 +493,15 @@ def _transactional(
     ]
     for tp, records in history.committed_finals.items():
         seen += [(tp, offset, value, FINAL_READER) for offset, value in records]
+    return seen
+
+
+def _aborted_reads(seen: list[_Seen], txns: _Transactions) -> list[dict]:
     aborted_read = []
     reported: set[tuple[Partition, int, str]] = set()
     for tp, offset, value, reader in seen:
-        txn = txn_of.get((tp, value))
-        if txn and outcome.get(txn) == "abort" and (tp, offset, reader) not in reported:
+        txn = txns.txn_of.get((tp, value))
+        if txn and txns.outcome.get(txn) == OpKind.ABORT and (tp, offset, reader) not in reported:
             reported.add((tp, offset, reader))
             aborted_read.append(
                 {
@@ -404,11 +512,15 @@ def _transactional(
                     "transaction": txn,
                 }
             )
-    # One record, or one input's output, at more than one offset.
+    return aborted_read
+
+
+def _duplicated_committed(seen: list[_Seen], txns: _Transactions) -> list[dict]:
+    """One record, or one input's output, at more than one offset."""
     positions: dict[tuple, dict[tuple[Partition, int], bytes]] = defaultdict(dict)
     readers: dict[tuple, set[str]] = defaultdict(set)
     for tp, offset, value, reader in seen:
-        source = source_of.get((tp, value))
+        source = txns.source_of.get((tp, value))
         key = ("input", source) if source is not None else ("record", tp, value)
         positions[key][(tp, offset)] = value
         readers[key].add(reader)
@@ -420,11 +532,17 @@ def _transactional(
             item["values"] = [where[at] for at in sorted(where)]
             item["readers"] = sorted(readers[key])
             duplicated_committed.append(item)
-    # Committed transactions whole in the read_committed final logs...
+    return duplicated_committed
+
+
+def _committed_missing(history: History, txns: _Transactions) -> list[dict]:
+    """Committed transactions whole in the read_committed final logs: the records
+    missing there."""
+    lost = []
     for tp, records in history.committed_finals.items():
         present = {value for _, value in records}
-        for txn, sends in members.items():
-            if outcome.get(txn) != "commit":
+        for txn, sends in txns.members.items():
+            if txns.outcome.get(txn) != OpKind.COMMIT:
                 continue
             for op in sends:
                 if op.tp == tp and op.value not in present:
@@ -436,27 +554,36 @@ def _transactional(
                             "committed, yet not in": "the read_committed final log",
                         }
                     )
-    # ...and every input of a pipeline has an output there, once every partition
-    # the pipeline wrote to has its read_committed final log.
+    return lost
+
+
+def _inputs_without_output(
+    history: History, acked: dict[Partition, dict[bytes, Op]], txns: _Transactions
+) -> list[dict]:
+    """Every input of a pipeline has an output in the read_committed final logs, once
+    every partition the pipeline wrote to has its read_committed final log."""
+    source_of = txns.source_of
     outputs = {tp for tp, _ in source_of}
-    if outputs and outputs <= set(history.committed_finals):
-        made = {
-            source_of[(tp, value)]
-            for tp, records in history.committed_finals.items()
-            for _, value in records
-            if (tp, value) in source_of
-        }
-        for source_tp in sorted({(s[0], s[1]) for s in source_of.values()}):
-            for value in acked[source_tp]:
-                if (source_tp[0], source_tp[1], value) not in made:
-                    lost.append(
-                        {
-                            "input": (source_tp[0], source_tp[1], value),
-                            "outputs": 0,
-                            "not in": "the read_committed final log",
-                        }
-                    )
-    return aborted_read, duplicated_committed
+    if not outputs or not outputs <= set(history.committed_finals):
+        return []
+    made = {
+        source_of[(tp, value)]
+        for tp, records in history.committed_finals.items()
+        for _, value in records
+        if (tp, value) in source_of
+    }
+    lost = []
+    for source_tp in sorted({(s[0], s[1]) for s in source_of.values()}):
+        for value in acked[source_tp]:
+            if (source_tp[0], source_tp[1], value) not in made:
+                lost.append(
+                    {
+                        "input": (source_tp[0], source_tp[1], value),
+                        "outputs": 0,
+                        "not in": "the read_committed final log",
+                    }
+                )
+    return lost
 
 
 def _end(batches: list[tuple[int, bytes]]) -> int:

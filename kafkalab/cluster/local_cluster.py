@@ -26,6 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from kafkalab.kinds import Kind
 from kafkalab.server.broker import BrokerProcess
 from kafkalab.server.link_faults import read_deaf_to, write_deaf_to
 from kafkalab.server.replica_state import read_replica_state
@@ -69,15 +70,28 @@ def cut_to_recovery_points(log_dir: Path) -> dict[str, int]:
     return cut
 
 
-def process_state(pid: int | None) -> str:
+class ProcessState(Kind):
+    """A broker or controller process as /proc sees it; the value is what
+    `kafkalab cluster status` and the `status` column show."""
+
+    RUNNING = "running"
+    PAUSED = "paused"  # SIGSTOP
+    DOWN = "down"  # gone, or a zombie
+
+
+# /proc/PID/stat's state letter -> ProcessState (any other letter: running)
+_PROC_STATES = {"T": ProcessState.PAUSED, "Z": ProcessState.DOWN}
+
+
+def process_state(pid: int | None) -> ProcessState:
     """running | paused (SIGSTOP) | down, from /proc."""
     if pid is None:
-        return "down"
+        return ProcessState.DOWN
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (FileNotFoundError, ProcessLookupError):
-        return "down"
-    return {"T": "paused", "Z": "down"}.get(fields[0], "running")
+        return ProcessState.DOWN
+    return _PROC_STATES.get(fields[0], ProcessState.RUNNING)
 
 
 DESCRIBE_COLUMNS = [
@@ -100,7 +114,7 @@ def describe_rows(broker_dirs: dict[int, Path], states: dict[int, str]) -> list[
                     "topic": p["topic"],
                     "partition": p["partition"],
                     "broker": broker_id,
-                    "status": states.get(broker_id, "down"),
+                    "status": str(states.get(broker_id, ProcessState.DOWN)),
                     "role": p["role"],
                     "leader": p["leader"],
                     "leader epoch": p["leader_epoch"],
@@ -112,7 +126,7 @@ def describe_rows(broker_dirs: dict[int, Path], states: dict[int, str]) -> list[
             )
     leader_leo: dict[tuple[str, int], tuple[int, int]] = {}
     for r in rows:
-        if r["role"] == "leader" and r["status"] == "running":
+        if r["role"] == "leader" and r["status"] == ProcessState.RUNNING:
             key = (r["topic"], r["partition"])
             leader_leo[key] = max(leader_leo.get(key, (-1, 0)), (r["leader epoch"], r["LEO"]))
     for r in rows:
@@ -130,7 +144,9 @@ def under_replicated(rows: list[dict]) -> list[tuple[str, int]]:
         by_partition.setdefault((r["topic"], r["partition"]), []).append(r)
     out = []
     for tp, replicas in sorted(by_partition.items()):
-        leaders = [r for r in replicas if r["role"] == "leader" and r["status"] == "running"]
+        leaders = [
+            r for r in replicas if r["role"] == "leader" and r["status"] == ProcessState.RUNNING
+        ]
         leader = max(leaders, key=lambda r: r["leader epoch"], default=None)
         if leader is None or sorted(leader["ISR"]) != sorted(r["broker"] for r in replicas):
             out.append(tp)

@@ -55,10 +55,31 @@ from kafkalab.cluster.workload import (
     record_replicas,
     wait_for_replicas_in_sync,
 )
+from kafkalab.kinds import Kind
 
-FAULT_KINDS = ("leader-kill", "follower-pause", "power-failure", "link-cut", "rolling-restart")
+
+class FaultKind(Kind):
+    """What a fault does (the module docstring says each); the value is the name the
+    CLI takes and the report prints."""
+
+    LEADER_KILL = "leader-kill"
+    FOLLOWER_PAUSE = "follower-pause"
+    POWER_FAILURE = "power-failure"
+    LINK_CUT = "link-cut"
+    ROLLING_RESTART = "rolling-restart"
+    LEADER_PAUSE = "leader-pause"
+
+
+#: The default mix.
+FAULT_KINDS = (
+    FaultKind.LEADER_KILL,
+    FaultKind.FOLLOWER_PAUSE,
+    FaultKind.POWER_FAILURE,
+    FaultKind.LINK_CUT,
+    FaultKind.ROLLING_RESTART,
+)
 #: Kinds a soak applies only when asked for (`kinds=`): not in the default mix.
-EXTRA_KINDS = ("leader-pause",)
+EXTRA_KINDS = (FaultKind.LEADER_PAUSE,)
 ALL_KINDS = FAULT_KINDS + EXTRA_KINDS
 
 #: Broker settings of the soak on top of LABS_FAILOVER's: a follower that cannot
@@ -71,15 +92,19 @@ SOAK_BROKER_PROPS = {"replica.lag.time.max.ms": "2000"}
 QUIET_CLIENT = {"log_level": 2}
 
 
-def schedule(faults: int, seed: int, kinds: Sequence[str] = FAULT_KINDS) -> list[str]:
+def parse_kinds(kinds: Sequence[str]) -> tuple[FaultKind, ...]:
+    """`kinds` as FaultKinds, in order; UnknownKindError (a ValueError) names the
+    valid ones for a name that is none."""
+    return tuple(FaultKind.parse(k, "fault kind") for k in kinds)
+
+
+def schedule(faults: int, seed: int, kinds: Sequence[str] = FAULT_KINDS) -> list[FaultKind]:
     """The kinds of the soak's faults, in order: `random.Random(seed)` choosing
     among `kinds` (the brokers each fault hits are chosen by a second generator,
     so a seed's schedule does not depend on them)."""
-    for kind in kinds:
-        if kind not in ALL_KINDS:
-            raise ValueError(f"unknown fault kind {kind!r}; choose from {ALL_KINDS}")
+    choices = list(parse_kinds(kinds))
     rng = random.Random(seed)
-    return [rng.choice(list(kinds)) for _ in range(faults)]
+    return [rng.choice(choices) for _ in range(faults)]
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
@@ -159,7 +184,7 @@ class ReadAlong:
 @dataclass
 class FaultRecord:
     number: int
-    kind: str
+    kind: FaultKind
     target: int  # the broker it hit (-1: every broker, a rolling restart)
     was_leader: bool
     seconds: float  # the fault applied -> fully replicated again
@@ -170,7 +195,7 @@ class FaultRecord:
 class SoakReport:
     faults: int  # asked for
     seed: int
-    kinds: tuple[str, ...]
+    kinds: tuple[FaultKind, ...]
     records: list[FaultRecord] = field(default_factory=list)
     error: str | None = None  # why the soak stopped early (a hang, a failed step)
     sent: int = 0
@@ -193,7 +218,7 @@ class SoakReport:
         return len(self.records)
 
     @property
-    def by_kind(self) -> dict[str, int]:
+    def by_kind(self) -> dict[FaultKind, int]:
         counts = Counter(r.kind for r in self.records)
         return {k: counts[k] for k in self.kinds if counts[k]}
 
@@ -317,51 +342,71 @@ class Soak:
         return [b for b in sorted(self.cluster.brokers) if b != leader]
 
     def apply(self, number: int, kind: str) -> FaultRecord:
+        """Apply one fault of `kind` and wait until the partition is fully replicated."""
+        kind = FaultKind.parse(kind, "fault kind")
         start = time.monotonic()
         leader = self.leader()
-        failover_ms = None
-        if kind == "leader-kill":
-            target = leader
-            failover_ms = self.kill_leader(leader)
-        elif kind == "follower-pause":
-            target = self.rng.choice(self.followers(leader))
-            self.cluster.pause(target)
-            try:
-                time.sleep(self.pause_s)
-            finally:
-                self.cluster.resume(target)
-        elif kind == "power-failure":
-            target = self.rng.choice(sorted(self.cluster.brokers))
-            self.cluster.power_failure(target)
-            if target == leader:
-                self.leader(not_in=[target])
-            else:
-                time.sleep(self.pause_s)
-            self.cluster.restart(target)
-        elif kind == "link-cut":
-            target = self.rng.choice(self.followers(leader))
-            self.cluster.cut_link(leader, target)
-            try:
-                time.sleep(self.cut_s)
-            finally:
-                self.cluster.heal_links()
-        elif kind == "leader-pause":
-            target = leader
-            self.cluster.pause(leader)
-            try:
-                self.leader(not_in=[leader])  # fenced and replaced while it sleeps
-                time.sleep(self.pause_s)
-            finally:
-                self.cluster.resume(leader)
-        elif kind == "rolling-restart":
-            target = -1
-            self.cluster.rolling_restart(self.recovery_timeout_s)
-        else:
-            raise ValueError(f"unknown fault kind {kind!r}; choose from {ALL_KINDS}")
+        target, failover_ms = self._FAULTS[kind](self, leader)
         self.cluster.wait_fully_replicated(self.recovery_timeout_s)
         return FaultRecord(
             number, kind, target, target == leader, time.monotonic() - start, failover_ms
         )
+
+    # Each fault: given the current leader, apply it; return the broker it hit (-1:
+    # every broker) and the failover time in ms where it is measured.
+
+    def _leader_kill(self, leader: int) -> tuple[int, float | None]:
+        return leader, self.kill_leader(leader)
+
+    def _follower_pause(self, leader: int) -> tuple[int, float | None]:
+        target = self.rng.choice(self.followers(leader))
+        self.cluster.pause(target)
+        try:
+            time.sleep(self.pause_s)
+        finally:
+            self.cluster.resume(target)
+        return target, None
+
+    def _power_failure(self, leader: int) -> tuple[int, float | None]:
+        target = self.rng.choice(sorted(self.cluster.brokers))
+        self.cluster.power_failure(target)
+        if target == leader:
+            self.leader(not_in=[target])
+        else:
+            time.sleep(self.pause_s)
+        self.cluster.restart(target)
+        return target, None
+
+    def _link_cut(self, leader: int) -> tuple[int, float | None]:
+        target = self.rng.choice(self.followers(leader))
+        self.cluster.cut_link(leader, target)
+        try:
+            time.sleep(self.cut_s)
+        finally:
+            self.cluster.heal_links()
+        return target, None
+
+    def _leader_pause(self, leader: int) -> tuple[int, float | None]:
+        self.cluster.pause(leader)
+        try:
+            self.leader(not_in=[leader])  # fenced and replaced while it sleeps
+            time.sleep(self.pause_s)
+        finally:
+            self.cluster.resume(leader)
+        return leader, None
+
+    def _rolling_restart(self, leader: int) -> tuple[int, float | None]:
+        self.cluster.rolling_restart(self.recovery_timeout_s)
+        return -1, None
+
+    _FAULTS: dict[FaultKind, Callable[[Soak, int], tuple[int, float | None]]] = {
+        FaultKind.LEADER_KILL: _leader_kill,
+        FaultKind.FOLLOWER_PAUSE: _follower_pause,
+        FaultKind.POWER_FAILURE: _power_failure,
+        FaultKind.LINK_CUT: _link_cut,
+        FaultKind.LEADER_PAUSE: _leader_pause,
+        FaultKind.ROLLING_RESTART: _rolling_restart,
+    }
 
     def kill_leader(self, leader: int) -> float:
         """SIGKILL the leader, start it again once a successor acknowledged a
@@ -409,26 +454,14 @@ def run_soak(
     """`faults` faults of `kinds` (in the order `schedule` gives) under load;
     `settle_s` of load between two faults. Returns the report; never raises for
     what the soak finds (a hang or a failed step is `report.error`)."""
-    from confluent_kafka.admin import AdminClient, NewTopic
-
     plan = schedule(faults, seed, kinds)
     rng = random.Random(f"targets-{seed}")
-    report = SoakReport(faults=faults, seed=seed, kinds=tuple(kinds))
-    settings = {**LABS_FAILOVER, **(cluster_kwargs or {})}
-    settings["broker_props"] = {
-        **LABS_FAILOVER["broker_props"],
-        **SOAK_BROKER_PROPS,
-        **(cluster_kwargs or {}).get("broker_props", {}),
-    }
+    report = SoakReport(faults=faults, seed=seed, kinds=parse_kinds(kinds))
     began = time.monotonic()
     history = History()
+    settings = _cluster_settings(cluster_kwargs)
     with LocalCluster(brokers=3, base_dir=base_dir, **settings) as cluster:
-        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-        new = NewTopic(topic, 1, 3, config={"min.insync.replicas": "2"})
-        for future in admin.create_topics([new]).values():
-            future.result(30)
-        del admin  # it would keep dialling the bootstrap brokers the faults restart
-        wait_for_replicas_in_sync(cluster, topic)
+        _create_topic(cluster, topic)
         workload = ProducerWorkload(
             cluster.bootstrap_servers,
             topic,
@@ -449,46 +482,90 @@ def run_soak(
         reader.start()
         try:
             time.sleep(settle_s)
-            for number, kind in enumerate(plan, 1):
-                try:
-                    record = soak.apply(number, kind)
-                except Exception as e:  # a hang or a failed step ends the soak
-                    report.error = f"fault {number} ({kind}): {type(e).__name__}: {e}"
-                    log(f"[{number:>4}/{faults}] {kind}: FAILED: {report.error}")
-                    log(diagnose(cluster, topic))
-                    break
-                report.records.append(record)
-                fo = (
-                    "" if record.failover_ms is None else f", failover {record.failover_ms:,.0f} ms"
-                )
-                where = "all" if record.target < 0 else f"broker {record.target}"
-                role = " (leader)" if record.was_leader else ""
-                log(
-                    f"[{number:>4}/{faults}] {kind:<15} {where}{role}: healed in "
-                    f"{record.seconds:.1f} s{fo}; acknowledged {workload.acked:,}, "
-                    f"read {reader.read:,}, {time.monotonic() - began:,.0f} s"
-                )
-                time.sleep(settle_s)
+            _apply_faults(soak, plan, report, reader, settle_s, began, log)
         finally:
             report.unknown = workload.stop(recovery_timeout_s)
             report.sent, report.failed_sends = workload.sent, workload.failed
-        try:
-            rows = wait_for_replicas_in_sync(cluster, topic, timeout=recovery_timeout_s)
-            final = read_final_log(cluster.bootstrap_servers, topic, 0, history)
-            report.final_records = len(final)
-            report.read_all = reader.wait_for(final[-1][0] if final else -1, recovery_timeout_s)
-            record_replicas(cluster, topic, 0, history)
-            report.high_watermark = int(rows.HW.min())
-        except Exception as e:
-            report.error = report.error or f"final read: {type(e).__name__}: {e}"
-        finally:
-            reader.stop()
-        report.read, report.read_gaps = reader.read, list(reader.gaps)
-        report.read_errors = dict(reader.errors)
-        replicas = history.replicas.get((topic, 0), {})
-        report.replicas_compared = len(replicas)
-        report.batches_compared = min((len(b) for b in replicas.values()), default=0)
-        report.verdict = check(history)
-        report.acknowledged = report.verdict.acknowledged
+        _read_back(soak, history, reader, report)
     report.elapsed_s = time.monotonic() - began
     return report
+
+
+def _cluster_settings(cluster_kwargs: dict | None) -> dict:
+    """LocalCluster's settings: the labs' failover timeouts, the soak's broker
+    properties, then the caller's."""
+    settings = {**LABS_FAILOVER, **(cluster_kwargs or {})}
+    settings["broker_props"] = {
+        **LABS_FAILOVER["broker_props"],
+        **SOAK_BROKER_PROPS,
+        **(cluster_kwargs or {}).get("broker_props", {}),
+    }
+    return settings
+
+
+def _create_topic(cluster: LocalCluster, topic: str) -> None:
+    """One partition, three replicas, min.insync.replicas=2; returns once in sync."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    new = NewTopic(topic, 1, 3, config={"min.insync.replicas": "2"})
+    for future in admin.create_topics([new]).values():
+        future.result(30)
+    del admin  # it would keep dialling the bootstrap brokers the faults restart
+    wait_for_replicas_in_sync(cluster, topic)
+
+
+def _apply_faults(
+    soak: Soak,
+    plan: list[FaultKind],
+    report: SoakReport,
+    reader: ReadAlong,
+    settle_s: float,
+    began: float,
+    log: Callable[[str], None],
+) -> None:
+    """Apply the plan's faults in order, each recorded and logged; the first that
+    fails (a hang, a failed step) is `report.error` and ends the soak."""
+    faults, workload = report.faults, soak.workload
+    for number, kind in enumerate(plan, 1):
+        try:
+            record = soak.apply(number, kind)
+        except Exception as e:  # a hang or a failed step ends the soak
+            report.error = f"fault {number} ({kind}): {type(e).__name__}: {e}"
+            log(f"[{number:>4}/{faults}] {kind}: FAILED: {report.error}")
+            log(diagnose(soak.cluster, soak.topic))
+            return
+        report.records.append(record)
+        fo = "" if record.failover_ms is None else f", failover {record.failover_ms:,.0f} ms"
+        where = "all" if record.target < 0 else f"broker {record.target}"
+        role = " (leader)" if record.was_leader else ""
+        log(
+            f"[{number:>4}/{faults}] {kind:<15} {where}{role}: healed in "
+            f"{record.seconds:.1f} s{fo}; acknowledged {workload.acked:,}, "
+            f"read {reader.read:,}, {time.monotonic() - began:,.0f} s"
+        )
+        time.sleep(settle_s)
+
+
+def _read_back(soak: Soak, history: History, reader: ReadAlong, report: SoakReport) -> None:
+    """Once the load stopped: the healed partition read back, the replicas recorded
+    for comparison, the read-along consumer caught up, and the history judged."""
+    cluster, topic, timeout = soak.cluster, soak.topic, soak.recovery_timeout_s
+    try:
+        rows = wait_for_replicas_in_sync(cluster, topic, timeout=timeout)
+        final = read_final_log(cluster.bootstrap_servers, topic, 0, history)
+        report.final_records = len(final)
+        report.read_all = reader.wait_for(final[-1][0] if final else -1, timeout)
+        record_replicas(cluster, topic, 0, history)
+        report.high_watermark = int(rows.HW.min())
+    except Exception as e:
+        report.error = report.error or f"final read: {type(e).__name__}: {e}"
+    finally:
+        reader.stop()
+    report.read, report.read_gaps = reader.read, list(reader.gaps)
+    report.read_errors = dict(reader.errors)
+    replicas = history.replicas.get((topic, 0), {})
+    report.replicas_compared = len(replicas)
+    report.batches_compared = min((len(b) for b in replicas.values()), default=0)
+    report.verdict = check(history)
+    report.acknowledged = report.verdict.acknowledged

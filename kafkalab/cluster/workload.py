@@ -18,6 +18,7 @@ import time
 import uuid
 
 from kafkalab.cluster.history import History, read_replica_batches
+from kafkalab.cluster.local_cluster import ProcessState
 
 
 class ProducerWorkload:
@@ -206,7 +207,7 @@ def wait_for_replicas_in_sync(
     deadline = time.monotonic() + timeout
     while True:
         df = cluster.describe(topic)
-        rows = df[(df.partition == partition) & (df.status == "running")]
+        rows = df[(df.partition == partition) & (df.status == ProcessState.RUNNING)]
         if (
             len(rows) == replicas
             and rows.LEO.nunique() == 1

@@ -48,10 +48,11 @@ from __future__ import annotations
 
 import random
 import struct
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kafkalab.kinds import Kind
 from kafkalab.protocol.api_keys import ApiKeys
 from kafkalab.protocol.header import RequestHeader, encode_request, request_header_version
 from kafkalab.protocol.messages import APIS, Api
@@ -170,6 +171,15 @@ def sample_body(api: Api, version: int) -> dict:
     return _sample_struct(api.request.fields, api.key, version, flexible)
 
 
+class SlotKind(Kind):
+    """What a slot of a frame holds."""
+
+    LENGTH = "length"  # of a string, bytes or records
+    COUNT = "count"  # of an array
+    INT = "int"  # a fixed-width integer
+    TAGGED = "tagged"  # a tagged-field section (flexible versions)
+
+
 @dataclass(frozen=True)
 class Slot:
     """A place in a frame a mutation aims at: `pos` counts from the frame's first
@@ -177,7 +187,7 @@ class Slot:
     lengths, 0 for an unsigned varint (compact lengths and counts)."""
 
     pos: int
-    kind: str  # "length" | "count" | "int" | "tagged"
+    kind: SlotKind
     width: int
 
 
@@ -193,7 +203,7 @@ class Template:
 
     @property
     def flexible(self) -> bool:
-        return any(s.kind == "tagged" for s in self.slots)
+        return any(s.kind == SlotKind.TAGGED for s in self.slots)
 
 
 def _walk(r: Reader, fields: list[Field], version: int, flexible: bool, out: list[Slot]) -> None:
@@ -209,27 +219,28 @@ def _walk(r: Reader, fields: list[Field], version: int, flexible: bool, out: lis
                 continue
             _walk(r, f.type.fields, version, flexible, out)
         elif isinstance(f.type, list):
-            out.append(Slot(r.pos + 4, "count", width))
+            out.append(Slot(r.pos + 4, SlotKind.COUNT, width))
             n = read_length(r, flexible, I32)
             for _ in range(n or 0):
                 _walk(r, f.type, version, flexible, out)
         elif isinstance(f.type, ArrayOf):
-            out.append(Slot(r.pos + 4, "count", width))
+            out.append(Slot(r.pos + 4, SlotKind.COUNT, width))
             n = read_length(r, flexible, I32)
             for _ in range(n or 0):
                 _walk_value(r, f.type.item, flexible, False, out)
         else:
             _walk_value(r, f.type, flexible, nullable, out)
     if flexible:
-        out.append(Slot(r.pos + 4, "tagged", 0))
+        out.append(Slot(r.pos + 4, SlotKind.TAGGED, 0))
         read_tagged_fields(r)
 
 
 def _walk_value(r: Reader, t: Any, flexible: bool, nullable: bool, out: list[Slot]) -> None:
     if t.name in ("string", "bytes", "records"):
-        out.append(Slot(r.pos + 4, "length", 0 if flexible else (2 if t.name == "string" else 4)))
+        width = 0 if flexible else (2 if t.name == "string" else 4)
+        out.append(Slot(r.pos + 4, SlotKind.LENGTH, width))
     elif hasattr(t, "struct") and t.name != "bool":
-        out.append(Slot(r.pos + 4, "int", t.struct.size))
+        out.append(Slot(r.pos + 4, SlotKind.INT, t.struct.size))
     t.read(r, flexible, nullable)
 
 
@@ -244,11 +255,16 @@ def template_for(
         api = apis.get(api_key)
         if api is None or not api.supports(version):
             return None
-        slots = [Slot(4, "int", 2), Slot(6, "int", 2), Slot(8, "int", 4), Slot(12, "length", 2)]
+        slots = [
+            Slot(4, SlotKind.INT, 2),  # api key
+            Slot(6, SlotKind.INT, 2),  # api version
+            Slot(8, SlotKind.INT, 4),  # correlation id
+            Slot(12, SlotKind.LENGTH, 2),  # client id
+        ]
         r.pos = 8
         STRING.read(r, False, True)
         if request_header_version(api, version) >= 2:
-            slots.append(Slot(r.pos + 4, "tagged", 0))
+            slots.append(Slot(r.pos + 4, SlotKind.TAGGED, 0))
             read_tagged_fields(r)
         _walk(r, api.request.fields, version, api.request.is_flexible(version), slots)
         if r.remaining():
@@ -278,7 +294,7 @@ class Hostile:
     writes, and whether to hang up after it instead of waiting for an answer."""
 
     number: int
-    kind: str
+    kind: Mutation
     api_key: int  # the template's (what the frame was before mutation)
     version: int
     data: bytes
@@ -286,26 +302,60 @@ class Hostile:
     hang_up: bool = False  # the frame promises more bytes than it sends
 
 
-KINDS: dict[str, int] = {  # relative weights
-    "valid": 4,
-    "bit_flip": 14,
-    "byte_set": 6,
-    "truncate": 8,
-    "size_huge": 2,
-    "size_negative": 2,
-    "size_short": 3,
-    "size_small": 3,
-    "length_lie": 14,
-    "count_lie": 12,
-    "int_extreme": 12,
-    "tagged": 6,
-    "wrong_api_key": 4,
-    "wrong_version": 5,
-    "garbage": 2,
-    "trailing": 3,
-    "pipeline": 3,
-    "batch_field": 8,
-    "batch_records": 8,
+class Mutation(Kind):
+    """What a hostile frame is (the module docstring says each); the value is the
+    name reports and the benchmark's JSON use."""
+
+    VALID = "valid"
+    BIT_FLIP = "bit_flip"
+    BYTE_SET = "byte_set"
+    TRUNCATE = "truncate"
+    SIZE_HUGE = "size_huge"
+    SIZE_NEGATIVE = "size_negative"
+    SIZE_SHORT = "size_short"
+    SIZE_SMALL = "size_small"
+    LENGTH_LIE = "length_lie"
+    COUNT_LIE = "count_lie"
+    INT_EXTREME = "int_extreme"
+    TAGGED = "tagged"
+    WRONG_API_KEY = "wrong_api_key"
+    WRONG_VERSION = "wrong_version"
+    GARBAGE = "garbage"
+    TRAILING = "trailing"
+    PIPELINE = "pipeline"
+    BATCH_FIELD = "batch_field"
+    BATCH_RECORDS = "batch_records"
+
+
+# Relative weights; the order is part of a seed's frames (the draw picks by index).
+KINDS: dict[Mutation, int] = {
+    Mutation.VALID: 4,
+    Mutation.BIT_FLIP: 14,
+    Mutation.BYTE_SET: 6,
+    Mutation.TRUNCATE: 8,
+    Mutation.SIZE_HUGE: 2,
+    Mutation.SIZE_NEGATIVE: 2,
+    Mutation.SIZE_SHORT: 3,
+    Mutation.SIZE_SMALL: 3,
+    Mutation.LENGTH_LIE: 14,
+    Mutation.COUNT_LIE: 12,
+    Mutation.INT_EXTREME: 12,
+    Mutation.TAGGED: 6,
+    Mutation.WRONG_API_KEY: 4,
+    Mutation.WRONG_VERSION: 5,
+    Mutation.GARBAGE: 2,
+    Mutation.TRAILING: 3,
+    Mutation.PIPELINE: 3,
+    Mutation.BATCH_FIELD: 8,
+    Mutation.BATCH_RECORDS: 8,
+}
+
+# The mutations a "pipeline" frame strings together, and the slot each lie aims at.
+_PIPELINED = (Mutation.VALID, Mutation.BIT_FLIP, Mutation.LENGTH_LIE, Mutation.INT_EXTREME)
+_SLOT_LIES = {
+    Mutation.LENGTH_LIE: SlotKind.LENGTH,
+    Mutation.COUNT_LIE: SlotKind.COUNT,
+    Mutation.INT_EXTREME: SlotKind.INT,
 }
 
 # RecordBatch v2 header fields (position in the batch, width) a "batch_field" mutation
@@ -332,6 +382,10 @@ _INT_EXTREMES = {
 }
 
 
+#: What a mutation gives: the bytes to send, and whether to hang up after them.
+_Sent = tuple[bytes, bool]
+
+
 def _frame(body: bytes | bytearray) -> bytes:
     return _SIZE.pack(len(body)) + bytes(body)
 
@@ -343,15 +397,15 @@ class HostileFrames:
         self,
         seed: int,
         templates: Iterable[Template],
-        kinds: Mapping[str, int] = KINDS,
+        kinds: Mapping[str, int] = KINDS,  # names (Mutation values) -> weights
         split_probability: float = 0.05,
     ) -> None:
         self.seed = seed
         self.templates = list(templates)
         if not self.templates:
             raise ValueError("no templates to mutate")
-        self.kinds = list(kinds)
-        self.weights = [kinds[k] for k in self.kinds]
+        self.kinds = [Mutation.parse(k, "mutation") for k in kinds]
+        self.weights = [kinds[k] for k in kinds]
         self.split_probability = split_probability
         self.known_keys = sorted({t.api_key for t in self.templates})
         self.flexible = [t for t in self.templates if t.flexible]
@@ -375,86 +429,157 @@ class HostileFrames:
         return out
 
     def _mutate(
-        self, rng: random.Random, kind: str, t: Template, number: int
+        self, rng: random.Random, kind: Mutation, t: Template, number: int
     ) -> tuple[bytes, bool]:
+        """The frame of mutation `kind` of template `t`, and whether to hang up after it."""
         frame = self._with_correlation_id(t, number)
+        return self._MUTATIONS[kind](self, rng, t, frame, number)
+
+    # Each mutation: (rng, template, its frame with the correlation id set, frame
+    # number) -> (bytes to send, hang up after them). The order of rng draws in each
+    # is part of a seed's frames.
+
+    def _valid(self, rng: random.Random, t: Template, frame: bytearray, number: int) -> _Sent:
+        return bytes(frame), False
+
+    def _bit_flip(self, rng: random.Random, t: Template, frame: bytearray, number: int) -> _Sent:
         body = frame[4:]
-        if kind == "valid":
-            return bytes(frame), False
-        if kind == "bit_flip":
-            for _ in range(rng.randint(1, 8)):
-                i = rng.randrange(len(body))
-                body[i] ^= 1 << rng.randrange(8)
-            return _frame(body), False
-        if kind == "byte_set":
-            for _ in range(rng.randint(1, 4)):
-                body[rng.randrange(len(body))] = rng.choice((0x00, 0xFF, 0x7F, 0x80, 0x01))
-            return _frame(body), False
-        if kind == "truncate":
-            return _frame(body[: rng.randrange(len(body))]), False
-        if kind == "size_huge":
-            size = rng.choice((2**31 - 1, 2**30, 100 * 1024 * 1024 + 1, rng.randrange(2**31)))
-            return _SIZE.pack(size) + bytes(body[: rng.randrange(len(body) + 1)]), True
-        if kind == "size_negative":
-            size = rng.choice((-1, -(2**31), -rng.randrange(1, 2**31)))
-            return _SIZE.pack(size) + bytes(body), False
-        if kind == "size_short":
-            cut = rng.randrange(len(body))
-            return _SIZE.pack(len(body)) + bytes(body[:cut]), True
-        if kind == "size_small":
-            return _SIZE.pack(rng.randrange(len(body))) + bytes(body), False
-        if kind in ("length_lie", "count_lie", "int_extreme"):
-            want = {"length_lie": "length", "count_lie": "count", "int_extreme": "int"}[kind]
-            slots = [s for s in t.slots if s.kind == want and s.pos != 8]  # not correlation id
-            if not slots:
-                return self._mutate(rng, "bit_flip", t, number)
-            return _frame(self._rewrite_slot(rng, frame, rng.choice(slots))[4:]), False
-        if kind == "tagged":
-            if not t.flexible and self.flexible:
-                t = rng.choice(self.flexible)
-                frame = self._with_correlation_id(t, number)
-            slots = [s for s in t.slots if s.kind == "tagged"]
-            if not slots:
-                return self._mutate(rng, "trailing", t, number)
-            return _frame(self._tagged(rng, frame, rng.choice(slots))[4:]), False
-        if kind == "batch_field":
-            if not self.with_records:
-                return self._mutate(rng, "int_extreme", t, number)
-            t = rng.choice(self.with_records)
+        for _ in range(rng.randint(1, 8)):
+            i = rng.randrange(len(body))
+            body[i] ^= 1 << rng.randrange(8)
+        return _frame(body), False
+
+    def _byte_set(self, rng: random.Random, t: Template, frame: bytearray, number: int) -> _Sent:
+        body = frame[4:]
+        for _ in range(rng.randint(1, 4)):
+            body[rng.randrange(len(body))] = rng.choice((0x00, 0xFF, 0x7F, 0x80, 0x01))
+        return _frame(body), False
+
+    def _truncate(self, rng: random.Random, t: Template, frame: bytearray, number: int) -> _Sent:
+        body = frame[4:]
+        return _frame(body[: rng.randrange(len(body))]), False
+
+    def _size_huge(self, rng: random.Random, t: Template, frame: bytearray, number: int) -> _Sent:
+        body = frame[4:]
+        size = rng.choice((2**31 - 1, 2**30, 100 * 1024 * 1024 + 1, rng.randrange(2**31)))
+        return _SIZE.pack(size) + bytes(body[: rng.randrange(len(body) + 1)]), True
+
+    def _size_negative(
+        self, rng: random.Random, t: Template, frame: bytearray, number: int
+    ) -> _Sent:
+        size = rng.choice((-1, -(2**31), -rng.randrange(1, 2**31)))
+        return _SIZE.pack(size) + bytes(frame[4:]), False
+
+    def _size_short(self, rng: random.Random, t: Template, frame: bytearray, number: int) -> _Sent:
+        body = frame[4:]
+        cut = rng.randrange(len(body))
+        return _SIZE.pack(len(body)) + bytes(body[:cut]), True
+
+    def _size_small(self, rng: random.Random, t: Template, frame: bytearray, number: int) -> _Sent:
+        body = frame[4:]
+        return _SIZE.pack(rng.randrange(len(body))) + bytes(body), False
+
+    def _slot_lie(
+        self, rng: random.Random, t: Template, frame: bytearray, number: int, want: SlotKind
+    ) -> _Sent:
+        slots = [s for s in t.slots if s.kind == want and s.pos != 8]  # not correlation id
+        if not slots:
+            return self._mutate(rng, Mutation.BIT_FLIP, t, number)
+        return _frame(self._rewrite_slot(rng, frame, rng.choice(slots))[4:]), False
+
+    def _length_lie(self, rng: random.Random, t: Template, frame: bytearray, number: int) -> _Sent:
+        return self._slot_lie(rng, t, frame, number, SlotKind.LENGTH)
+
+    def _count_lie(self, rng: random.Random, t: Template, frame: bytearray, number: int) -> _Sent:
+        return self._slot_lie(rng, t, frame, number, SlotKind.COUNT)
+
+    def _int_extreme(self, rng: random.Random, t: Template, frame: bytearray, number: int) -> _Sent:
+        return self._slot_lie(rng, t, frame, number, SlotKind.INT)
+
+    def _tagged_fields(
+        self, rng: random.Random, t: Template, frame: bytearray, number: int
+    ) -> _Sent:
+        if not t.flexible and self.flexible:
+            t = rng.choice(self.flexible)
             frame = self._with_correlation_id(t, number)
-            return _frame(self._batch_field(rng, frame, t)[4:]), False
-        if kind == "batch_records":
-            if not self.with_records:
-                return self._mutate(rng, "int_extreme", t, number)
-            t = rng.choice(self.with_records)
-            frame = self._with_correlation_id(t, number)
-            return _frame(self._batch_records(rng, frame, t)[4:]), False
-        if kind == "wrong_api_key":
-            key = rng.choice(
-                (rng.choice(self.known_keys), rng.randrange(-(2**15), 2**15), 17, 99, 1000, -1)
-            )
-            struct.pack_into(">h", body, 0, key)
-            return _frame(body), False
-        if kind == "wrong_version":
-            version = rng.choice((t.version + 1, t.version - 1, -1, 2**15 - 1, rng.randrange(64)))
-            struct.pack_into(">h", body, 2, max(-(2**15), min(2**15 - 1, version)))
-            return _frame(body), False
-        if kind == "garbage":
-            return _frame(rng.randbytes(rng.randrange(0, 200))), False
-        if kind == "trailing":
-            return _frame(body + rng.randbytes(rng.randint(1, 64))), False
-        if kind == "pipeline":
-            parts = [
-                self._mutate(
-                    rng, rng.choice(("valid", "bit_flip", "length_lie", "int_extreme")), t, number
-                )[0]
-                for _ in range(rng.randint(2, 5))
-            ]
-            return b"".join(parts), False
-        raise ValueError(f"unknown mutation {kind!r}")
+        slots = [s for s in t.slots if s.kind == SlotKind.TAGGED]
+        if not slots:
+            return self._mutate(rng, Mutation.TRAILING, t, number)
+        return _frame(self._tagged(rng, frame, rng.choice(slots))[4:]), False
+
+    def _batch_field_extreme(
+        self, rng: random.Random, t: Template, frame: bytearray, number: int
+    ) -> _Sent:
+        if not self.with_records:
+            return self._mutate(rng, Mutation.INT_EXTREME, t, number)
+        t = rng.choice(self.with_records)
+        frame = self._with_correlation_id(t, number)
+        return _frame(self._batch_field(rng, frame, t)[4:]), False
+
+    def _wrong_api_key(
+        self, rng: random.Random, t: Template, frame: bytearray, number: int
+    ) -> _Sent:
+        body = frame[4:]
+        key = rng.choice(
+            (rng.choice(self.known_keys), rng.randrange(-(2**15), 2**15), 17, 99, 1000, -1)
+        )
+        struct.pack_into(">h", body, 0, key)
+        return _frame(body), False
+
+    def _wrong_version(
+        self, rng: random.Random, t: Template, frame: bytearray, number: int
+    ) -> _Sent:
+        body = frame[4:]
+        version = rng.choice((t.version + 1, t.version - 1, -1, 2**15 - 1, rng.randrange(64)))
+        struct.pack_into(">h", body, 2, max(-(2**15), min(2**15 - 1, version)))
+        return _frame(body), False
+
+    def _garbage(self, rng: random.Random, t: Template, frame: bytearray, number: int) -> _Sent:
+        return _frame(rng.randbytes(rng.randrange(0, 200))), False
+
+    def _trailing(self, rng: random.Random, t: Template, frame: bytearray, number: int) -> _Sent:
+        return _frame(frame[4:] + rng.randbytes(rng.randint(1, 64))), False
+
+    def _pipeline(self, rng: random.Random, t: Template, frame: bytearray, number: int) -> _Sent:
+        parts = [
+            self._mutate(rng, rng.choice(_PIPELINED), t, number)[0]
+            for _ in range(rng.randint(2, 5))
+        ]
+        return b"".join(parts), False
+
+    def _batch_records_damaged(
+        self, rng: random.Random, t: Template, frame: bytearray, number: int
+    ) -> _Sent:
+        if not self.with_records:
+            return self._mutate(rng, Mutation.INT_EXTREME, t, number)
+        t = rng.choice(self.with_records)
+        frame = self._with_correlation_id(t, number)
+        return _frame(self._batch_records(rng, frame, t)[4:]), False
+
+    _MUTATIONS: dict[Mutation, Callable[..., _Sent]] = {
+        Mutation.VALID: _valid,
+        Mutation.BIT_FLIP: _bit_flip,
+        Mutation.BYTE_SET: _byte_set,
+        Mutation.TRUNCATE: _truncate,
+        Mutation.SIZE_HUGE: _size_huge,
+        Mutation.SIZE_NEGATIVE: _size_negative,
+        Mutation.SIZE_SHORT: _size_short,
+        Mutation.SIZE_SMALL: _size_small,
+        Mutation.LENGTH_LIE: _length_lie,
+        Mutation.COUNT_LIE: _count_lie,
+        Mutation.INT_EXTREME: _int_extreme,
+        Mutation.TAGGED: _tagged_fields,
+        Mutation.WRONG_API_KEY: _wrong_api_key,
+        Mutation.WRONG_VERSION: _wrong_version,
+        Mutation.GARBAGE: _garbage,
+        Mutation.TRAILING: _trailing,
+        Mutation.PIPELINE: _pipeline,
+        Mutation.BATCH_FIELD: _batch_field_extreme,
+        Mutation.BATCH_RECORDS: _batch_records_damaged,
+    }
 
     def _rewrite_slot(self, rng: random.Random, frame: bytearray, slot: Slot) -> bytearray:
-        if slot.kind == "int":
+        if slot.kind == SlotKind.INT:
             value = rng.choice(_INT_EXTREMES[slot.width])
             struct.pack_into(
                 {1: ">b", 2: ">h", 4: ">i", 8: ">q"}[slot.width], frame, slot.pos, value
@@ -556,7 +681,7 @@ def _batch_start(t: Template) -> int | None:
     last field, `records`), if it holds one."""
     if t.api_key != ApiKeys.PRODUCE:
         return None
-    slot = [s for s in t.slots if s.kind == "length"][-1]
+    slot = [s for s in t.slots if s.kind == SlotKind.LENGTH][-1]
     start = _varint_end(t.data, slot.pos) if slot.width == 0 else slot.pos + slot.width
     if len(t.data) - start < RECORD_BATCH_OVERHEAD or t.data[start + 16] != 2:
         return None
@@ -588,7 +713,9 @@ __all__ = [
     "TARGET_TOPIC",
     "Hostile",
     "HostileFrames",
+    "Mutation",
     "Slot",
+    "SlotKind",
     "Template",
     "sample_body",
     "sample_templates",

@@ -23,7 +23,15 @@ from kafkalab.spark.offsets import (
     PartitionOffsets,
     TopicPartition,
 )
-from kafkalab.spark.options import OffsetSpec, ReadOptions, Subscription, WriteOptions
+from kafkalab.spark.options import (
+    OffsetSpec,
+    OffsetSpecKind,
+    ReadOptions,
+    Subscription,
+    SubscriptionKind,
+    TimestampStrategy,
+    WriteOptions,
+)
 
 MESSAGES_PER_CONSUME = 20_000
 METADATA_TIMEOUT_S = 10.0  # per attempt; fetchOffset.numRetries more
@@ -67,7 +75,7 @@ class DriverOffsets:
         """The topic partitions the subscription covers now. `assign` names
         partitions that must exist."""
         sub = subscription or self.opts.subscription
-        if sub.kind == "subscribe" and len(sub.topics) == 1:
+        if sub.kind == SubscriptionKind.SUBSCRIBE and len(sub.topics) == 1:
             md = self._retry(
                 "Metadata", lambda: self.consumer.list_topics(sub.topics[0], timeout=self.timeout)
             )
@@ -79,7 +87,7 @@ class DriverOffsets:
             if topic.error is None and sub.matches(name)
             for p in topic.partitions
         }
-        if sub.kind == "assign":
+        if sub.kind == SubscriptionKind.ASSIGN:
             missing = [tp for tp in sub.partitions if tp not in found]
             if missing:
                 have = {}
@@ -137,11 +145,11 @@ class DriverOffsets:
         option: str,
     ) -> PartitionOffsets:
         """Concrete offsets for `spec` on `tps`, given their (earliest, latest)."""
-        if spec.kind == "earliest":
+        if spec.kind == OffsetSpecKind.EARLIEST:
             return {tp: marks[tp][0] for tp in tps}
-        if spec.kind == "latest":
+        if spec.kind == OffsetSpecKind.LATEST:
             return {tp: marks[tp][1] for tp in tps}
-        if spec.kind == "offsets":
+        if spec.kind == OffsetSpecKind.OFFSETS:
             if set(spec.offsets) != set(tps):
                 raise KafkaSourceOptionError(
                     f"Option '{option}' must give an offset for every partition the query "
@@ -155,9 +163,11 @@ class DriverOffsets:
                 )
             return out
         stamps = (
-            {tp: spec.timestamp for tp in tps} if spec.kind == "timestamp" else dict(spec.offsets)
+            {tp: spec.timestamp for tp in tps}
+            if spec.kind == OffsetSpecKind.TIMESTAMP
+            else dict(spec.offsets)
         )
-        if spec.kind == "timestamps" and set(stamps) != set(tps):
+        if spec.kind == OffsetSpecKind.TIMESTAMPS and set(stamps) != set(tps):
             raise KafkaSourceOptionError(
                 f"Option '{option}' must give a timestamp for every partition the query reads. "
                 f"Given: {_names(stamps)}; the query reads: {_names(tps)}"
@@ -167,7 +177,7 @@ class DriverOffsets:
         for tp in tps:
             off = found.get(tp, -1)
             if off < 0:
-                if starting and self.opts.starting_by_timestamp_strategy == "error":
+                if starting and self.opts.starting_by_timestamp_strategy == TimestampStrategy.ERROR:
                     raise KafkaSourceOptionError(
                         f"No offset of {tp[0]}-{tp[1]} has a timestamp >= {stamps[tp]} "
                         f"(option '{option}'). Set startingOffsetsByTimestampStrategy to "

@@ -16,6 +16,7 @@ import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from kafkalab.spark.errors import KafkaSourceOptionError
 from kafkalab.spark.offsets import (
@@ -44,8 +45,50 @@ _REFUSED_KAFKA_PARAMS = {
     "interceptor.classes": "the source always reads keys and values as bytes; interceptors "
     "are not supported",
 }
-ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
-_SUBSCRIPTIONS = ("subscribe", "subscribepattern", "assign")
+
+# The kinds of the options: StrEnums, so they print and compare as the option values
+# they come from. Not kafkalab.kinds.Kind: kafkalab.spark imports nothing else of
+# kafkalab, and a bad value is a KafkaSourceOptionError in Spark's words.
+
+
+class IsolationLevel(StrEnum):
+    """`kafka.isolation.level`: the value goes to librdkafka as it is."""
+
+    READ_UNCOMMITTED = "read_uncommitted"
+    READ_COMMITTED = "read_committed"
+
+
+ISOLATION_LEVELS = tuple(level.value for level in IsolationLevel)
+
+
+class SubscriptionKind(StrEnum):
+    """Which of Spark's three subscription options a read uses (its name as Spark spells it)."""
+
+    SUBSCRIBE = "subscribe"
+    SUBSCRIBE_PATTERN = "subscribePattern"
+    ASSIGN = "assign"
+
+
+class OffsetSpecKind(StrEnum):
+    """Where a read starts or ends (see OffsetSpec)."""
+
+    EARLIEST = "earliest"
+    LATEST = "latest"
+    OFFSETS = "offsets"  # per partition, from startingOffsets / endingOffsets JSON
+    TIMESTAMP = "timestamp"  # one for all partitions
+    TIMESTAMPS = "timestamps"  # one per partition
+
+
+class TimestampStrategy(StrEnum):
+    """`startingOffsetsByTimestampStrategy`: what a partition with no offset at or
+    after the starting timestamp does: fail the query, or start at its latest offset."""
+
+    ERROR = "error"
+    LATEST = "latest"
+
+
+# The subscription options by their lower-cased names (Spark lower-cases option names).
+_SUBSCRIPTIONS = {k.value.lower(): k for k in SubscriptionKind}
 _UNSUPPORTED = {
     "minoffsetspertrigger": "kafkalab.spark does not implement minOffsetsPerTrigger / "
     "maxTriggerDelay yet; use a processing-time trigger instead",
@@ -59,15 +102,15 @@ class Subscription:
     """Exactly one of: a topic list, a topic pattern (full match, internal topics
     excluded), or fixed partitions."""
 
-    kind: str  # subscribe | subscribePattern | assign
+    kind: SubscriptionKind
     topics: tuple[str, ...] = ()
     pattern: str = ""
     partitions: tuple[TopicPartition, ...] = ()
 
     def matches(self, topic: str) -> bool:
-        if self.kind == "subscribe":
+        if self.kind == SubscriptionKind.SUBSCRIBE:
             return topic in self.topics
-        if self.kind == "subscribePattern":
+        if self.kind == SubscriptionKind.SUBSCRIBE_PATTERN:
             return not topic.startswith("__") and re.fullmatch(self.pattern, topic) is not None
         return any(t == topic for t, _ in self.partitions)
 
@@ -78,7 +121,7 @@ class OffsetSpec:
     (-2 earliest, -1 latest), one timestamp for all partitions, or a timestamp
     per partition (the first offset whose timestamp is >= it)."""
 
-    kind: str  # earliest | latest | offsets | timestamp | timestamps
+    kind: OffsetSpecKind
     offsets: PartitionOffsets = field(default_factory=dict)
     timestamp: int = 0
 
@@ -110,7 +153,7 @@ class ReadOptions:
     max_records_per_partition: int | None = None
     max_offsets_per_trigger: int | None = None
     include_headers: bool = False
-    starting_by_timestamp_strategy: str = "error"
+    starting_by_timestamp_strategy: TimestampStrategy = TimestampStrategy.ERROR
     poll_timeout_ms: int = 120_000
     fetch_offset_num_retries: int = 3
     fetch_offset_retry_interval_ms: int = 10
@@ -123,7 +166,7 @@ class ReadOptions:
         otherwise: the Java consumer's default, so Spark's, where librdkafka's own
         default is read_committed."""
         return {
-            "isolation.level": "read_uncommitted",
+            "isolation.level": IsolationLevel.READ_UNCOMMITTED.value,
             **(EXECUTOR_FETCH if role == "executor" else {}),
             **self.kafka_params,
             "bootstrap.servers": self.bootstrap_servers,
@@ -179,14 +222,14 @@ def _kafka_params(opts: dict[str, str]) -> dict[str, str]:
                 f"Kafka option '{name}' is not supported: {_REFUSED_KAFKA_PARAMS[name]}."
             )
         if name == "isolation.level":
-            level = value.strip().lower()
-            if level not in ISOLATION_LEVELS:
+            try:
+                value = IsolationLevel(value.strip().lower()).value
+            except ValueError:
                 raise KafkaSourceOptionError(
                     f"Option 'kafka.isolation.level' must be 'read_committed' (only records of "
                     f"committed transactions, up to the last stable offset) or "
                     f"'read_uncommitted' (every record, up to the high watermark), got {value!r}"
-                )
-            value = level
+                ) from None
         if name != "bootstrap.servers":
             params[name] = value
     return params
@@ -222,23 +265,22 @@ def _subscription(opts: dict[str, str]) -> Subscription:
             "for the Kafka source, e.g. .option('subscribe', 'topic1,topic2')"
         )
     if len(given) > 1:
-        names = {"subscribe": "subscribe", "subscribepattern": "subscribePattern"}
-        both = ", ".join(f"'{names.get(k, k)}'" for k in given)
+        both = ", ".join(f"'{_SUBSCRIPTIONS[k]}'" for k in given)
         raise KafkaSourceOptionError(
             f"Only one of the options 'subscribe', 'subscribePattern' or 'assign' can be "
             f"specified for the Kafka source; got {both}. Keep one."
         )
-    kind = given[0]
-    value = opts[kind]
-    if kind == "subscribe":
+    kind = _SUBSCRIPTIONS[given[0]]
+    value = opts[given[0]]
+    if kind == SubscriptionKind.SUBSCRIBE:
         topics = tuple(t.strip() for t in value.split(",") if t.strip())
         if not topics:
             raise KafkaSourceOptionError(
                 f"No topics to subscribe to: option 'subscribe' is {value!r}; give a "
                 "comma-separated list of topics"
             )
-        return Subscription("subscribe", topics=topics)
-    if kind == "subscribepattern":
+        return Subscription(kind, topics=topics)
+    if kind == SubscriptionKind.SUBSCRIBE_PATTERN:
         if not value.strip():
             raise KafkaSourceOptionError(
                 f"Pattern to subscribe is empty: option 'subscribePattern' is {value!r}"
@@ -249,8 +291,8 @@ def _subscription(opts: dict[str, str]) -> Subscription:
             raise KafkaSourceOptionError(
                 f"Option 'subscribePattern' is not a valid regular expression ({e}): {value!r}"
             ) from None
-        return Subscription("subscribePattern", pattern=value)
-    return Subscription("assign", partitions=tuple(parse_partition_list(value, "assign")))
+        return Subscription(kind, pattern=value)
+    return Subscription(kind, partitions=tuple(parse_partition_list(value, "assign")))
 
 
 def _timestamp(raw: str, name: str) -> int:
@@ -276,20 +318,20 @@ def _starting(opts: dict[str, str], streaming: bool | None) -> OffsetSpec:
     # Precedence, as Spark: startingTimestamp > startingOffsetsByTimestamp > startingOffsets.
     if "startingtimestamp" in opts:
         ts = _timestamp(opts["startingtimestamp"], "startingTimestamp")
-        return OffsetSpec("timestamp", timestamp=ts)
+        return OffsetSpec(OffsetSpecKind.TIMESTAMP, timestamp=ts)
     if "startingoffsetsbytimestamp" in opts:
         stamps = _by_timestamp(opts["startingoffsetsbytimestamp"], "startingOffsetsByTimestamp")
-        return OffsetSpec("timestamps", offsets=stamps)
+        return OffsetSpec(OffsetSpecKind.TIMESTAMPS, offsets=stamps)
     raw = opts.get("startingoffsets", "latest" if streaming else "earliest").strip()
     if raw.lower() == "earliest":
-        return OffsetSpec("earliest")
+        return OffsetSpec(OffsetSpecKind.EARLIEST)
     if raw.lower() == "latest":
         if streaming is False:
             raise KafkaSourceOptionError(
                 "Starting offset can't be 'latest' for batch queries on Kafka: a batch read "
                 "would be empty. Use startingOffsets 'earliest' or per-partition offsets."
             )
-        return OffsetSpec("latest")
+        return OffsetSpec(OffsetSpecKind.LATEST)
     offsets = parse_partition_offsets(raw, "startingOffsets")
     for tp, off in offsets.items():
         if off < EARLIEST:
@@ -302,7 +344,7 @@ def _starting(opts: dict[str, str], streaming: bool | None) -> OffsetSpec:
                 f"Starting offset for {tp[0]}-{tp[1]} can't be latest (-1) for batch queries "
                 "on Kafka."
             )
-    return OffsetSpec("offsets", offsets=offsets)
+    return OffsetSpec(OffsetSpecKind.OFFSETS, offsets=offsets)
 
 
 def _ending(opts: dict[str, str], streaming: bool | None) -> OffsetSpec:
@@ -315,17 +357,18 @@ def _ending(opts: dict[str, str], streaming: bool | None) -> OffsetSpec:
                 f"Option '{given[0]}' is not valid in streaming queries: a stream has no end. "
                 "Use a batch read (spark.read) to stop at an offset."
             )
-        return OffsetSpec("latest")
+        return OffsetSpec(OffsetSpecKind.LATEST)
     if "endingtimestamp" in opts:
         return OffsetSpec(
-            "timestamp", timestamp=_timestamp(opts["endingtimestamp"], "endingTimestamp")
+            OffsetSpecKind.TIMESTAMP,
+            timestamp=_timestamp(opts["endingtimestamp"], "endingTimestamp"),
         )
     if "endingoffsetsbytimestamp" in opts:
         stamps = _by_timestamp(opts["endingoffsetsbytimestamp"], "endingOffsetsByTimestamp")
-        return OffsetSpec("timestamps", offsets=stamps)
+        return OffsetSpec(OffsetSpecKind.TIMESTAMPS, offsets=stamps)
     raw = opts.get("endingoffsets", "latest").strip()
     if raw.lower() == "latest":
-        return OffsetSpec("latest")
+        return OffsetSpec(OffsetSpecKind.LATEST)
     if raw.lower() == "earliest":
         raise KafkaSourceOptionError(
             "Ending offset can't be 'earliest' for batch queries on Kafka: the read would be "
@@ -343,7 +386,7 @@ def _ending(opts: dict[str, str], streaming: bool | None) -> OffsetSpec:
                 f"Option 'endingOffsets': offset {off} for {tp[0]}-{tp[1]} is not an offset "
                 "(use -1 for latest, or 0 and up)"
             )
-    return OffsetSpec("offsets", offsets=offsets)
+    return OffsetSpec(OffsetSpecKind.OFFSETS, offsets=offsets)
 
 
 def parse_read_options(options: Mapping[str, str], streaming: bool | None) -> ReadOptions:
@@ -356,12 +399,14 @@ def parse_read_options(options: Mapping[str, str], streaming: bool | None) -> Re
         if key in opts:
             raise KafkaSourceOptionError(why)
     subscription = _subscription(opts)
-    strategy = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
-    if strategy not in ("error", "latest"):
+    raw_strategy = opts.get("startingoffsetsbytimestampstrategy", "error")
+    try:
+        strategy = TimestampStrategy(raw_strategy.strip().lower())
+    except ValueError:
         raise KafkaSourceOptionError(
             f"Option 'startingOffsetsByTimestampStrategy' must be 'error' or 'latest', got "
-            f"{opts['startingoffsetsbytimestampstrategy']!r}"
-        )
+            f"{raw_strategy!r}"
+        ) from None
     max_per_trigger = _positive_int(opts, "maxOffsetsPerTrigger")
     prefix = opts.get("groupidprefix", "spark-kafka-source")
     return ReadOptions(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import graphviz
 import pandas as pd
 
+from kafkalab.cluster.local_cluster import ProcessState
 from kafkalab.records import iter_batches
 from kafkalab.replication.partition import Partition
 
@@ -127,7 +128,7 @@ def cluster_replicas_graph(
         else:
             caption_more = ""
         caption = f"{row.role}, epoch {row['leader epoch']}"
-        if row.status != "running":
+        if row.status != ProcessState.RUNNING:
             caption += f" ({row.status})"
         caption += caption_more
         _replica_node(g, int(row.broker), caption, records, int(row.HW), int(row.LEO))

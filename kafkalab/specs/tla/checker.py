@@ -162,68 +162,169 @@ def check(
     if not names:
         raise TlaEvalError(f"module {mod.name} declares no VARIABLES")
     init_act = inst.actions(True).act(_parse(init))
-    comps = inst.actions(False).components(_parse(next), label=next)
     vc = inst.compiler("value")
-    invs = [(name, vc.comp(_parse(name), ROOT).fn) for name in invariants]
-    blank = inst.blank()
+    search = _Search(
+        names=names,
+        next=next,
+        comps=inst.actions(False).components(_parse(next), label=next),
+        invs=[(name, vc.comp(_parse(name), ROOT).fn) for name in invariants],
+        blank=inst.blank(),
+        max_depth=max_depth,
+        max_states=max_states,
+        check_deadlock=check_deadlock,
+        progress=progress,
+        t0=t0,
+        result_kw=dict(variables=names, source=str(getattr(mod, "file", path)), constants=consts),
+    )
+    try:
+        level = search.initial_states(init_act, init)
+        return search.breadth_first(level)
+    except _Finished as done:
+        return done.result
 
-    seen: dict[tuple, tuple | None] = {}
-    generated = 0
-    result_kw = dict(variables=names, source=str(getattr(mod, "file", path)), constants=consts)
 
-    def trace_to(st) -> list[tuple]:
-        out = []
-        while st is not None:
-            out.append(st)
-            st = seen[st]
-        out.reverse()
-        return out
+class _Finished(Exception):
+    """Unwinds the search once it has its result (a violation, a limit reached)."""
 
-    def labels_of(path_states) -> list[str | None]:
-        labels: list[str | None] = [None]
-        for a, b in zip(path_states, path_states[1:], strict=False):
-            found = None
-            for label, act in comps:
-                try:
-                    if b in act(a, blank, ()):
-                        found = label
-                        break
-                except TlaError:
+    def __init__(self, result: CheckResult) -> None:
+        self.result = result
+
+
+@dataclass
+class _Search:
+    """One breadth-first search: the states seen (each with its parent), and how to
+    check, expand and report them. Methods raise _Finished with the result when the
+    search stops early."""
+
+    names: list[str]
+    next: str  # the next-state action's name, for messages
+    comps: list  # (label, action) of each disjunct of the next-state relation
+    invs: list  # (name, compiled invariant)
+    blank: object
+    max_depth: int | None
+    max_states: int
+    check_deadlock: bool
+    progress: object
+    t0: float
+    result_kw: dict
+    seen: dict[tuple, tuple | None] = field(default_factory=dict)
+    generated: int = 0
+
+    def initial_states(self, init_act, init: str) -> list[tuple]:
+        """The distinct initial states, each checked."""
+        try:
+            inits = init_act(self.blank, self.blank, ())
+        except TlaError as ex:
+            raise ex.with_context(f"while evaluating the initial predicate {init}") from None
+        level: list[tuple] = []
+        for st in inits:
+            self.generated += 1
+            if UNSET in st:
+                missing = [v for v, x in zip(self.names, st, strict=True) if x is UNSET]
+                raise TlaEvalError(f"{init} does not assign the variable(s) {', '.join(missing)}")
+            if st in self.seen:
+                continue
+            if len(self.seen) >= self.max_states:
+                raise _Finished(
+                    self.finish("incomplete", depth=1, queue=len(level), msg="max_states reached")
+                )
+            self.seen[st] = None
+            level.append(st)
+            bad = self.violated(st, 0)
+            if bad:
+                raise _Finished(self.finish("violation", bad, st))
+        return level
+
+    def breadth_first(self, level: list[tuple]) -> CheckResult:
+        """Level by level from `level`, until no new state, a violation or a limit."""
+        depth = 1 if level else 0
+        self._last_report = time.perf_counter()
+        self._tick = 0
+        lvl = 0
+        while level:
+            if self.max_depth is not None and lvl >= self.max_depth:
+                return self.finish("ok", depth=depth, queue=len(level), bounded=True)
+            nxt: list[tuple] = []
+            for qi, s in enumerate(level):
+                produced = self.expand(s, lvl, depth, len(level) - qi, nxt)
+                if produced == 0 and self.check_deadlock:
+                    return self.finish("violation", "deadlock", s)
+                self._report_progress(depth, len(level) - qi - 1 + len(nxt))
+            level = nxt
+            lvl += 1
+            if level:
+                depth += 1
+        if self.progress is not None:
+            self.progress(len(self.seen), depth, 0)
+        return self.finish("ok", depth=depth)
+
+    def expand(self, s: tuple, lvl: int, depth: int, unexpanded: int, nxt: list[tuple]) -> int:
+        """Add the new successors of `s` (at level `lvl`) to `nxt`, each checked; return
+        how many successors the actions produced (new or not). `unexpanded`: the
+        states of this level not expanded yet, `s` included (an incomplete result's
+        queue)."""
+        produced = 0
+        for label, act in self.comps:
+            try:
+                succ = act(s, self.blank, ())
+            except TlaError as ex:
+                raise ex.with_context(
+                    f"while computing the successors by {label or self.next} of a state at "
+                    f"depth {lvl + 1}:\n" + _describe_state(self.names, s)
+                ) from None
+            except RecursionError:
+                raise TlaEvalError(
+                    f"{label or self.next} recursed too deeply",
+                    context=_describe_state(self.names, s),
+                ) from None
+            for t in succ:
+                self.generated += 1
+                produced += 1
+                if t in self.seen:
                     continue
-            labels.append(found)
-        return labels
+                if UNSET in t:
+                    missing = [v for v, x in zip(self.names, t, strict=True) if x is UNSET]
+                    raise TlaEvalError(
+                        f"the action {label or self.next} does not assign the variable(s) "
+                        f"{', '.join(missing)}",
+                        context="from the state\n" + _describe_state(self.names, s),
+                    )
+                if len(self.seen) >= self.max_states:
+                    raise _Finished(
+                        self.finish(
+                            "incomplete",
+                            depth=depth + 1,
+                            queue=unexpanded + len(nxt),
+                            msg=f"more than max_states={self.max_states} distinct states",
+                        )
+                    )
+                self.seen[t] = s
+                nxt.append(t)
+                bad = self.violated(t, lvl + 1)
+                if bad:
+                    raise _Finished(self.finish("violation", bad, t))
+        return produced
 
-    def finish(verdict, invariant=None, bad=None, depth=0, queue=0, bounded=False, msg=""):
-        trace = actions = None
-        if bad is not None:
-            p = trace_to(bad)
-            trace = [dict(zip(names, st, strict=True)) for st in p]
-            actions = labels_of(p)
-            depth = len(p)
-        return CheckResult(
-            verdict=verdict,
-            invariant=invariant,
-            distinct_states=len(seen),
-            states_generated=generated,
-            depth=depth,
-            seconds=time.perf_counter() - t0,
-            trace=trace,
-            actions=actions,
-            max_depth=max_depth,
-            bounded=bounded,
-            queue=queue,
-            message=msg,
-            **result_kw,
-        )
+    def _report_progress(self, depth: int, queue: int) -> None:
+        if self.progress is None:
+            return
+        self._tick += 1
+        if self._tick >= 256:
+            self._tick = 0
+            now = time.perf_counter()
+            if now - self._last_report >= 1.0:
+                self._last_report = now
+                self.progress(len(self.seen), depth, queue)
 
-    def violated(st, level):
-        for name, inv in invs:
+    def violated(self, st: tuple, level: int) -> str | None:
+        """The name of the first invariant `st` violates, or None."""
+        for name, inv in self.invs:
             try:
                 v = inv(st, None, ())
             except TlaError as ex:
                 raise ex.with_context(
                     f"while checking the invariant {name} in a state at depth {level + 1}:\n"
-                    + _describe_state(names, st)
+                    + _describe_state(self.names, st)
                 ) from None
             except RecursionError:
                 raise TlaEvalError(f"the invariant {name} recursed too deeply") from None
@@ -232,93 +333,53 @@ def check(
                     return name
                 raise TlaEvalError(
                     f"the invariant {name} is {fmt(v)}, not a boolean",
-                    context=_describe_state(names, st),
+                    context=_describe_state(self.names, st),
                 )
         return None
 
-    # -- initial states ---------------------------------------------------------------
-    try:
-        inits = init_act(blank, blank, ())
-    except TlaError as ex:
-        raise ex.with_context(f"while evaluating the initial predicate {init}") from None
-    level: list[tuple] = []
-    for st in inits:
-        generated += 1
-        if UNSET in st:
-            missing = [v for v, x in zip(names, st, strict=True) if x is UNSET]
-            raise TlaEvalError(f"{init} does not assign the variable(s) {', '.join(missing)}")
-        if st in seen:
-            continue
-        if len(seen) >= max_states:
-            return finish("incomplete", depth=1, queue=len(level), msg="max_states reached")
-        seen[st] = None
-        level.append(st)
-        bad = violated(st, 0)
-        if bad:
-            return finish("violation", bad, st)
+    def trace_to(self, st) -> list[tuple]:
+        """The states from an initial state to `st`, by parent pointers (a shortest path)."""
+        out = []
+        while st is not None:
+            out.append(st)
+            st = self.seen[st]
+        out.reverse()
+        return out
 
-    # -- breadth-first search ---------------------------------------------------------
-    depth = 1 if level else 0
-    last_report = time.perf_counter()
-    tick = 0
-    lvl = 0
-    while level:
-        if max_depth is not None and lvl >= max_depth:
-            return finish("ok", depth=depth, queue=len(level), bounded=True)
-        nxt: list[tuple] = []
-        for qi, s in enumerate(level):
-            produced = 0
-            for label, act in comps:
+    def labels_of(self, path_states) -> list[str | None]:
+        """The action that led to each state of a path (None for the initial one)."""
+        labels: list[str | None] = [None]
+        for a, b in zip(path_states, path_states[1:], strict=False):
+            found = None
+            for label, act in self.comps:
                 try:
-                    succ = act(s, blank, ())
-                except TlaError as ex:
-                    raise ex.with_context(
-                        f"while computing the successors by {label or next} of a state at "
-                        f"depth {lvl + 1}:\n" + _describe_state(names, s)
-                    ) from None
-                except RecursionError:
-                    raise TlaEvalError(
-                        f"{label or next} recursed too deeply",
-                        context=_describe_state(names, s),
-                    ) from None
-                for t in succ:
-                    generated += 1
-                    produced += 1
-                    if t in seen:
-                        continue
-                    if UNSET in t:
-                        missing = [v for v, x in zip(names, t, strict=True) if x is UNSET]
-                        raise TlaEvalError(
-                            f"the action {label or next} does not assign the variable(s) "
-                            f"{', '.join(missing)}",
-                            context="from the state\n" + _describe_state(names, s),
-                        )
-                    if len(seen) >= max_states:
-                        return finish(
-                            "incomplete",
-                            depth=depth + 1,
-                            queue=len(level) - qi + len(nxt),
-                            msg=f"more than max_states={max_states} distinct states",
-                        )
-                    seen[t] = s
-                    nxt.append(t)
-                    bad = violated(t, lvl + 1)
-                    if bad:
-                        return finish("violation", bad, t)
-            if produced == 0 and check_deadlock:
-                return finish("violation", "deadlock", s)
-            if progress is not None:
-                tick += 1
-                if tick >= 256:
-                    tick = 0
-                    now = time.perf_counter()
-                    if now - last_report >= 1.0:
-                        last_report = now
-                        progress(len(seen), depth, len(level) - qi - 1 + len(nxt))
-        level = nxt
-        lvl += 1
-        if level:
-            depth += 1
-    if progress is not None:
-        progress(len(seen), depth, 0)
-    return finish("ok", depth=depth)
+                    if b in act(a, self.blank, ()):
+                        found = label
+                        break
+                except TlaError:
+                    continue
+            labels.append(found)
+        return labels
+
+    def finish(self, verdict, invariant=None, bad=None, depth=0, queue=0, bounded=False, msg=""):
+        trace = actions = None
+        if bad is not None:
+            p = self.trace_to(bad)
+            trace = [dict(zip(self.names, st, strict=True)) for st in p]
+            actions = self.labels_of(p)
+            depth = len(p)
+        return CheckResult(
+            verdict=verdict,
+            invariant=invariant,
+            distinct_states=len(self.seen),
+            states_generated=self.generated,
+            depth=depth,
+            seconds=time.perf_counter() - self.t0,
+            trace=trace,
+            actions=actions,
+            max_depth=self.max_depth,
+            bounded=bounded,
+            queue=queue,
+            message=msg,
+            **self.result_kw,
+        )
