@@ -241,7 +241,8 @@ class KafkaBroker:
         self.lifecycle = BrokerLifecycleManager(
             config.node_id,
             config.cluster_id,
-            channel,
+            # its own, on its own thread: no AlterPartition or busy loop delays a heartbeat
+            InterBrokerConnection(host, int(port), CONTROLLER_APIS),
             lambda: self.advertised_address,
             int(config.extra.get("broker.heartbeat.interval.ms", 2000)),
             lambda: listener.last_applied_offset,
