@@ -347,6 +347,63 @@ class QuorumController:
     ) -> PartitionRegistration:
         """A leader asks to change its ISR (Kafka: AlterPartition). Raises KafkaError
         with Kafka's code when the request is stale or unsafe."""
+        change = self._alter_partition_change(
+            broker_id, broker_epoch, topic, partition, leader_epoch, partition_epoch, new_isr
+        )
+        if change is not None:
+            self._write(change)
+        return self.topics[topic].partitions[partition]
+
+    def alter_partitions(
+        self, broker_id: int, broker_epoch: int, changes: list[tuple[str, int, int, int, list[int]]]
+    ) -> list[PartitionRegistration | KafkaError]:
+        """One AlterPartition request of many partitions, each (topic, partition,
+        leader epoch, partition epoch, new ISR): every accepted change goes into
+        the metadata log as one batch with one flush, as Kafka's controller
+        commits one request's records together. Answers in order: the partition
+        as changed, or the KafkaError that refused it."""
+        pending: list[dict] = []
+        named: set[tuple[str, int]] = set()
+        outcomes: list[tuple[str, int] | KafkaError] = []
+        for topic, partition, leader_epoch, partition_epoch, new_isr in changes:
+            if (topic, partition) in named and pending:
+                self._write(*pending)  # the same partition twice: judge it after the first
+                pending, named = [], set()
+            try:
+                change = self._alter_partition_change(
+                    broker_id,
+                    broker_epoch,
+                    topic,
+                    partition,
+                    leader_epoch,
+                    partition_epoch,
+                    new_isr,
+                )
+            except KafkaError as e:
+                outcomes.append(e)
+                continue
+            if change is not None:
+                pending.append(change)
+                named.add((topic, partition))
+            outcomes.append((topic, partition))
+        if pending:
+            self._write(*pending)
+        return [
+            o if isinstance(o, KafkaError) else self.topics[o[0]].partitions[o[1]] for o in outcomes
+        ]
+
+    def _alter_partition_change(
+        self,
+        broker_id: int,
+        broker_epoch: int,
+        topic: str,
+        partition: int,
+        leader_epoch: int,
+        partition_epoch: int,
+        new_isr: list[int],
+    ) -> dict | None:
+        """The PartitionChangeRecord an AlterPartition asks for (None: nothing
+        changes), or KafkaError with Kafka's code when it is stale or unsafe."""
         broker = self.brokers.get(broker_id)
         if broker is None or broker.broker_epoch != broker_epoch:
             raise KafkaError(Errors.STALE_BROKER_EPOCH, f"broker {broker_id}")
@@ -378,8 +435,7 @@ class QuorumController:
         change = self._change(topic, partition, part.leader, sorted(new_isr))
         if change is not None:
             change["reason"] = f"AlterPartition from broker {broker_id}"
-            self._write(change)
-        return part
+        return change
 
     def elect_preferred_leaders(self) -> list[dict]:
         """Give each partition back to its first replica when that one is alive and in
