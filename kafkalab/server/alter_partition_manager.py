@@ -118,3 +118,4 @@ class AlterPartitionManager:
         else:
             log.info("%s-%d: AlterPartition refused: %s", *tp, Errors(p["error_code"]).name)
             part.reject_isr_change()
+            self.replica_manager.note_changed(tp)

@@ -136,6 +136,7 @@ class ReplicaFetcherManager:
                 question = next(steps) if answer is _START else steps.send(answer)
                 asking[tp] = (follower, steps, question)
             except StopIteration as done:
+                self.replica_manager.note_changed(tp)  # it may have cut its log
                 if done.value is not None:
                     finished.append(follower)
                     self._record_truncation(follower, leos[id(follower)], done.value)
@@ -279,17 +280,22 @@ class ReplicaFetcherManager:
                     continue
                 if p["error_code"] == 0:
                     answered = True
+                    log_ = part.log
+                    before = (log_.log_end_offset, log_.high_watermark, log_.log_start_offset)
                     try:
                         part.append_records_to_follower(
                             bytes(p["records"] or b""), p["high_watermark"]
                         )
                     except Exception as e:  # a diverged or corrupt fetch: refetch
                         log.warning("%s-%d: follower append failed: %s", *tp, e)
+                    if before != (log_.log_end_offset, log_.high_watermark, log_.log_start_offset):
+                        self.replica_manager.note_changed(tp)
                     self.replica_manager.delayed_fetch.check_and_complete(tp)
                     if tp not in self._fetched:
                         self._fetched.add(tp)
                         self.events.record("fetching", topic=tp[0], partition=tp[1], leader=leader)
                 elif p["error_code"] == Errors.OFFSET_OUT_OF_RANGE:
                     part.truncate_fully_and_start_at(max(p["log_start_offset"], 0))
+                    self.replica_manager.note_changed(tp)
                     answered = True  # fetch again at once, from the leader's log start
         return answered

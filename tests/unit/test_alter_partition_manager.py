@@ -54,6 +54,9 @@ class ReplicaManager:
     def partition(self, tp):
         return self.partitions.get(tp)
 
+    def note_changed(self, tp) -> None:
+        pass
+
     def apply_isr_change(self, tp, isr, partition_epoch) -> bool:
         self.applied[tp] = isr
         return True
