@@ -12,7 +12,10 @@ For each size and each pair of timeouts, on a fresh LocalCluster(3):
    apart), per hosted partition over the RSS of the same broker before the
    topics were created;
 4. fences: FenceBrokerRecords the controller wrote (its events.jsonl) from the
-   first topic to the end of the idle time (the target is 0).
+   first topic to the end of the idle time (the target is 0);
+5. with --fence-cycle, what one fence costs: broker 2 is paused past its session
+   and resumed; the time until every partition is fully replicated again, each
+   broker's CPU seconds meanwhile, and whether other brokers got fenced (a storm).
 
 Timeouts: "labs" is the labs' broker.session.timeout.ms=500 with heartbeats every
 100 ms (kafkalab.cluster.failover.LABS_FAILOVER); "kafka" is Kafka's defaults,
@@ -81,6 +84,37 @@ def wait_all_replicated(admin: AdminClient, topics: set[str], timeout_s: float) 
         if time.monotonic() > deadline:
             raise TimeoutError(f"{len(missing)} topics not fully replicated, e.g. {missing[:3]}")
         time.sleep(0.5)
+
+
+def fence_cycle(cluster: LocalCluster, pids: dict[int, int], topics: set[str], settings: str):
+    """What one fence and unfence costs: broker 2 is paused (SIGSTOP) until the
+    controller fences it and for four session timeouts more, then resumed; the
+    time until every partition is fully replicated again, each broker's CPU
+    seconds meanwhile, and the fences of other brokers it caused (target: 0)."""
+    session_s = SETTINGS[settings]["session_timeout_ms"] / 1000
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    before = len(fences(cluster))
+    cpu0 = {b: cpu_s(pid) for b, pid in pids.items()}
+    start = time.monotonic()
+    cluster.pause(2)
+    while len(fences(cluster)) == before:
+        time.sleep(0.05)
+    fenced_s = time.monotonic() - start
+    time.sleep(4 * session_s)
+    cluster.resume(2)
+    resumed = time.monotonic()
+    wait_all_replicated(admin, topics, 900)
+    back_s = time.monotonic() - resumed
+    time.sleep(max(2 * session_s, 5))  # would a storm follow?
+    cycle = fences(cluster)[before:]
+    return {
+        "paused_broker": 2,
+        "fenced_after_s": round(fenced_s, 2),
+        "fully_replicated_after_resume_s": round(back_s, 2),
+        "cpu_s_per_broker": {b: round(cpu_s(pid) - cpu0[b], 2) for b, pid in pids.items()},
+        "fences": [e["broker"] for e in cycle],
+        "other_brokers_fenced": sum(e["broker"] != 2 for e in cycle),
+    }
 
 
 def run_one(partitions: int, settings: str, args: argparse.Namespace) -> dict:
@@ -153,6 +187,7 @@ def run_one(partitions: int, settings: str, args: argparse.Namespace) -> dict:
         controller_cpu = (cpu_s(controller_pid) - ccpu0) / idle
         rss = {b: memory_kb(pid) for b, pid in pids.items()}
         all_fences = fences(cluster)[fenced_before:]
+        cycle = fence_cycle(cluster, pids, set(topics), settings) if args.fence_cycle else None
         load_after = os.getloadavg()
     hosted = len(topics) * per_topic  # RF=3 on 3 brokers: every broker hosts every partition
     return {
@@ -187,6 +222,7 @@ def run_one(partitions: int, settings: str, args: argparse.Namespace) -> dict:
             }
             for b in pids
         },
+        "fence_cycle": cycle,
         "loadavg_before": load_before,
         "loadavg_after": load_after,
     }
@@ -201,6 +237,11 @@ def main() -> int:
     parser.add_argument("--per-topic", type=int, default=10, help="partitions a topic")
     parser.add_argument("--records", type=int, default=20, help="records a partition")
     parser.add_argument("--idle-s", type=float, default=60)
+    parser.add_argument(
+        "--fence-cycle",
+        action="store_true",
+        help="after the idle time, fence broker 2 once (SIGSTOP) and measure its way back",
+    )
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args()
     commit = subprocess.run(
@@ -220,7 +261,8 @@ def main() -> int:
                 f"(fully replicated {r['create_until_fully_replicated_s']} s), produce "
                 f"{r['produce_s']} s, consume {r['consume_s']} s ({r['consumed']}/{r['expected']}), "
                 f"idle CPU {r['idle_cpu_per_broker']}, RSS/partition kB "
-                f"{r['rss_kb_per_partition']}, load {r['loadavg_before']} -> {r['loadavg_after']}",
+                f"{r['rss_kb_per_partition']}, fence cycle {r['fence_cycle']}, "
+                f"load {r['loadavg_before']} -> {r['loadavg_after']}",
                 flush=True,
             )
     args.out.mkdir(parents=True, exist_ok=True)
