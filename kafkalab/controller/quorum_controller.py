@@ -176,6 +176,15 @@ class QuorumController:
             self._elect_where_needed(now_ms, f"broker {broker_id} unfenced")
         return broker.fenced
 
+    def note_contact(self, broker_id: int, broker_epoch: int, now_ms: int) -> None:
+        """A heartbeat of this registration arrived (it will be handled later): the
+        broker is alive now, whatever the controller is busy with (Kafka:
+        BrokerHeartbeatTracker.updateContactTime). Only the handled heartbeat
+        unfences a fenced broker."""
+        broker = self.brokers.get(broker_id)
+        if broker is not None and broker.broker_epoch == broker_epoch:
+            broker.last_heartbeat_ms = max(broker.last_heartbeat_ms, now_ms)
+
     def tick(self, now_ms: int) -> list[int]:
         """Fence brokers silent for broker.session.timeout.ms; move their leaderships."""
         fenced = []

@@ -71,6 +71,16 @@ class ControllerApis:
         self.changes.observe()  # wake long-polling brokers, record fences and elections
         return result
 
+    def received(self, header: RequestHeader, body: dict) -> None:
+        """A request was read off a connection, before it waits for the handler: a
+        heartbeat counts as contact now (Kafka's BrokerHeartbeatTracker records
+        the contact time before the heartbeat goes through the controller's
+        event queue), so a controller busy with a long queue (AlterPartition
+        batches, fsyncs on a loaded disk) does not fence the brokers whose
+        heartbeats wait in it."""
+        if header.api_key == ApiKeys.BROKER_HEARTBEAT and not body["want_shut_down"]:
+            self.controller.note_contact(body["broker_id"], body["broker_epoch"], _now_ms())
+
     def api_versions(self, body: dict) -> dict:
         return api_versions_body(CONTROLLER_APIS)
 
