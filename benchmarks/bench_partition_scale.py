@@ -250,12 +250,22 @@ def main() -> int:
         text=True,
         cwd=Path(__file__).parent,
     ).stdout.strip()
-    results = []
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / f"partition-scale-{commit}-{time.strftime('%Y%m%dT%H%M%S')}.json"
+    doc = {
+        "benchmark": "bench_partition_scale",
+        "commit": commit,
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "python": sys.version.split()[0],
+        "cpus": os.cpu_count(),
+        "results": [],
+    }
     for size in args.sizes:
         for settings in args.settings:
             print(f"{size} partitions, {settings} timeouts ...", flush=True)
             r = run_one(size, settings, args)
-            results.append(r)
+            doc["results"].append(r)
+            path.write_text(json.dumps(doc, indent=2) + "\n")  # after every run
             print(
                 f"  fences {r['fences']}, created in {r['create_s']} s "
                 f"(fully replicated {r['create_until_fully_replicated_s']} s), produce "
@@ -265,17 +275,6 @@ def main() -> int:
                 f"load {r['loadavg_before']} -> {r['loadavg_after']}",
                 flush=True,
             )
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"partition-scale-{commit}-{time.strftime('%Y%m%dT%H%M%S')}.json"
-    doc = {
-        "benchmark": "bench_partition_scale",
-        "commit": commit,
-        "command": " ".join([Path(sys.executable).name, *sys.argv]),
-        "python": sys.version.split()[0],
-        "cpus": os.cpu_count(),
-        "results": results,
-    }
-    path.write_text(json.dumps(doc, indent=2) + "\n")
     print(f"wrote {path}")
     return 0
 
