@@ -169,9 +169,9 @@ class QuorumController:
         self._elect_where_needed(now_ms, f"broker {broker_id} re-registered")
         return epoch
 
-    def heartbeat(self, broker_id: int, broker_epoch: int, now_ms: int) -> bool:
-        """Returns whether the broker is fenced. The first heartbeat of a new
-        registration unfences it; a stale epoch is refused."""
+    def _registered(self, broker_id: int, broker_epoch: int) -> BrokerRegistration:
+        """The broker's registration, if `broker_epoch` is its current one (else
+        BROKER_ID_NOT_REGISTERED or STALE_BROKER_EPOCH, as Kafka's controller answers)."""
         broker = self.brokers.get(broker_id)
         if broker is None:
             raise KafkaError(Errors.BROKER_ID_NOT_REGISTERED, f"broker {broker_id}")
@@ -180,11 +180,26 @@ class QuorumController:
                 Errors.STALE_BROKER_EPOCH,
                 f"broker {broker_id} epoch {broker_epoch} != {broker.broker_epoch}",
             )
+        return broker
+
+    def heartbeat(self, broker_id: int, broker_epoch: int, now_ms: int) -> bool:
+        """Returns whether the broker is fenced. The first heartbeat of a new
+        registration unfences it; a stale epoch is refused."""
+        broker = self._registered(broker_id, broker_epoch)
         broker.last_heartbeat_ms = now_ms
         if broker.fenced:
             self._write({"type": "UnfenceBrokerRecord", "broker_id": broker_id})
             self._elect_where_needed(now_ms, f"broker {broker_id} unfenced")
         return broker.fenced
+
+    def note_contact(self, broker_id: int, broker_epoch: int, now_ms: int) -> None:
+        """A heartbeat of this registration arrived (it will be handled later): the
+        broker is alive now, whatever the controller is busy with (Kafka:
+        BrokerHeartbeatTracker.updateContactTime). Only the handled heartbeat
+        unfences a fenced broker."""
+        broker = self.brokers.get(broker_id)
+        if broker is not None and broker.broker_epoch == broker_epoch:
+            broker.last_heartbeat_ms = max(broker.last_heartbeat_ms, now_ms)
 
     def tick(self, now_ms: int) -> list[int]:
         """Fence brokers silent for broker.session.timeout.ms; move their leaderships."""
@@ -214,14 +229,7 @@ class QuorumController:
         ProducerIdsRecord in the metadata log before it is handed out, so no
         controller restart and no broker that lost its disk ever gets it again
         (Kafka: ProducerIdControlManager.generateNextProducerId)."""
-        broker = self.brokers.get(broker_id)
-        if broker is None:
-            raise KafkaError(Errors.BROKER_ID_NOT_REGISTERED, f"broker {broker_id}")
-        if broker.broker_epoch != broker_epoch:
-            raise KafkaError(
-                Errors.STALE_BROKER_EPOCH,
-                f"broker {broker_id} epoch {broker_epoch} != {broker.broker_epoch}",
-            )
+        self._registered(broker_id, broker_epoch)  # or raise
         start = self.image.next_producer_id
         self._write(
             {
@@ -384,6 +392,63 @@ class QuorumController:
     ) -> PartitionRegistration:
         """A leader asks to change its ISR (Kafka: AlterPartition). Raises KafkaError
         with Kafka's code when the request is stale or unsafe."""
+        change = self._alter_partition_change(
+            broker_id, broker_epoch, topic, partition, leader_epoch, partition_epoch, new_isr
+        )
+        if change is not None:
+            self._write(change)
+        return self.topics[topic].partitions[partition]
+
+    def alter_partitions(
+        self, broker_id: int, broker_epoch: int, changes: list[tuple[str, int, int, int, list[int]]]
+    ) -> list[PartitionRegistration | KafkaError]:
+        """One AlterPartition request of many partitions, each (topic, partition,
+        leader epoch, partition epoch, new ISR): every accepted change goes into
+        the metadata log as one batch with one flush, as Kafka's controller
+        commits one request's records together. Answers in order: the partition
+        as changed, or the KafkaError that refused it."""
+        pending: list[dict] = []
+        named: set[tuple[str, int]] = set()
+        outcomes: list[tuple[str, int] | KafkaError] = []
+        for topic, partition, leader_epoch, partition_epoch, new_isr in changes:
+            if (topic, partition) in named and pending:
+                self._write(*pending)  # the same partition twice: judge it after the first
+                pending, named = [], set()
+            try:
+                change = self._alter_partition_change(
+                    broker_id,
+                    broker_epoch,
+                    topic,
+                    partition,
+                    leader_epoch,
+                    partition_epoch,
+                    new_isr,
+                )
+            except KafkaError as e:
+                outcomes.append(e)
+                continue
+            if change is not None:
+                pending.append(change)
+                named.add((topic, partition))
+            outcomes.append((topic, partition))
+        if pending:
+            self._write(*pending)
+        return [
+            o if isinstance(o, KafkaError) else self.topics[o[0]].partitions[o[1]] for o in outcomes
+        ]
+
+    def _alter_partition_change(
+        self,
+        broker_id: int,
+        broker_epoch: int,
+        topic: str,
+        partition: int,
+        leader_epoch: int,
+        partition_epoch: int,
+        new_isr: list[int],
+    ) -> dict | None:
+        """The PartitionChangeRecord an AlterPartition asks for (None: nothing
+        changes), or KafkaError with Kafka's code when it is stale or unsafe."""
         broker = self.brokers.get(broker_id)
         if broker is None or broker.broker_epoch != broker_epoch:
             raise KafkaError(Errors.STALE_BROKER_EPOCH, f"broker {broker_id}")
@@ -415,8 +480,7 @@ class QuorumController:
         change = self._change(topic, partition, part.leader, sorted(new_isr))
         if change is not None:
             change["reason"] = f"AlterPartition from broker {broker_id}"
-            self._write(change)
-        return part
+        return change
 
     def elect_preferred_leaders(self) -> list[dict]:
         """Give each partition back to its first replica when that one is alive and in

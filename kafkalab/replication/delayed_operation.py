@@ -57,25 +57,49 @@ class DelayedOperation:
 
 
 class DelayedOperationPurgatory:
-    """Operations watched under keys until an event completes them or they expire."""
+    """Operations watched under keys until an event completes them or they expire.
+
+    An operation leaves the watch lists of all its keys once it completes, by an
+    event on any one key or by expiring (Kafka purges completed operations from
+    its watch lists in the same spirit, every `purgeInterval` completions): a
+    follower's fetch watches every partition it follows, and on an idle
+    partition no event would ever come to clear it, so each expired fetch
+    would stay in memory for good."""
 
     def __init__(self, name: str, schedule: Callable[[float, Callable[[], None]], Any]) -> None:
         self.name = name
         self._schedule = schedule
-        self._watchers: dict[Hashable, list[DelayedOperation]] = defaultdict(list)
+        # key -> the operations watching it (a dict keyed by id: insertion order, O(1) removal)
+        self._watchers: dict[Hashable, dict[int, DelayedOperation]] = defaultdict(dict)
+        self._keys: dict[int, list[Hashable]] = {}  # id(op) -> the keys it watches
 
     def try_complete_else_watch(self, op: DelayedOperation, keys: Iterable[Hashable]) -> bool:
         """Complete `op` at once if it can; otherwise watch it under `keys` and start
         its expiry timer. Returns True when it completed at once."""
         if op.try_complete():
             return True
+        keys = list(keys)
         for key in keys:
-            self._watchers[key].append(op)
+            self._watchers[key][id(op)] = op
+        self._keys[id(op)] = keys
         # Kafka checks again after watching: an event may have come in between.
         if op.try_complete():
+            self._unwatch(op)
             return True
-        op._timer = self._schedule(op.delay_ms / 1000, op._expire)
+        op._timer = self._schedule(op.delay_ms / 1000, lambda: self._expire(op))
         return False
+
+    def _expire(self, op: DelayedOperation) -> None:
+        op._expire()
+        self._unwatch(op)
+
+    def _unwatch(self, op: DelayedOperation) -> None:
+        for key in self._keys.pop(id(op), ()):
+            watchers = self._watchers.get(key)
+            if watchers is not None:
+                watchers.pop(id(op), None)
+                if not watchers:
+                    del self._watchers[key]
 
     def check_and_complete(self, key: Hashable) -> int:
         """An event happened on `key`: let each watcher try. Returns how many completed."""
@@ -83,27 +107,29 @@ class DelayedOperationPurgatory:
         if not watchers:
             return 0
         done = 0
-        remaining = []
-        for op in watchers:
+        for op in list(watchers.values()):
             if op.completed:
-                continue
-            if op.try_complete():
+                self._unwatch(op)
+            elif op.try_complete():
                 done += 1
-            else:
-                remaining.append(op)
-        if remaining:
-            self._watchers[key] = remaining
-        else:
-            del self._watchers[key]
+                self._unwatch(op)
         return done
 
     def watched(self) -> int:
         """How many operations are waiting (for tests and the labs)."""
-        return len({id(op) for ops in self._watchers.values() for op in ops if not op.completed})
+        return len(
+            {id(op) for ops in self._watchers.values() for op in ops.values() if not op.completed}
+        )
+
+    def watch_entries(self) -> int:
+        """How many (key, operation) watch entries are held, completed ones included:
+        what the purgatory costs in memory."""
+        return sum(len(ops) for ops in self._watchers.values())
 
     def shutdown(self) -> None:
         """Complete every waiting operation now (the broker is stopping)."""
         for ops in list(self._watchers.values()):
-            for op in ops:
+            for op in list(ops.values()):
                 op.force_complete()
         self._watchers.clear()
+        self._keys.clear()

@@ -79,6 +79,20 @@ class ReplicaManager:
         self.alter_partition = alter_partition
         self._listeners: list[LeadershipListener] = []
         self._isr_expiration: Any = None
+        #: partitions whose state (role, epochs, ISR, LEO, HW, ...) may have changed
+        #: since `take_changed()` last ran: the broker's replica-state report
+        #: rewrites only those, so idle partitions cost it nothing
+        self._changed: set[TopicPartition] = set()
+
+    def note_changed(self, tp: TopicPartition) -> None:
+        """Something outside the ReplicaManager changed `tp` (a follower's append or
+        truncation, a refused ISR change)."""
+        self._changed.add(tp)
+
+    def take_changed(self) -> set[TopicPartition]:
+        """The partitions changed since the last call (and forget them)."""
+        changed, self._changed = self._changed, set()
+        return changed
 
     # -- leadership (what the metadata says) --------------------------------------------------
 
@@ -199,6 +213,7 @@ class ReplicaManager:
         except KafkaError as e:
             record_errors = getattr(e, "record_errors", None) or []
             return AppendResult(e.code, message=e.message, record_errors=record_errors)
+        self._changed.add(tp)
         self.delayed_fetch.check_and_complete(tp)
         return AppendResult(
             Errors.NONE,
@@ -268,9 +283,13 @@ class ReplicaManager:
         fetches; an ISR expansion the leader wants goes to the controller."""
         part = self.partitions[tp]
         hw = part.log.high_watermark
+        replica = part.remote.get(broker_id)
+        leo = replica.log_end_offset if replica is not None else None
         change = part.update_follower_fetch_state(broker_id, fetch_offset, self.clock())
         if part.log.high_watermark != hw:
             self._hw_moved(tp)
+        elif change is not None or leo != fetch_offset:
+            self._changed.add(tp)  # the follower's LEO, or a proposal
         if change is not None and self.alter_partition is not None:
             self.alter_partition(change)
         return change
@@ -284,6 +303,7 @@ class ReplicaManager:
             if part.role == Role.LEADER:
                 change = part.maybe_shrink_isr(now)
                 if change is not None:
+                    self._changed.add((part.topic, part.partition))
                     changes.append(change)
                     if self.alter_partition is not None:
                         self.alter_partition(change)
@@ -307,6 +327,7 @@ class ReplicaManager:
         return applied
 
     def _hw_moved(self, tp: TopicPartition) -> None:
+        self._changed.add(tp)
         self.delayed_produce.check_and_complete(tp)
         self.delayed_fetch.check_and_complete(tp)
 

@@ -5,7 +5,7 @@ socket_server.py             Acceptor / Processor / RequestChannel / handler tas
 kafka_apis.py                KafkaApis: dispatch by ApiKeys to apis/<family>.py
 apis/                        one module per API family, thin adapters
 metadata_cache.py            MetadataCache: KRaftMetadataCache or StandaloneMetadataCache
-broker_lifecycle_manager.py  registration and heartbeats with the controller
+broker_lifecycle_manager.py  registration and heartbeats with the controller (own thread)
 metadata_listener.py         BrokerMetadataListener: apply the metadata log
 replica_fetcher.py           ReplicaFetcherManager: followers truncate, then fetch
 alter_partition_manager.py   ISR changes to the controller

@@ -7,6 +7,11 @@ AlterPartition request with the leader and partition epochs it was made in,
 and the controller's answer is applied: the committed ISR, or a refusal
 (a stale epoch: the leader's metadata will bring the current state) that
 drops the pending proposal.
+
+Proposals are batched as Kafka batches them: one request in flight, and every
+proposal made meanwhile goes in the next request. After a fenced broker comes
+back, its leaders propose it back into hundreds of ISRs at once: one request
+(and one metadata log write at the controller) instead of hundreds.
 """
 
 from __future__ import annotations
@@ -36,9 +41,13 @@ class AlterPartitionManager:
         self.controller = controller
         self.broker_epoch = broker_epoch
         self.replica_manager = replica_manager
+        self._unsent: dict[tuple[str, int], IsrChange] = {}
+        self._sender: asyncio.Task | None = None
+        self.requests_sent = 0  # for tests and the labs
 
     def submit(self, change: IsrChange) -> None:
-        """Send the proposal in the background (ReplicaManager calls this)."""
+        """Queue the proposal; it goes with every other queued one in the next
+        AlterPartition request (ReplicaManager calls this)."""
         log.info(
             "%s-%d: proposing ISR %s (leader epoch %d)",
             change.topic,
@@ -46,35 +55,53 @@ class AlterPartitionManager:
             change.new_isr,
             change.leader_epoch,
         )
-        asyncio.ensure_future(self.send(change))
+        self._unsent[(change.topic, change.partition)] = change
+        if self._sender is None or self._sender.done():
+            self._sender = asyncio.ensure_future(self._send_unsent())
 
-    async def send(self, change: IsrChange) -> None:
-        tp = (change.topic, change.partition)
+    async def _send_unsent(self) -> None:
+        """One request in flight at a time; what was proposed meanwhile goes in the
+        next one (Kafka: unsentIsrUpdates, sent when no request is in flight)."""
+        while self._unsent:
+            changes, self._unsent = list(self._unsent.values()), {}
+            await self.send(*changes)
+
+    async def send(self, *changes: IsrChange) -> None:
+        """Send these proposals in one AlterPartition request and apply the answers."""
+        topics: dict[str, list[dict]] = {}
+        for change in changes:
+            topics.setdefault(change.topic, []).append(
+                {
+                    "partition_index": change.partition,
+                    "leader_epoch": change.leader_epoch,
+                    "new_isr": change.new_isr,
+                    "partition_epoch": change.partition_epoch,
+                }
+            )
+        answers: dict[tuple[str, int], dict] = {}
         try:
+            self.requests_sent += 1
             response = await self.controller.request(
                 ApiKeys.ALTER_PARTITION,
                 0,
                 {
                     "broker_id": self.broker_id,
                     "broker_epoch": self.broker_epoch(),
-                    "topics": [
-                        {
-                            "topic_name": change.topic,
-                            "partitions": [
-                                {
-                                    "partition_index": change.partition,
-                                    "leader_epoch": change.leader_epoch,
-                                    "new_isr": change.new_isr,
-                                    "partition_epoch": change.partition_epoch,
-                                }
-                            ],
-                        }
-                    ],
+                    "topics": [{"topic_name": t, "partitions": ps} for t, ps in topics.items()],
                 },
             )
-            p = response["topics"][0]["partitions"][0]
+            for t in response["topics"]:
+                for p in t["partitions"]:
+                    answers[(t["topic_name"], p["partition_index"])] = p
+            # a partition the answer leaves out was not changed
+            error = {"error_code": int(response["error_code"] or Errors.UNKNOWN_SERVER_ERROR)}
         except KafkaError as e:
-            p = {"error_code": int(e.code)}
+            error = {"error_code": int(e.code)}
+        for change in changes:
+            tp = (change.topic, change.partition)
+            self._apply(tp, answers.get(tp, error))
+
+    def _apply(self, tp: tuple[str, int], p: dict) -> None:
         part = self.replica_manager.partition(tp)
         if part is None:
             return
@@ -91,3 +118,4 @@ class AlterPartitionManager:
         else:
             log.info("%s-%d: AlterPartition refused: %s", *tp, Errors(p["error_code"]).name)
             part.reject_isr_change()
+            self.replica_manager.note_changed(tp)

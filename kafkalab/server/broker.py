@@ -53,7 +53,11 @@ from kafkalab.server.metadata_cache import (
 from kafkalab.server.metadata_listener import BrokerMetadataListener
 from kafkalab.server.producer_ids import ProducerIdManager, RPCProducerIdManager
 from kafkalab.server.replica_fetcher import ReplicaFetcherManager
-from kafkalab.server.replica_state import REPORT_INTERVAL_S, ReplicaStateReporter
+from kafkalab.server.replica_state import (
+    FULL_REPORT_S,
+    REPORT_INTERVAL_S,
+    ReplicaStateReporter,
+)
 from kafkalab.server.socket_server import SocketServer
 from kafkalab.server.transaction_coordinator_service import TransactionCoordinatorService
 from kafkalab.storage.errors import LogDirInUseError
@@ -260,7 +264,8 @@ class KafkaBroker:
         self.lifecycle = BrokerLifecycleManager(
             config.node_id,
             config.cluster_id,
-            channel,
+            # its own, on its own thread: no AlterPartition or busy loop delays a heartbeat
+            InterBrokerConnection(host, int(port), CONTROLLER_APIS),
             lambda: [(name, *address) for name, address in self.advertised_endpoints.items()],
             int(config.extra.get("broker.heartbeat.interval.ms", 2000)),
             lambda: listener.last_applied_offset,
@@ -325,12 +330,17 @@ class KafkaBroker:
     async def _report(self) -> None:
         """Re-read the link faults and write replica-state.json when it changed."""
         reporter = ReplicaStateReporter(Path(self.config.log_dirs[0]))
+        loop = asyncio.get_running_loop()
+        next_full = 0.0
         while True:
             await asyncio.sleep(REPORT_INTERVAL_S)
             try:
                 if self.link_faults.refresh():
                     log.info("link faults: deaf to brokers %s", sorted(self.link_faults.deaf_to))
-                reporter.report(self.config.node_id, self.replica_manager.partitions)
+                changed = self.replica_manager.take_changed()
+                if loop.time() >= next_full:
+                    changed, next_full = None, loop.time() + FULL_REPORT_S
+                reporter.report(self.config.node_id, self.replica_manager.partitions, changed)
             except Exception:
                 log.exception("replica state report failed")
 

@@ -18,14 +18,24 @@ move to the new leaders) or after `controlled.shutdown.timeout.ms`.
 
 Each heartbeat reports the offset of the last metadata record the broker
 applied (`metadata_offset`, from the BrokerMetadataListener).
+
+Heartbeats run on a thread of their own, with their own event loop and their
+own connection to the controller (Kafka: the lifecycle manager's own event
+queue and NodeToControllerChannelManager): nothing the broker's event loop does
+(applying the leaderships of a thousand partitions, fsyncing their leader epoch
+checkpoints, answering fetches) can hold a heartbeat back, so a busy broker is
+never fenced as if it were dead. Only a stopped process (SIGSTOP, a crash)
+misses its heartbeats.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import uuid
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from kafkalab.errors import Errors, KafkaError
 from kafkalab.protocol.api_keys import ApiKeys
@@ -44,6 +54,9 @@ class BrokerLifecycleManager:
         heartbeat_interval_ms: int,
         metadata_offset: Callable[[], int],
     ) -> None:
+        """`controller`: a connection used by nobody else (it lives on the
+        heartbeat thread's loop). `advertised_listeners` and `metadata_offset` are
+        called from that thread: they must only read."""
         self.broker_id = broker_id
         self.cluster_id = cluster_id
         self.controller = controller
@@ -51,11 +64,23 @@ class BrokerLifecycleManager:
         self.heartbeat_s = heartbeat_interval_ms / 1000
         self.metadata_offset = metadata_offset
         self.broker_epoch = -1
-        self.unfenced = asyncio.Event()
-        self._task: asyncio.Task | None = None
+        #: set (from the heartbeat thread) once the controller unfenced us
+        self.unfenced = threading.Event()
+        self.heartbeats = 0  # answered heartbeats, for tests and the labs
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, daemon=True, name=f"broker-{broker_id}-lifecycle"
+        )
+        self._task: asyncio.Future | None = None
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._run())
+        """Register and heartbeat on the lifecycle thread."""
+        self._thread.start()
+        self._task = asyncio.run_coroutine_threadsafe(self._run(), self._loop)
+
+    async def _on_thread(self, coro) -> Any:
+        """Run `coro` on the lifecycle thread's loop and await it from the broker's."""
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self._loop))
 
     async def controlled_shutdown(
         self, applied: Callable[[], Awaitable[bool]], timeout_s: float
@@ -63,17 +88,43 @@ class BrokerLifecycleManager:
         """Ask the controller to move our leaderships away and stop heartbeating once
         it agreed and `applied()` says our metadata shows it. False when that did
         not happen within `timeout_s` (the session timeout fences us then)."""
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-        if self.broker_epoch < 0:
-            return False
         try:
-            response = await asyncio.wait_for(self._heartbeat(want_shut_down=True), timeout_s)
-        except (TimeoutError, KafkaError) as e:
-            log.warning("controlled shutdown: the controller did not answer (%s)", e)
-            return False
-        return bool(response["should_shut_down"]) and await applied()
+            await self._on_thread(self._stop_heartbeats())
+            if self.broker_epoch < 0:
+                return False
+            try:
+                response = await self._on_thread(
+                    asyncio.wait_for(self._heartbeat(want_shut_down=True), timeout_s)
+                )
+            except (TimeoutError, KafkaError) as e:
+                log.warning("controlled shutdown: the controller did not answer (%s)", e)
+                return False
+            return bool(response["should_shut_down"]) and await applied()
+        finally:
+            self.close()
+
+    async def _stop_heartbeats(self) -> None:
+        for task in asyncio.all_tasks(self._loop):
+            if task is not asyncio.current_task():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+
+    def close(self) -> None:
+        """Stop the heartbeat thread (no last heartbeat: see controlled_shutdown)."""
+        if not self._thread.is_alive():
+            return
+
+        async def shut() -> None:
+            await self._stop_heartbeats()
+            self.controller.close()
+
+        try:
+            asyncio.run_coroutine_threadsafe(shut(), self._loop).result(10)
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10)
+            if not self._thread.is_alive():
+                self._loop.close()
 
     async def _run(self) -> None:
         while True:
@@ -81,6 +132,7 @@ class BrokerLifecycleManager:
                 await self._register()
             try:
                 response = await self._heartbeat()
+                self.heartbeats += 1
                 if response["error_code"] == Errors.STALE_BROKER_EPOCH:
                     self.broker_epoch = -1  # the controller forgot us: register again
                     raise KafkaError(Errors.STALE_BROKER_EPOCH, "registering again")

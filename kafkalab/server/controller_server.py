@@ -72,6 +72,16 @@ class ControllerApis:
         self.changes.observe()  # wake long-polling brokers, record fences and elections
         return result
 
+    def received(self, header: RequestHeader, body: dict) -> None:
+        """A request was read off a connection, before it waits for the handler: a
+        heartbeat counts as contact now (Kafka's BrokerHeartbeatTracker records
+        the contact time before the heartbeat goes through the controller's
+        event queue), so a controller busy with a long queue (AlterPartition
+        batches, fsyncs on a loaded disk) does not fence the brokers whose
+        heartbeats wait in it."""
+        if header.api_key == ApiKeys.BROKER_HEARTBEAT and not body["want_shut_down"]:
+            self.controller.note_contact(body["broker_id"], body["broker_epoch"], _now_ms())
+
     def api_versions(self, body: dict) -> dict:
         return api_versions_body(CONTROLLER_APIS)
 
@@ -128,6 +138,22 @@ class ControllerApis:
         return out
 
     def alter_partition(self, body: dict) -> dict:
+        """Every partition of the request is judged, and the accepted changes are
+        written as one batch (one flush), not one write a partition."""
+        asked = [
+            (
+                topic["topic_name"],
+                p["partition_index"],
+                p["leader_epoch"],
+                p["partition_epoch"],
+                p["new_isr"],
+            )
+            for topic in body["topics"]
+            for p in topic["partitions"]
+        ]
+        outcomes = iter(
+            self.controller.alter_partitions(body["broker_id"], body["broker_epoch"], asked)
+        )
         topics = []
         for topic in body["topics"]:
             partitions = []
@@ -140,24 +166,16 @@ class ControllerApis:
                     "isr": [],
                     "partition_epoch": -1,
                 }
-                try:
-                    part = self.controller.alter_partition(
-                        body["broker_id"],
-                        body["broker_epoch"],
-                        topic["topic_name"],
-                        p["partition_index"],
-                        p["leader_epoch"],
-                        p["partition_epoch"],
-                        p["new_isr"],
-                    )
+                outcome = next(outcomes)
+                if isinstance(outcome, KafkaError):
+                    result["error_code"] = int(outcome.code)
+                else:
                     result.update(
-                        leader_id=part.leader,
-                        leader_epoch=part.leader_epoch,
-                        isr=part.isr,
-                        partition_epoch=part.partition_epoch,
+                        leader_id=outcome.leader,
+                        leader_epoch=outcome.leader_epoch,
+                        isr=outcome.isr,
+                        partition_epoch=outcome.partition_epoch,
                     )
-                except KafkaError as e:
-                    result["error_code"] = int(e.code)
                 partitions.append(result)
             topics.append({"topic_name": topic["topic_name"], "partitions": partitions})
         return {"throttle_time_ms": 0, "error_code": 0, "topics": topics}

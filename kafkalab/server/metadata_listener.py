@@ -4,7 +4,7 @@ Kafka's classes: BrokerMetadataListener (read and replay `__cluster_metadata`
 into a MetadataImage) and BrokerMetadataPublisher (apply the image:
 ReplicaManager.applyDelta). On every new batch of records:
 
-    for each partition with a replica here:
+    for each partition the records name (MetadataDelta) with a replica here:
         leader is us, and we were not leading in this epoch  -> become leader
         leader is another broker (new epoch or new leader)    -> become follower:
                                                                  the replica fetcher
@@ -44,6 +44,38 @@ from kafkalab.server.inter_broker_connection import (
 from kafkalab.server.replica_fetcher import ReplicaFetcherManager
 
 log = logging.getLogger(__name__)
+#: How long _publish works before it lets the broker's other tasks run.
+YIELD_EVERY_S = 0.01
+
+
+class MetadataDelta:
+    """What a run of metadata records changed, as far as a broker's replicas care
+    (Kafka: MetadataDelta): the partitions they name (every partition of a topic
+    whose configs changed) and the topics they removed."""
+
+    def __init__(self) -> None:
+        self.topics: set[str] = set()
+        self.partitions_named: set[tuple[str, int]] = set()
+        self.removed_topics: set[str] = set()
+
+    def replay(self, record: dict) -> None:
+        kind = record["type"]
+        if kind in ("PartitionRecord", "PartitionChangeRecord"):
+            self.partitions_named.add((record["topic"], record["partition"]))
+        elif kind == "ConfigRecord":
+            self.topics.add(record["topic"])
+        elif kind == "RemoveTopicRecord":
+            self.removed_topics.add(record["name"])
+
+    def partitions(self, image: MetadataImage) -> list[tuple[str, int]]:
+        """The partitions to look at, in the image's order (topics as created)."""
+        named = set(self.partitions_named)
+        for name in self.topics:
+            topic = image.topics.get(name)
+            if topic is not None:
+                named.update((name, p) for p in topic.partitions)
+        order = {name: i for i, name in enumerate(image.topics)}
+        return sorted((tp for tp in named if tp[0] in order), key=lambda tp: (order[tp[0]], tp[1]))
 
 
 class BrokerMetadataListener:
@@ -123,84 +155,94 @@ class BrokerMetadataListener:
                 ]
                 if not records:
                     return self.next_offset - 1
+                delta = MetadataDelta()
                 for offset, record in records:
                     self.image.replay(record)
+                    delta.replay(record)
                     self.next_offset = offset + 1
-                await self._publish()
+                await self._publish(delta)
                 async with self._applied:
                     self._applied.notify_all()
 
-    async def _publish(self) -> None:
-        """Make the ReplicaManager match the image (Kafka: BrokerMetadataPublisher).
+    async def _publish(self, delta: MetadataDelta) -> None:
+        """Make the ReplicaManager match the image for what `delta` changed (Kafka:
+        BrokerMetadataPublisher applying a MetadataDelta): only the partitions the
+        new records name are looked at, so an ISR change of one partition costs one
+        partition, not every partition of the cluster.
 
-        It yields to the event loop between partitions:
-        a new topic of many partitions (the 50 of __consumer_offsets, created
-        when the first group appears) takes tens of ms a partition to open, and
-        the broker's heartbeats must go on meanwhile, or the controller fences a
-        broker that is only busy (Kafka heartbeats from a thread of its own)."""
+        It yields to the event loop every YIELD_EVERY_S of work: a new topic of many
+        partitions (the 50 of __consumer_offsets), or the leaderships a fenced
+        broker lost, take a leader epoch checkpoint (an fsync) a partition, and the
+        broker's requests must go on meanwhile (its heartbeats have a thread of
+        their own)."""
         rm, me = self.replica_manager, self.broker_id
-        for topic in list(self.image.topics.values()):
-            for index, reg in list(topic.partitions.items()):
-                if me not in reg.replicas:
-                    continue
+        loop = asyncio.get_running_loop()
+        worked_since = loop.time()
+        for tp in delta.partitions(self.image):
+            if loop.time() - worked_since > YIELD_EVERY_S:
                 await asyncio.sleep(0)
-                tp = (topic.name, index)
-                part = rm.partition(tp)
-                if reg.leader == me:
-                    if (
-                        part is None
-                        or part.role != Role.LEADER
-                        or part.leader_epoch != reg.leader_epoch
-                    ):
-                        self.fetchers.remove(tp)
-                        rm.make_leader(
-                            tp,
-                            reg.leader_epoch,
-                            reg.isr,
-                            reg.replicas,
-                            reg.partition_epoch,
-                            topic.configs,
-                        )
-                        self.events.record(
-                            "leader", topic=tp[0], partition=tp[1], leader_epoch=reg.leader_epoch
-                        )
-                        continue
-                elif (
+                worked_since = loop.time()
+            topic = self.image.topics.get(tp[0])
+            reg = topic.partitions.get(tp[1]) if topic is not None else None
+            if reg is None or me not in reg.replicas:
+                continue
+            part = rm.partition(tp)
+            if reg.leader == me:
+                if (
                     part is None
-                    or part.role != Role.FOLLOWER
+                    or part.role != Role.LEADER
                     or part.leader_epoch != reg.leader_epoch
-                    or part.leader_id != reg.leader
                 ):
                     self.fetchers.remove(tp)
-                    follower = rm.make_follower(
+                    rm.make_leader(
                         tp,
-                        reg.leader,
                         reg.leader_epoch,
                         reg.isr,
                         reg.replicas,
                         reg.partition_epoch,
                         topic.configs,
                     )
-                    if reg.leader >= 0:
-                        self.fetchers.add(reg.leader, follower)
                     self.events.record(
-                        "follower",
-                        topic=tp[0],
-                        partition=tp[1],
-                        leader=reg.leader,
-                        leader_epoch=reg.leader_epoch,
+                        "leader", topic=tp[0], partition=tp[1], leader_epoch=reg.leader_epoch
                     )
                     continue
-                # Same leader and epoch: an ISR change (AlterPartition, or the controller
-                # fencing a broker). The leader computes its HW over the new ISR; a
-                # follower only keeps it current, so what it reports is what the
-                # metadata says.
-                if part.isr != reg.isr or part.partition_epoch != reg.partition_epoch:
-                    rm.apply_isr_change(tp, reg.isr, reg.partition_epoch)
-        for tp in [tp for tp in rm.partitions if tp[0] not in self.image.topics]:
-            self.fetchers.remove(tp)
-            rm.remove_partition(tp)
-            await asyncio.sleep(0)
+            elif (
+                part is None
+                or part.role != Role.FOLLOWER
+                or part.leader_epoch != reg.leader_epoch
+                or part.leader_id != reg.leader
+            ):
+                self.fetchers.remove(tp)
+                follower = rm.make_follower(
+                    tp,
+                    reg.leader,
+                    reg.leader_epoch,
+                    reg.isr,
+                    reg.replicas,
+                    reg.partition_epoch,
+                    topic.configs,
+                )
+                if reg.leader >= 0:
+                    self.fetchers.add(reg.leader, follower)
+                self.events.record(
+                    "follower",
+                    topic=tp[0],
+                    partition=tp[1],
+                    leader=reg.leader,
+                    leader_epoch=reg.leader_epoch,
+                )
+                continue
+            # Same leader and epoch: an ISR change (AlterPartition, or the controller
+            # fencing a broker). The leader computes its HW over the new ISR; a
+            # follower only keeps it current, so what it reports is what the
+            # metadata says.
+            if part.isr != reg.isr or part.partition_epoch != reg.partition_epoch:
+                rm.apply_isr_change(tp, reg.isr, reg.partition_epoch)
+        if delta.removed_topics:
+            for tp in [tp for tp in rm.partitions if tp[0] not in self.image.topics]:
+                self.fetchers.remove(tp)
+                rm.remove_partition(tp)
+                await asyncio.sleep(0)
 
     def broker_address(self, broker_id: int, listener: str | None = None) -> tuple[str, int]:
         """Where a broker listens (on `listener`, when named: the inter-broker one for

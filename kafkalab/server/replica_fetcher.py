@@ -5,16 +5,17 @@ here). A partition this broker follows is added under its leader; the fetcher
 for that leader then, for each of its partitions:
 
   1. truncates first (the Truncating state): it runs Partition.truncation(),
-     the same steps the labs run by hand, answering each question with an
-     OffsetForLeaderEpoch request to the leader. No answer: try again before
-     the next fetch;
+     the same steps the labs run by hand, answering the questions with
+     OffsetForLeaderEpoch requests to the leader, one request a round for all
+     its truncating partitions. No answer: try again before the next fetch;
   2. fetches (the Fetching state): one Fetch for all of them from their log end
      offsets, held by the leader up to `replica.fetch.wait.max.ms` when it has
      nothing new; appends what comes back and learns the leader's HW.
 
 A partition added under a leader is served at once: that leader's fetcher
 starts again (dropping a fetch the leader may be holding for up to
-`replica.fetch.wait.max.ms`) instead of picking it up after its current poll. Truncations and each partition's first
+`replica.fetch.wait.max.ms`) instead of picking it up after its current poll,
+once for all the partitions added in the same turn of the event loop. Truncations and each partition's first
 answered fetch are recorded in the broker's EventLog (a failover's timeline).
 
 Link faults (kafkalab's, see link_faults.py) act here on the follower's side:
@@ -25,12 +26,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 
 from kafkalab.errors import Errors, KafkaError
 from kafkalab.protocol.api_keys import ApiKeys
 from kafkalab.protocol.messages import APIS
-from kafkalab.replication.partition import EpochAnswer, Partition, Role
+from kafkalab.replication.partition import EpochAnswer, EpochQuestion, Partition, Role
 from kafkalab.replication.replica_manager import ReplicaManager
 from kafkalab.server.events import EventLog
 from kafkalab.server.inter_broker_connection import (
@@ -43,6 +44,7 @@ from kafkalab.server.link_faults import LinkFaults
 log = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
 RETRY_S = 0.2
+_START: EpochAnswer = (-2, -2)  # not an answer: the first step of a truncation
 
 
 class ReplicaFetcherManager:
@@ -72,6 +74,7 @@ class ReplicaFetcherManager:
         self._truncating: dict[TopicPartition, Partition] = {}  # yet to truncate
         self._connections: dict[int, InterBrokerConnection] = {}
         self._last_error: dict[int, str] = {}  # per leader, so a retry loop logs once
+        self._restarting: set[int] = set()  # leaders whose fetcher restarts at the next turn
 
     def add(self, leader: int, follower: Partition) -> None:
         """Follow `leader` for this partition: truncate, then fetch."""
@@ -79,9 +82,17 @@ class ReplicaFetcherManager:
         self._followed.setdefault(leader, set()).add(tp)
         self._truncating[tp] = follower
         self._fetched.discard(tp)
+        if leader not in self._restarting:
+            # Once for every partition added meanwhile: a leadership change of
+            # hundreds of partitions restarts each fetcher once, not hundreds of times.
+            self._restarting.add(leader)
+            asyncio.get_running_loop().call_soon(self._restart, leader)
+
+    def _restart(self, leader: int) -> None:
+        self._restarting.discard(leader)
         running = self._fetchers.get(leader)
         if running is not None and not running.done():
-            running.cancel()  # it may be waiting in a long fetch without this partition
+            running.cancel()  # it may be waiting in a long fetch without the new partitions
             conn = self._connections.pop(leader, None)
             if conn is not None:
                 conn.close()  # a cancelled request leaves the stream mid-frame
@@ -113,17 +124,39 @@ class ReplicaFetcherManager:
 
     # -- the Truncating state -----------------------------------------------------------------
 
-    async def _truncate(self, follower: Partition) -> bool:
-        """Run the follower's truncation, asking the leader over the network. False
-        when an answer did not come; the fetcher tries again before it fetches."""
-        leo = follower.log.log_end_offset
-        steps = follower.truncation()
-        try:
-            question = next(steps)
-            while True:
-                question = steps.send(await self._ask_end_offset(follower, *question))
-        except StopIteration as done:
-            rounds = done.value
+    async def _truncate(self, leader: int, followers: list[Partition]) -> list[Partition]:
+        """Run the truncation of every follower of `leader` that has to truncate, all
+        in step: each round is one OffsetForLeaderEpoch request with every
+        partition's question (Kafka's fetcher asks for all its truncating
+        partitions at once). Returns the followers that finished; the others
+        (an answer did not come) try again before the next fetch."""
+        leos = {id(f): f.log.log_end_offset for f in followers}
+        asking: dict[TopicPartition, tuple[Partition, Generator, EpochQuestion]] = {}
+        finished: list[Partition] = []
+
+        def step(follower: Partition, steps: Generator, answer: EpochAnswer | None) -> None:
+            tp = (follower.topic, follower.partition)
+            try:
+                question = next(steps) if answer is _START else steps.send(answer)
+                asking[tp] = (follower, steps, question)
+            except StopIteration as done:
+                self.replica_manager.note_changed(tp)  # it may have cut its log
+                if done.value is not None:
+                    finished.append(follower)
+                    self._record_truncation(follower, leos[id(follower)], done.value)
+
+        for follower in followers:
+            step(follower, follower.truncation(), _START)
+        while asking:
+            questions, asking = asking, {}
+            answers = await self._ask_end_offsets(
+                leader, {tp: (f, q) for tp, (f, _, q) in questions.items()}
+            )
+            for tp, (follower, steps, _) in questions.items():
+                step(follower, steps, answers.get(tp))
+        return finished
+
+    def _record_truncation(self, follower: Partition, leo: int, rounds: list[dict]) -> None:
         if rounds and follower.log.log_end_offset < leo:
             self.events.record(
                 "truncated",
@@ -140,61 +173,71 @@ class ReplicaFetcherManager:
                 follower.truncation_rule,
                 [r["answered"] for r in rounds],
             )
-        return rounds is not None
 
-    async def _ask_end_offset(
-        self, follower: Partition, epoch: int, current: int
-    ) -> EpochAnswer | None:
-        """OffsetForLeaderEpoch to the leader: (epoch, end offset), or None."""
-        leader = follower.leader_id
+    async def _ask_end_offsets(
+        self, leader: int, questions: dict[TopicPartition, tuple[Partition, EpochQuestion]]
+    ) -> dict[TopicPartition, EpochAnswer | None]:
+        """OffsetForLeaderEpoch to the leader for every question at once: each
+        partition's (epoch, end offset), or None when it got no usable answer."""
+        topics: dict[str, list[dict]] = {}
+        for (topic, partition), (_, (epoch, current)) in questions.items():
+            topics.setdefault(topic, []).append(
+                {"partition": partition, "current_leader_epoch": current, "leader_epoch": epoch}
+            )
         try:
             response = await self._leader(leader).request(
                 ApiKeys.OFFSET_FOR_LEADER_EPOCH,
                 3,
                 {
                     "replica_id": self.broker_id,
-                    "topics": [
-                        {
-                            "topic": follower.topic,
-                            "partitions": [
-                                {
-                                    "partition": follower.partition,
-                                    "current_leader_epoch": current,
-                                    "leader_epoch": epoch,
-                                }
-                            ],
-                        }
-                    ],
+                    "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
                 },
             )
         except KafkaError as e:
             if self._last_error.get(leader) != str(e):  # once, not per retry
                 log.warning("OffsetForLeaderEpoch to broker %d failed: %s", leader, e)
             self._last_error[leader] = str(e)
-            return None
+            return {}
         self._last_error.pop(leader, None)
         if not self.link_faults.hears(leader):
-            return None  # the answer is lost on a cut link
-        p = response["topics"][0]["partitions"][0]
-        if p["error_code"] != 0:
+            return {}  # the answer is lost on a cut link
+        answers: dict[TopicPartition, EpochAnswer | None] = {}
+        refused: dict[str, list[str]] = {}
+        for t in response["topics"]:
+            for p in t["partitions"]:
+                tp = (t["topic"], p["partition"])
+                if p["error_code"] != 0:
+                    name = Errors(p["error_code"]).name
+                    refused.setdefault(name, []).append(f"{tp[0]}-{tp[1]}")
+                    answers[tp] = None
+                else:
+                    answers[tp] = (p["leader_epoch"], p["end_offset"])
+        for name, tps in refused.items():  # one line an error, not one a partition
             log.info(
-                "%s-%d: OffsetForLeaderEpoch answered %s; asking again",
-                follower.topic,
-                follower.partition,
-                Errors(p["error_code"]).name,
+                "OffsetForLeaderEpoch to broker %d answered %s for %d partitions (%s%s); "
+                "asking again",
+                leader,
+                name,
+                len(tps),
+                ", ".join(tps[:5]),
+                ", ..." if len(tps) > 5 else "",
             )
-            return None
-        return p["leader_epoch"], p["end_offset"]
+        return answers
 
     # -- the Fetching state -------------------------------------------------------------------
 
     async def _run(self, leader: int) -> None:
         """Kafka's ReplicaFetcherThread: fetch every partition we follow from `leader`."""
         while True:
-            for tp in sorted(self._followed.get(leader, ())):
-                follower = self._truncating.get(tp)
-                if follower is not None and await self._truncate(follower):
-                    if self._truncating.get(tp) is follower:
+            truncating = [
+                self._truncating[tp]
+                for tp in sorted(self._followed.get(leader, ()))
+                if tp in self._truncating
+            ]
+            if truncating:
+                for follower in await self._truncate(leader, truncating):
+                    tp = (follower.topic, follower.partition)
+                    if self._truncating.get(tp) is follower:  # not replaced meanwhile
                         del self._truncating[tp]
             tps = sorted(tp for tp in self._followed.get(leader, ()) if tp not in self._truncating)
             if not tps:
@@ -241,17 +284,22 @@ class ReplicaFetcherManager:
                     continue
                 if p["error_code"] == 0:
                     answered = True
+                    log_ = part.log
+                    before = (log_.log_end_offset, log_.high_watermark, log_.log_start_offset)
                     try:
                         part.append_records_to_follower(
                             bytes(p["records"] or b""), p["high_watermark"]
                         )
                     except Exception as e:  # a diverged or corrupt fetch: refetch
                         log.warning("%s-%d: follower append failed: %s", *tp, e)
+                    if before != (log_.log_end_offset, log_.high_watermark, log_.log_start_offset):
+                        self.replica_manager.note_changed(tp)
                     self.replica_manager.delayed_fetch.check_and_complete(tp)
                     if tp not in self._fetched:
                         self._fetched.add(tp)
                         self.events.record("fetching", topic=tp[0], partition=tp[1], leader=leader)
                 elif p["error_code"] == Errors.OFFSET_OUT_OF_RANGE:
                     part.truncate_fully_and_start_at(max(p["log_start_offset"], 0))
+                    self.replica_manager.note_changed(tp)
                     answered = True  # fetch again at once, from the leader's log start
         return answered

@@ -222,6 +222,9 @@ class SocketServer:
                 e,
             )
             return False
+        received = getattr(self.apis, "received", None)
+        if received is not None:
+            received(header, body)  # before the request waits its turn (the controller's)
         future = asyncio.get_running_loop().create_future()
         await self.channel.put(Request(header, api, body, future))
         self.channel_peak = max(self.channel_peak, self.channel.qsize())

@@ -70,7 +70,9 @@ class AbstractIndex:
         self._length = length
         self._mmap: mmap.mmap | None = None
         self._map()
-        self._entries = self._count_entries()
+        # A file we just created is all zeros: nothing to count (and reading it would
+        # fault in pages of a 10 MB file, a MB of memory per partition with readahead).
+        self._entries = 0 if new_file else self._count_entries()
         self._on_entries_changed()
 
     def _on_entries_changed(self) -> None:
@@ -87,6 +89,11 @@ class AbstractIndex:
             return
         access = mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ
         self._mmap = mmap.mmap(self._file.fileno(), self._length, access=access)
+        if hasattr(mmap, "MADV_RANDOM"):
+            # Lookups are binary searches: a fault brings in its page, not the
+            # readahead window around it (which made every index of an idle
+            # partition hold 512 kB of memory).
+            self._mmap.madvise(mmap.MADV_RANDOM)
 
     def _unmap(self) -> None:
         if self._mmap is not None:

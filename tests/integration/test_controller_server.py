@@ -251,3 +251,36 @@ def test_alter_partition_over_the_wire(controller):
     ok = alter(part.leader, [part.leader], 0)
     assert (ok["error_code"], ok["isr"], ok["partition_epoch"]) == (0, [part.leader], 1)
     assert alter(part.leader, [1, 2], 0)["error_code"] == Errors.INVALID_UPDATE_VERSION
+
+
+def test_a_busy_controller_does_not_fence_brokers_whose_heartbeats_wait(controller):
+    """The controller's event loop is busy for three session timeouts (a long queue
+    of AlterPartition batches, fsyncs on a loaded disk) while a broker keeps
+    heartbeating: the heartbeat waiting in the socket counts as contact when it
+    is read, before it waits for the handler (Kafka's BrokerHeartbeatTracker),
+    so the controller's next session check does not fence that broker."""
+    import threading
+
+    client = Client(controller.server.address)
+    epoch = client.register(1)
+    assert client.heartbeat(1, epoch)["is_fenced"] is False
+    stop = threading.Event()
+
+    def heartbeats() -> None:
+        beat = Client(controller.server.address)
+        while not stop.is_set():
+            beat.heartbeat(1, epoch)
+            time.sleep(0.1)
+
+    beating = threading.Thread(target=heartbeats, daemon=True)
+    beating.start()
+    try:
+        time.sleep(0.3)
+        controller._loop.call_soon_threadsafe(time.sleep, 2.4)  # session: 800 ms
+        time.sleep(2.4 + 1.0)
+        assert controller.call(lambda c: c.brokers[1].fenced) is False
+    finally:
+        stop.set()
+        beating.join(10)
+    kinds = [r["type"] for r in client.metadata_records()]
+    assert "FenceBrokerRecord" not in kinds

@@ -280,3 +280,36 @@ def test_lifecycle_close_delete_rename(tmp_path):
     assert index.delete() is False
     with pytest.raises(FileNotFoundError):
         OffsetIndex(path, 0, writable=False)
+
+
+def _mapped_rss_kb(path: Path) -> int:
+    """Resident kB of this process's mappings of `path` (Linux /proc/self/smaps)."""
+    total, inside = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        fields = line.split()
+        if fields and "-" in fields[0] and len(fields) >= 5:
+            inside = fields[-1] == str(path)
+        elif inside and fields[0] == "Rss:":
+            total += int(fields[1])
+    return total
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="needs Linux /proc")
+def test_an_idle_index_costs_a_few_pages_of_memory_not_its_preallocated_size(tmp_path):
+    """A new index is preallocated to 10 MB (sparse) and memory-mapped; opening it
+    must not fault its pages in. It read them (the entry count's binary search, with
+    the kernel's readahead): 512 kB resident per index, a MB per idle partition."""
+    indexes = [OffsetIndex(tmp_path / "0.index", 0), TimeIndex(tmp_path / "0.timeindex", 0)]
+    for index in indexes:
+        assert _mapped_rss_kb(index.path) <= 8
+    indexes[0].append(5, 100)
+    indexes[1].maybe_append(1000, 5)
+    for index in indexes:
+        index.close()
+    # Reopening an untrimmed file (a crash) counts its entries by binary search:
+    # single pages, not readahead windows.
+    reopened = [OffsetIndex(tmp_path / "0.index", 0), TimeIndex(tmp_path / "0.timeindex", 0)]
+    assert reopened[0].entries == 1 and reopened[1].entries == 1
+    for index in reopened:
+        assert _mapped_rss_kb(index.path) <= 32 * 4
+        index.close()

@@ -234,3 +234,33 @@ def test_producer_id_blocks_are_in_the_metadata_log_and_never_handed_out_twice(t
         c.allocate_producer_ids(7, 0)
     assert unknown.value.code == Errors.BROKER_ID_NOT_REGISTERED
     c.close()
+
+
+def test_one_alter_partition_request_is_one_metadata_log_batch(tmp_path):
+    """After a fenced broker comes back, its leaders ask to add it back to hundreds of
+    ISRs at once: one request is judged partition by partition and written as one
+    batch with one flush (not one flush a partition, which kept the controller
+    from answering heartbeats)."""
+    from kafkalab.records import iter_batches
+
+    c, epochs = three_brokers(tmp_path)
+    c.create_topic("t", 6, 3, assignments={p: [1, 2, 3] for p in range(6)})
+    for p in range(6):
+        c.alter_partition(1, epochs[1], "t", p, 0, 0, [1, 2])  # the ISR shrank first
+
+    def batches() -> int:
+        return sum(1 for _ in iter_batches(c.log.read(0, 1 << 24).read_bytes()))
+
+    before = batches()
+    asked = [("t", p, 0, 1, [1, 2, 3]) for p in range(5)]
+    asked.append(("t", 5, 0, 0, [1, 2, 3]))  # stale partition epoch: refused
+    asked.append(("nope", 0, 0, 0, [1]))  # unknown partition: refused
+    outcomes = c.alter_partitions(1, epochs[1], asked)
+    assert batches() == before + 1
+    assert [o.isr for o in outcomes[:5]] == [[1, 2, 3]] * 5
+    assert [o.partition_epoch for o in outcomes[:5]] == [2] * 5
+    assert outcomes[5].code == Errors.INVALID_UPDATE_VERSION
+    assert outcomes[6].code == Errors.UNKNOWN_TOPIC_OR_PARTITION
+    # The same partition twice in one request is judged as two requests in a row.
+    twice = c.alter_partitions(1, epochs[1], [("t", 0, 0, 2, [1, 2]), ("t", 0, 0, 2, [1])])
+    assert twice[0].isr == [1, 2] and twice[1].code == Errors.INVALID_UPDATE_VERSION

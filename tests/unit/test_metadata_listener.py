@@ -1,0 +1,112 @@
+"""BrokerMetadataListener applies what new metadata records change (a
+MetadataDelta), not the whole image: a fence or an ISR change of one partition
+costs one partition on every broker, not every partition of the cluster."""
+
+from __future__ import annotations
+
+import asyncio
+
+from kafkalab.replication.partition import Role
+from kafkalab.replication.replica_manager import ReplicaManager
+from kafkalab.server.events import EventLog
+from kafkalab.server.metadata_listener import BrokerMetadataListener, MetadataDelta
+from kafkalab.storage import LogConfig, LogManager
+
+
+class Timers:
+    class Handle:
+        def cancel(self) -> None:
+            pass
+
+    def __call__(self, delay_s, fn):
+        return self.Handle()
+
+
+class Fetchers:
+    def __init__(self) -> None:
+        self.added: list[tuple[int, tuple[str, int]]] = []
+
+    def add(self, leader, follower) -> None:
+        self.added.append((leader, (follower.topic, follower.partition)))
+
+    def remove(self, tp) -> None:
+        pass
+
+
+def topic(name: str, partitions: int, leaders: list[int]) -> list[dict]:
+    out = [{"type": "TopicRecord", "name": name}]
+    for p in range(partitions):
+        leader = leaders[p % len(leaders)]
+        replicas = [leader] + [b for b in (1, 2, 3) if b != leader]
+        out.append(
+            {
+                "type": "PartitionRecord",
+                "topic": name,
+                "partition": p,
+                "replicas": replicas,
+                "isr": replicas,
+                "leader": leader,
+                "leader_epoch": 0,
+                "partition_epoch": 0,
+            }
+        )
+    return out
+
+
+def listener(tmp_path):
+    rm = ReplicaManager(LogManager(tmp_path / "logs", LogConfig()), Timers(), broker_id=1)
+    fetchers = Fetchers()
+    events = EventLog(tmp_path, "broker-1")
+    return BrokerMetadataListener(1, None, rm, fetchers, events), rm, fetchers
+
+
+def apply(lst: BrokerMetadataListener, records: list[dict]) -> None:
+    delta = MetadataDelta()
+    for r in records:
+        lst.image.replay(r)
+        delta.replay(r)
+    asyncio.run(lst._publish(delta))
+
+
+def test_a_delta_names_the_partitions_its_records_change():
+    delta = MetadataDelta()
+    for r in topic("a", 3, [1]) + [
+        {"type": "ConfigRecord", "topic": "b", "name": "retention.ms", "value": "1"},
+        {"type": "RemoveTopicRecord", "name": "c"},
+        {"type": "FenceBrokerRecord", "broker_id": 2},
+    ]:
+        delta.replay(r)
+    assert delta.partitions_named == {("a", 0), ("a", 1), ("a", 2)}
+    assert delta.topics == {"b"} and delta.removed_topics == {"c"}
+
+
+def test_one_partition_changed_is_one_partition_looked_at(tmp_path):
+    lst, rm, fetchers = listener(tmp_path)
+    apply(lst, topic("a", 12, [1, 2]) + topic("b", 12, [2, 3]))
+    assert len(rm.partitions) == 24
+    assert sum(p.role == Role.LEADER for p in rm.partitions.values()) == 6
+    assert len(fetchers.added) == 18
+
+    looked_at = []
+    partition = rm.partition
+    rm.partition = lambda tp: looked_at.append(tp) or partition(tp)
+    change = {
+        "type": "PartitionChangeRecord",
+        "topic": "b",
+        "partition": 7,
+        "leader": 1,
+        "isr": [1, 3],
+        "leader_epoch": 1,
+        "partition_epoch": 1,
+    }
+    apply(lst, [change])
+    assert looked_at == [("b", 7)]
+    assert rm.partitions[("b", 7)].role == Role.LEADER
+    assert rm.partitions[("b", 7)].leader_epoch == 1
+
+    looked_at.clear()
+    apply(lst, [{"type": "ConfigRecord", "topic": "a", "name": "retention.ms", "value": "9"}])
+    assert len(looked_at) == 12  # every partition of the topic whose configs changed
+
+    apply(lst, [{"type": "RemoveTopicRecord", "name": "a"}])
+    assert sorted({tp[0] for tp in rm.partitions}) == ["b"]

@@ -1,0 +1,51 @@
+"""The replica-state report looks only at the partitions the ReplicaManager names as
+changed: a broker of many idle partitions does no work a report."""
+
+from __future__ import annotations
+
+import json
+
+from kafkalab.records import SimpleRecord, build_batch
+from kafkalab.replication.replica_manager import ReplicaManager
+from kafkalab.server import replica_state
+from kafkalab.server.replica_state import REPLICA_STATE_FILE, ReplicaStateReporter
+from kafkalab.storage import LogConfig, LogManager
+
+
+class Timers:
+    class Handle:
+        def cancel(self) -> None:
+            pass
+
+    def __call__(self, delay_s, fn):
+        return self.Handle()
+
+
+def test_only_changed_partitions_are_looked_at(tmp_path, monkeypatch):
+    rm = ReplicaManager(LogManager(tmp_path / "logs", LogConfig()), Timers(), broker_id=1)
+    for p in range(20):
+        rm.make_leader(("t", p), 0, [1], [1], 0)
+    reporter = ReplicaStateReporter(tmp_path)
+    assert reporter.report(1, rm.partitions, rm.take_changed())
+    looked_at = []
+    build = replica_state.partition_state
+    monkeypatch.setattr(
+        replica_state, "partition_state", lambda p: looked_at.append(p.partition) or build(p)
+    )
+    for _ in range(10):  # idle
+        assert not reporter.report(1, rm.partitions, rm.take_changed())
+    assert looked_at == []
+
+    rm.append_records("t", 7, build_batch([SimpleRecord(b"v")]), required_acks=1)
+    assert reporter.report(1, rm.partitions, rm.take_changed())
+    assert looked_at == [7]
+    state = json.loads((tmp_path / REPLICA_STATE_FILE).read_text())
+    assert [p["log_end_offset"] for p in state["partitions"] if p["partition"] == 7] == [1]
+    assert len(state["partitions"]) == 20
+
+    rm.remove_partition(("t", 3))
+    assert reporter.report(1, rm.partitions, rm.take_changed())
+    state = json.loads((tmp_path / REPLICA_STATE_FILE).read_text())
+    assert sorted(p["partition"] for p in state["partitions"]) == sorted(set(range(20)) - {3})
+    # A full rebuild (changed=None) finds nothing new either.
+    assert not reporter.report(1, rm.partitions, None)
