@@ -56,14 +56,11 @@ alphabetically first protocol (Kafka: HashMap order).
 
 from __future__ import annotations
 
-import itertools
+import enum
 import uuid
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
-from typing import Any
 
-from kafkalab.coordinator.coordinator_partitions import CoordinatorPartitions
-from kafkalab.coordinator.coordinator_timer import CoordinatorTimer
 from kafkalab.coordinator.group import consumer_group_records as cgrec
 from kafkalab.coordinator.group import coordinator_records as rec
 from kafkalab.coordinator.group.consumer_group import (
@@ -111,6 +108,12 @@ from kafkalab.coordinator.group.results import (
     TxnMarker,
 )
 from kafkalab.coordinator.group.server_assignors import SERVER_ASSIGNORS
+from kafkalab.coordinator.runtime import (
+    CoordinatorRuntimeCore,
+    CoordinatorState,
+    PendingAppend,
+    request_handle,
+)
 from kafkalab.errors import Errors
 from kafkalab.protocol.consumer_protocol import PROTOCOL_TYPE
 
@@ -122,7 +125,6 @@ EMPTY, PREPARING, COMPLETING, STABLE, DEAD = (
     GroupState.DEAD,
 )
 UNKNOWN_MEMBER_ID = ""
-_AUTO_REQUESTS = itertools.count(1)  # handles for calls made without one (notebooks, tests)
 TopicPartition = tuple[str, int]
 
 # APIs that accept the empty group id (Kafka: isValidGroupId)
@@ -180,12 +182,64 @@ class _JoinPhase:
     remaining_ms: int = 0
 
 
-@dataclass
-class _PendingAppend:
-    kind: str  # "sync" | "offsets" | "txn_offsets" | "static"
+class AppendKind(enum.Enum):
+    """What waits for an append to __consumer_offsets to commit."""
+
+    SYNC = "sync"  # the leader's SyncGroup: the generation's assignment
+    STATIC_REJOIN = "static"  # a restarted static member's new id, in a Stable group
+    OFFSETS = "offsets"  # OffsetCommit
+    TXN_OFFSETS = "txn_offsets"  # TxnOffsetCommit
+
+
+@dataclass(frozen=True)
+class SyncAppend:
     group: GroupMetadata
-    request: Hashable | None
-    data: Any
+    generation: int
+    assignment: dict[str, bytes]
+
+
+@dataclass(frozen=True)
+class StaticRejoinAppend:
+    group: GroupMetadata
+    instance_id: str
+    old_id: str
+    new_id: str
+    saved: tuple[list[tuple[str, bytes]], int, int]  # protocols and timeouts to restore
+    current_leader: str | None
+
+
+@dataclass(frozen=True)
+class OffsetsAppend:
+    group: GroupMetadata
+    to_write: dict[TopicPartition, OffsetAndMetadata]
+    too_large: frozenset[TopicPartition]
+    producer_id: int = -1  # >= 0: a TxnOffsetCommit of this producer
+
+
+AppendPayload = SyncAppend | StaticRejoinAppend | OffsetsAppend
+GroupPendingAppend = PendingAppend[AppendKind, AppendPayload]
+
+
+class TimerKind(enum.Enum):
+    """What a deadline of the group coordinator is for."""
+
+    HEARTBEAT = "heartbeat"  # a classic member's session
+    PENDING_MEMBER = "pending"  # a member id handed out by MEMBER_ID_REQUIRED, not yet used
+    JOIN = "join"  # the end of a join phase (DelayedJoin, InitialDelayedJoin)
+    SYNC = "sync"  # the members that never sent SyncGroup (DelayedSync)
+    CONSUMER_SESSION = "cg_session"  # a KIP-848 member's session
+    CONSUMER_REVOCATION = "cg_revocation"  # a KIP-848 member's revocation timeout
+    EXPIRE_OFFSETS = "expire_offsets"  # offsets.retention.check.interval.ms
+
+
+@dataclass(frozen=True)
+class TimerKey:
+    kind: TimerKind
+    group_id: str = ""
+    member_id: str = ""
+
+
+EXPIRE_OFFSETS = TimerKey(TimerKind.EXPIRE_OFFSETS)
 
 
 class GroupCoordinator:
@@ -198,21 +252,24 @@ class GroupCoordinator:
     ) -> None:
         self.config = config or GroupConfig()
         n = self.config.offsets_topic_num_partitions
-        self.partitions = CoordinatorPartitions(range(n) if partitions is None else partitions)
+        # the partitions served, the appends waiting to commit, the deadlines
+        self.runtime = CoordinatorRuntimeCore[AppendKind, AppendPayload, TimerKey](
+            range(n) if partitions is None else partitions
+        )
         self.groups: dict[str, GroupMetadata] = {}
         self.member_id_factory = member_id_factory
-        # deadline key -> (due ms, sequence); the heap holds (due, sequence, key) and
-        # entries whose key was cancelled or re-armed are skipped when they surface
-        self._timer = CoordinatorTimer()
         self._revocation_epochs: dict[tuple[str, str], int] = {}
         self._join_phases: dict[str, _JoinPhase] = {}
         self._sync_generation: dict[str, int] = {}
-        self._appends: dict[int, _PendingAppend] = {}
         # KIP-848 consumer groups, and the topic metadata their assignors need
         self.consumer_groups: dict[str, ConsumerGroup] = {}
         self.partitions_per_topic: dict[str, int] = {}
         self.topic_ids: dict[str, uuid.UUID] = {}
-        self._append_ids = itertools.count(1)
+
+    @property
+    def partitions(self) -> CoordinatorRuntimeCore[AppendKind, AppendPayload, TimerKey]:
+        """Which __consumer_offsets partitions are served (owned, loading, status)."""
+        return self.runtime
 
     # ======================================================================================
     # time
@@ -220,7 +277,7 @@ class GroupCoordinator:
 
     def next_deadline_ms(self) -> int | None:
         """When `tick` next has something to do (None: nothing scheduled)."""
-        return self._timer.next_deadline_ms()
+        return self.runtime.next_deadline_ms()
 
     def tick(self, now_ms: int) -> Effects:
         """Fire every deadline due at `now_ms`, earliest first."""
@@ -228,40 +285,41 @@ class GroupCoordinator:
         self._fire_due(now_ms, effects)
         return effects
 
-    def _schedule(self, key: tuple, at_ms: int) -> None:
-        self._timer.schedule(key, at_ms)
+    def _schedule(self, key: TimerKey, at_ms: int) -> None:
+        self.runtime.schedule(key, at_ms)
 
-    def _cancel(self, key: tuple) -> None:
-        self._timer.cancel(key)
+    def _cancel(self, key: TimerKey) -> None:
+        self.runtime.cancel(key)
 
     def _fire_due(self, now_ms: int, effects: Effects) -> None:
-        if ("expire_offsets",) not in self._timer and self.partitions.active:
-            self._schedule(
-                ("expire_offsets",), now_ms + self.config.offsets_retention_check_interval_ms
-            )
-        while (due := self._timer.pop_due(now_ms)) is not None:
-            at, key = due
-            kind = key[0]
-            if kind == "heartbeat":
-                self._on_expire_heartbeat(key[1], key[2], at, effects)
-            elif kind == "pending":
-                self._on_expire_pending_member(key[1], key[2], at, effects)
-            elif kind == "join":
-                self._on_join_deadline(key[1], at, effects)
-            elif kind == "sync":
-                self._on_expire_pending_sync(key[1], at, effects)
-            elif kind == "cg_session":
-                self._fence_consumer_group_member(key[1], key[2], None, at, effects)
-            elif kind == "cg_revocation":
-                epoch = self._revocation_epochs.pop((key[1], key[2]), None)
+        self.runtime.schedule_if_absent(
+            EXPIRE_OFFSETS, now_ms + self.config.offsets_retention_check_interval_ms
+        )
+        self.runtime.fire_due(now_ms, lambda key, at: self._fire(key, at, effects))
+
+    def _fire(self, key: TimerKey, at: int, effects: Effects) -> None:
+        group_id, member_id = key.group_id, key.member_id
+        match key.kind:
+            case TimerKind.HEARTBEAT:
+                self._on_expire_heartbeat(group_id, member_id, at, effects)
+            case TimerKind.PENDING_MEMBER:
+                self._on_expire_pending_member(group_id, member_id, at, effects)
+            case TimerKind.JOIN:
+                self._on_join_deadline(group_id, at, effects)
+            case TimerKind.SYNC:
+                self._on_expire_pending_sync(group_id, at, effects)
+            case TimerKind.CONSUMER_SESSION:
+                self._fence_consumer_group_member(group_id, member_id, None, at, effects)
+            case TimerKind.CONSUMER_REVOCATION:
+                epoch = self._revocation_epochs.pop((group_id, member_id), None)
                 if epoch is not None:
-                    self._fence_consumer_group_member(key[1], key[2], epoch, at, effects)
-            elif kind == "expire_offsets":
+                    self._fence_consumer_group_member(group_id, member_id, epoch, at, effects)
+            case TimerKind.EXPIRE_OFFSETS:
                 self.expire_offsets(at, effects)
                 self._schedule(key, at + self.config.offsets_retention_check_interval_ms)
 
     def _begin(self, now_ms: int, request: Hashable | None) -> Effects:
-        effects = Effects(request if request is not None else ("request", next(_AUTO_REQUESTS)))
+        effects = Effects(request_handle(request))
         self._fire_due(now_ms, effects)
         return effects
 
@@ -303,7 +361,12 @@ class GroupCoordinator:
         Transactional offset records, (key, value, producer_id), wait for the marker
         that ends their transaction: a COMMIT (TxnMarker) makes them committed unless
         a later plain commit of the partition is already in the log before it; an ABORT
-        drops them; with no marker yet they stay pending, as TxnOffsetCommit left them."""
+        drops them; with no marker yet they stay pending, as TxnOffsetCommit left them.
+
+        A load that finishes after the partition was resigned (or re-elected: a newer
+        load runs) is stale: nothing is applied and the partition stays unserved."""
+        if self.runtime.state(partition) is not CoordinatorState.LOADING:
+            return Effects()
         offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
         seqs: dict[str, dict[TopicPartition, int]] = {}  # log order of each committed offset
         pending: dict[int, dict[str, dict[TopicPartition, tuple[OffsetAndMetadata, int]]]] = {}
@@ -329,7 +392,7 @@ class GroupCoordinator:
                     self._replay_consumer_group_record(consumer_groups, key, value)
             elif isinstance(k, OffsetKey):
                 tp = (k.topic, k.partition)
-                seq = next(self._append_ids)  # log order, below every later append
+                seq = self.runtime.next_sequence()  # log order, below every later append
                 if producer_id >= 0:
                     by_tp = pending.setdefault(producer_id, {}).setdefault(k.group, {})
                     if value is None:
@@ -372,12 +435,12 @@ class GroupCoordinator:
             self.consumer_groups[group_id] = cg
             for member in cg.members.values():
                 self._schedule(
-                    ("cg_session", group_id, member.member_id),
+                    TimerKey(TimerKind.CONSUMER_SESSION, group_id, member.member_id),
                     now_ms + self.config.group_consumer_session_timeout_ms,
                 )
                 if member.state is MemberState.UNREVOKED_PARTITIONS:
                     self._schedule_revocation(group_id, member, now_ms)
-        self.partitions.finish_load(partition)
+        self.runtime.complete_load(partition)
         return self.tick(now_ms)
 
     def _replay_consumer_group_record(
@@ -496,8 +559,7 @@ class GroupCoordinator:
             self._unload(group, effects)
         self.groups.clear()
         self._unload_consumer_groups(None)
-        self.partitions.close()
-        self._timer.clear()
+        self.runtime.close()
         self._revocation_epochs.clear()
         return effects
 
@@ -508,11 +570,11 @@ class GroupCoordinator:
                 group, member, JoinGroupResult(Errors.NOT_COORDINATOR, member.member_id), effects
             )
             self._answer_sync(member, SyncGroupResult(Errors.NOT_COORDINATOR), effects)
-            self._cancel(("heartbeat", group.group_id, member.member_id))
+            self._cancel(TimerKey(TimerKind.HEARTBEAT, group.group_id, member.member_id))
         for member_id in group.pending_members:
-            self._cancel(("pending", group.group_id, member_id))
-        self._cancel(("join", group.group_id))
-        self._cancel(("sync", group.group_id))
+            self._cancel(TimerKey(TimerKind.PENDING_MEMBER, group.group_id, member_id))
+        self._cancel(TimerKey(TimerKind.JOIN, group.group_id))
+        self._cancel(TimerKey(TimerKind.SYNC, group.group_id))
         self._join_phases.pop(group.group_id, None)
 
     # ======================================================================================
@@ -570,7 +632,7 @@ class GroupCoordinator:
         """Kafka: completeAndScheduleNextHeartbeatExpiration."""
         at = now_ms + (member.session_timeout_ms if timeout_ms is None else timeout_ms)
         member.heartbeat_deadline_ms = at
-        self._schedule(("heartbeat", group.group_id, member.member_id), at)
+        self._schedule(TimerKey(TimerKind.HEARTBEAT, group.group_id, member.member_id), at)
 
     def _on_expire_heartbeat(
         self, group_id: str, member_id: str, now_ms: int, effects: Effects
@@ -596,7 +658,7 @@ class GroupCoordinator:
         self, group: GroupMetadata, member_id: str, now_ms: int, effects: Effects
     ) -> None:
         group.pending_members.discard(member_id)
-        self._cancel(("pending", group.group_id, member_id))
+        self._cancel(TimerKey(TimerKind.PENDING_MEMBER, group.group_id, member_id))
         if group.is_(PREPARING):
             self._check_join(group, now_ms, effects)
 
@@ -610,7 +672,7 @@ class GroupCoordinator:
         )
         self._answer_sync(member, SyncGroupResult(Errors.UNKNOWN_MEMBER_ID), effects)
         group.remove(member.member_id)
-        self._cancel(("heartbeat", group.group_id, member.member_id))
+        self._cancel(TimerKey(TimerKind.HEARTBEAT, group.group_id, member.member_id))
         if group.state in (STABLE, COMPLETING):
             self._maybe_prepare_rebalance(group, now_ms, effects)
         elif group.is_(PREPARING):
@@ -627,15 +689,17 @@ class GroupCoordinator:
     def _prepare_rebalance(self, group: GroupMetadata, now_ms: int, effects: Effects) -> None:
         if group.is_(COMPLETING):
             self._reset_and_propagate_assignment_error(group, Errors.REBALANCE_IN_PROGRESS, effects)
-        self._cancel(("sync", group.group_id))
+        self._cancel(TimerKey(TimerKind.SYNC, group.group_id))
         self._sync_generation.pop(group.group_id, None)
         if group.is_(EMPTY):
             delay = self.config.group_initial_rebalance_delay_ms
             phase = _JoinPhase(True, delay, max(group.rebalance_timeout_ms() - delay, 0))
-            self._schedule(("join", group.group_id), now_ms + delay)
+            self._schedule(TimerKey(TimerKind.JOIN, group.group_id), now_ms + delay)
         else:
             phase = _JoinPhase(False)
-            self._schedule(("join", group.group_id), now_ms + group.rebalance_timeout_ms())
+            self._schedule(
+                TimerKey(TimerKind.JOIN, group.group_id), now_ms + group.rebalance_timeout_ms()
+            )
         self._join_phases[group.group_id] = phase
         group.transition_to(PREPARING, now_ms)
         self._check_join(group, now_ms, effects)
@@ -647,7 +711,7 @@ class GroupCoordinator:
         if phase is None or phase.initial or not group.is_(PREPARING):
             return
         if group.has_all_members_joined():
-            self._cancel(("join", group.group_id))
+            self._cancel(TimerKey(TimerKind.JOIN, group.group_id))
             self._on_complete_join(group, now_ms, effects)
 
     def _on_join_deadline(self, group_id: str, now_ms: int, effects: Effects) -> None:
@@ -662,7 +726,7 @@ class GroupCoordinator:
             self._join_phases[group_id] = _JoinPhase(
                 True, delay, max(phase.remaining_ms - delay, 0)
             )
-            self._schedule(("join", group_id), now_ms + delay)
+            self._schedule(TimerKey(TimerKind.JOIN, group_id), now_ms + delay)
             return
         self._on_complete_join(group, now_ms, effects)
 
@@ -670,18 +734,20 @@ class GroupCoordinator:
         """Kafka: onCompleteJoin. Dynamic members that did not rejoin are dropped;
         a new generation starts and every waiting JoinGroup is answered."""
         self._join_phases.pop(group.group_id, None)
-        self._cancel(("join", group.group_id))
+        self._cancel(TimerKey(TimerKind.JOIN, group.group_id))
         for member in group.not_yet_rejoined_members():
             if not member.is_static:
                 group.remove(member.member_id)
-                self._cancel(("heartbeat", group.group_id, member.member_id))
+                self._cancel(TimerKey(TimerKind.HEARTBEAT, group.group_id, member.member_id))
         if group.is_(DEAD):
             return
         if not group.maybe_elect_new_joined_leader() and group.members:
             # only static members that have not rejoined remain: wait for them, or for
             # their sessions to expire
             self._join_phases[group.group_id] = _JoinPhase(False)
-            self._schedule(("join", group.group_id), now_ms + group.rebalance_timeout_ms())
+            self._schedule(
+                TimerKey(TimerKind.JOIN, group.group_id), now_ms + group.rebalance_timeout_ms()
+            )
             return
         group.new_member_added = False
         group.init_next_generation(now_ms)
@@ -707,7 +773,9 @@ class GroupCoordinator:
             member.is_new = False
             group.pending_sync_members.add(member.member_id)
         self._sync_generation[group.group_id] = group.generation_id
-        self._schedule(("sync", group.group_id), now_ms + group.rebalance_timeout_ms())
+        self._schedule(
+            TimerKey(TimerKind.SYNC, group.group_id), now_ms + group.rebalance_timeout_ms()
+        )
 
     def _on_expire_pending_sync(self, group_id: str, now_ms: int, effects: Effects) -> None:
         """Kafka: onExpirePendingSync. Members that never sent SyncGroup are removed."""
@@ -725,13 +793,13 @@ class GroupCoordinator:
                     effects,
                 )
                 group.remove(member_id)
-                self._cancel(("heartbeat", group_id, member_id))
+                self._cancel(TimerKey(TimerKind.HEARTBEAT, group_id, member_id))
             self._prepare_rebalance(group, now_ms, effects)
 
     def _remove_pending_sync_member(self, group: GroupMetadata, member_id: str) -> None:
         group.pending_sync_members.discard(member_id)
         if group.state in (COMPLETING, STABLE) and not group.pending_sync_members:
-            self._cancel(("sync", group.group_id))
+            self._cancel(TimerKey(TimerKind.SYNC, group.group_id))
             self._sync_generation.pop(group.group_id, None)
 
     def _reset_and_propagate_assignment_error(
@@ -788,18 +856,16 @@ class GroupCoordinator:
         group: GroupMetadata,
         assignment: dict[str, bytes],
         now_ms: int,
-        pending: _PendingAppend | None,
+        waiting: tuple[AppendKind, Hashable, SyncAppend | StaticRejoinAppend] | None,
     ) -> AppendRecords:
+        """The group record; `waiting` (kind, request, payload): what its commit answers."""
         value = rec.group_metadata_value(self._group_record(group, assignment, now_ms))
+        partition = self.partition_for(group.group_id)
         append_id = None
-        if pending is not None:
-            append_id = next(self._append_ids)
-            self._appends[append_id] = pending
+        if waiting is not None:
+            append_id = self.runtime.add_append(waiting[0], partition, waiting[1], waiting[2])
         return AppendRecords(
-            self.partition_for(group.group_id),
-            ((rec.group_metadata_key(group.group_id), value),),
-            now_ms,
-            append_id,
+            partition, ((rec.group_metadata_key(group.group_id), value),), now_ms, append_id
         )
 
     def append_completed(
@@ -808,30 +874,40 @@ class GroupCoordinator:
         """The append asked for by AppendRecords(append_id) is acknowledged (error
         NONE, after acks=all) or failed with `error`."""
         effects = self._begin(now_ms, None)
-        pending = self._appends.pop(append_id, None)
+        pending = self.runtime.take_append(append_id)
         if pending is None:
             return self._end(effects, now_ms)
         error = Errors(error)
-        group = pending.group
-        live = self.groups.get(group.group_id) is group and not group.is_(DEAD)
-        if pending.kind == "sync":
-            generation, assignment = pending.data
-            if live and group.is_(COMPLETING) and group.generation_id == generation:
-                if error != Errors.NONE:
-                    self._reset_and_propagate_assignment_error(
-                        group, store_group_error(error), effects
-                    )
-                    self._maybe_prepare_rebalance(group, now_ms, effects)
-                else:
-                    self._set_and_propagate_assignment(group, assignment, now_ms, effects)
-                    group.transition_to(STABLE, now_ms)
-        elif pending.kind == "static":
-            self._complete_static_rejoin(group, pending, error, now_ms, effects)
-        elif pending.kind == "offsets":
-            self._complete_offset_commit(group, live, pending, error, effects)
-        elif pending.kind == "txn_offsets":
-            self._complete_txn_offset_commit(group, pending, error, effects)
+        payload = pending.payload
+        if isinstance(payload, SyncAppend):
+            self._complete_sync(payload, error, now_ms, effects)
+        elif isinstance(payload, StaticRejoinAppend):
+            self._complete_static_rejoin(pending, payload, error, now_ms, effects)
+        elif pending.kind is AppendKind.OFFSETS:
+            self._complete_offset_commit(pending, payload, error, effects)
+        else:
+            self._complete_txn_offset_commit(pending, payload, error, effects)
         return self._end(effects, now_ms)
+
+    def _live(self, group: GroupMetadata) -> bool:
+        """The group an append was for is still the one served (not unloaded, not Dead)."""
+        return self.groups.get(group.group_id) is group and not group.is_(DEAD)
+
+    def _complete_sync(
+        self, payload: SyncAppend, error: Errors, now_ms: int, effects: Effects
+    ) -> None:
+        group = payload.group
+        if (
+            self._live(group)
+            and group.is_(COMPLETING)
+            and group.generation_id == payload.generation
+        ):
+            if error != Errors.NONE:
+                self._reset_and_propagate_assignment_error(group, store_group_error(error), effects)
+                self._maybe_prepare_rebalance(group, now_ms, effects)
+            else:
+                self._set_and_propagate_assignment(group, payload.assignment, now_ms, effects)
+                group.transition_to(STABLE, now_ms)
 
     # ======================================================================================
     # JoinGroup
@@ -888,7 +964,7 @@ class GroupCoordinator:
         if not self._accept_joining_member(group, member_id):
             if group.has(member_id):
                 group.remove(member_id)
-                self._cancel(("heartbeat", group_id, member_id))
+                self._cancel(TimerKey(TimerKind.HEARTBEAT, group_id, member_id))
             effects.append(
                 Respond(request, JoinGroupResult(Errors.GROUP_MAX_SIZE_REACHED, UNKNOWN_MEMBER_ID))
             )
@@ -954,7 +1030,10 @@ class GroupCoordinator:
                 return
         elif require_known_member_id:
             group.pending_members.add(new_id)
-            self._schedule(("pending", group.group_id, new_id), now_ms + session_timeout_ms)
+            self._schedule(
+                TimerKey(TimerKind.PENDING_MEMBER, group.group_id, new_id),
+                now_ms + session_timeout_ms,
+            )
             effects.append(Respond(request, JoinGroupResult(Errors.MEMBER_ID_REQUIRED, new_id)))
             return
         self._add_member_and_rebalance(
@@ -974,7 +1053,7 @@ class GroupCoordinator:
         if not group.supports_protocols(protocol_type, protocols):
             return answer(Errors.INCONSISTENT_GROUP_PROTOCOL)
         if member_id in group.pending_members:
-            self._cancel(("pending", group.group_id, member_id))
+            self._cancel(TimerKey(TimerKind.PENDING_MEMBER, group.group_id, member_id))
             self._add_member_and_rebalance(
                 group, member_id, instance_id, client_id, client_host, rebalance_timeout_ms,
                 session_timeout_ms, protocol_type, protocols, request, now_ms, effects,
@@ -1074,7 +1153,7 @@ class GroupCoordinator:
         self._answer_sync(old, SyncGroupResult(Errors.FENCED_INSTANCE_ID), effects)
         saved = (list(old.protocols), old.rebalance_timeout_ms, old.session_timeout_ms)
         member = group.replace_static_member(instance_id, old_id, new_id)
-        self._cancel(("heartbeat", group.group_id, old_id))
+        self._cancel(TimerKey(TimerKind.HEARTBEAT, group.group_id, old_id))
         self._schedule_heartbeat(group, member, now_ms)
         member.protocols = protocols
         member.rebalance_timeout_ms = rebalance_timeout_ms
@@ -1083,18 +1162,32 @@ class GroupCoordinator:
         if group.is_(STABLE):
             if group.protocol_name == group.select_protocol():
                 assignment = {m.member_id: m.assignment for m in group.members.values()}
-                pending = _PendingAppend(
-                    "static", group, request, (instance_id, old_id, new_id, saved, current_leader)
+                payload = StaticRejoinAppend(
+                    group, instance_id, old_id, new_id, saved, current_leader
                 )
-                effects.append(self._group_append(group, assignment, now_ms, pending))
+                waiting = (AppendKind.STATIC_REJOIN, request, payload)
+                effects.append(self._group_append(group, assignment, now_ms, waiting))
             else:
                 self._maybe_prepare_rebalance(group, now_ms, effects)
         elif group.is_(COMPLETING):
             self._prepare_rebalance(group, now_ms, effects)
         # PreparingRebalance: the member now simply waits with the others
 
-    def _complete_static_rejoin(self, group, pending, error, now_ms, effects) -> None:
-        instance_id, old_id, new_id, saved, current_leader = pending.data
+    def _complete_static_rejoin(
+        self,
+        pending: GroupPendingAppend,
+        payload: StaticRejoinAppend,
+        error: Errors,
+        now_ms: int,
+        effects: Effects,
+    ) -> None:
+        group, instance_id, old_id, new_id = (
+            payload.group,
+            payload.instance_id,
+            payload.old_id,
+            payload.new_id,
+        )
+        saved, current_leader = payload.saved, payload.current_leader
         if not group.has(new_id):
             return
         member = group.get(new_id)
@@ -1104,7 +1197,7 @@ class GroupCoordinator:
         if error != Errors.NONE:
             member.protocols, member.rebalance_timeout_ms, member.session_timeout_ms = saved
             group.replace_static_member(instance_id, new_id, old_id)
-            self._cancel(("heartbeat", group.group_id, new_id))
+            self._cancel(TimerKey(TimerKind.HEARTBEAT, group.group_id, new_id))
             self._schedule_heartbeat(group, member, now_ms)
             result = JoinGroupResult(
                 store_group_error(error),
@@ -1217,8 +1310,9 @@ class GroupCoordinator:
             if group.is_leader(member_id):
                 given = {k: bytes(v) for k, v in (assignments or {}).items()}
                 assignment = {m: given.get(m, b"") for m in group.members}
-                pending = _PendingAppend("sync", group, request, (group.generation_id, assignment))
-                effects.append(self._group_append(group, assignment, now_ms, pending))
+                payload = SyncAppend(group, group.generation_id, assignment)
+                waiting = (AppendKind.SYNC, request, payload)
+                effects.append(self._group_append(group, assignment, now_ms, waiting))
         else:  # Stable: the assignment is already known
             self._remove_pending_sync_member(group, member_id)
             effects.append(
@@ -1429,20 +1523,20 @@ class GroupCoordinator:
                 )
             )
             return
-        append_id = next(self._append_ids)
         producer_id, producer_epoch = producer if producer is not None else (-1, -1)
+        kind = AppendKind.OFFSETS if producer is None else AppendKind.TXN_OFFSETS
+        append_id = self.runtime.add_append(
+            kind,
+            self.partition_for(group.group_id),
+            request,
+            OffsetsAppend(group, to_write, frozenset(too_large), producer_id),
+        )
         if producer is None:
             for tp in to_write:
                 group.pending_offset_commits[tp] = group.pending_offset_commits.get(tp, 0) + 1
-            self._appends[append_id] = _PendingAppend(
-                "offsets", group, request, (to_write, too_large, append_id)
-            )
         else:  # Kafka: prepareTxnOffsetCommit, before the append
             mine = group.pending_transactional_offset_commits.setdefault(producer_id, {})
             mine.update({tp: (om, append_id) for tp, om in to_write.items()})
-            self._appends[append_id] = _PendingAppend(
-                "txn_offsets", group, request, (to_write, too_large, append_id, producer_id)
-            )
         records = tuple(
             (rec.offset_commit_key(group.group_id, t, p), rec.offset_commit_value(om))
             for (t, p), om in to_write.items()
@@ -1458,8 +1552,12 @@ class GroupCoordinator:
             )
         )
 
-    def _complete_offset_commit(self, group, live, pending, error, effects) -> None:
-        to_write, too_large, seq = pending.data
+    def _complete_offset_commit(
+        self, pending: GroupPendingAppend, payload: AppendPayload, error: Errors, effects: Effects
+    ) -> None:
+        assert isinstance(payload, OffsetsAppend)
+        group, to_write, too_large = payload.group, payload.to_write, payload.too_large
+        seq, live = pending.append_id, self._live(payload.group)
         for tp, om in to_write.items():
             left = group.pending_offset_commits.get(tp, 0) - 1
             if left > 0:
@@ -1474,11 +1572,15 @@ class GroupCoordinator:
         result.update({tp: Errors.OFFSET_METADATA_TOO_LARGE for tp in too_large})
         effects.append(Respond(pending.request, OffsetCommitResult(result)))
 
-    def _complete_txn_offset_commit(self, group, pending, error, effects) -> None:
+    def _complete_txn_offset_commit(
+        self, pending: GroupPendingAppend, payload: AppendPayload, error: Errors, effects: Effects
+    ) -> None:
         """A TxnOffsetCommit's records are written (they stay pending until the
         transaction ends) or failed (Kafka: failPendingTxnOffsetCommit: dropped,
         unless a newer commit of the same producer replaced them meanwhile)."""
-        to_write, too_large, seq, producer_id = pending.data
+        assert isinstance(payload, OffsetsAppend)
+        group, to_write, too_large = payload.group, payload.to_write, payload.too_large
+        seq, producer_id = pending.append_id, payload.producer_id
         if error != Errors.NONE:
             mine = group.pending_transactional_offset_commits.get(producer_id, {})
             for tp in to_write:
@@ -2094,13 +2196,13 @@ class GroupCoordinator:
         was_revoking = member.state is MemberState.UNREVOKED_PARTITIONS
         group.reconcile(member, owned_partitions)
         self._schedule(
-            ("cg_session", group_id, member_id),
+            TimerKey(TimerKind.CONSUMER_SESSION, group_id, member_id),
             now_ms + self.config.group_consumer_session_timeout_ms,
         )
         if member.state is MemberState.UNREVOKED_PARTITIONS and not was_revoking:
             self._schedule_revocation(group_id, member, now_ms)
         elif member.state is not MemberState.UNREVOKED_PARTITIONS:
-            self._cancel(("cg_revocation", group_id, member_id))
+            self._cancel(TimerKey(TimerKind.CONSUMER_REVOCATION, group_id, member_id))
             self._revocation_epochs.pop((group_id, member_id), None)
         send = (
             owned_partitions is not None
@@ -2135,12 +2237,13 @@ class GroupCoordinator:
         """The member must revoke within its rebalance timeout, at this epoch."""
         self._revocation_epochs[(group_id, member.member_id)] = member.member_epoch
         self._schedule(
-            ("cg_revocation", group_id, member.member_id), now_ms + member.rebalance_timeout_ms
+            TimerKey(TimerKind.CONSUMER_REVOCATION, group_id, member.member_id),
+            now_ms + member.rebalance_timeout_ms,
         )
 
     def _cancel_cg_deadlines(self, group_id: str, member_id: str) -> None:
-        self._cancel(("cg_session", group_id, member_id))
-        self._cancel(("cg_revocation", group_id, member_id))
+        self._cancel(TimerKey(TimerKind.CONSUMER_SESSION, group_id, member_id))
+        self._cancel(TimerKey(TimerKind.CONSUMER_REVOCATION, group_id, member_id))
         self._revocation_epochs.pop((group_id, member_id), None)
 
     def _remove_consumer_group_member(self, group: ConsumerGroup, member_id: str) -> None:
