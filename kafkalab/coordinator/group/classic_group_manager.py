@@ -1,0 +1,942 @@
+"""ClassicGroupManager: the classic group protocol (JoinGroup, SyncGroup, Heartbeat,
+LeaveGroup) and its rebalances.
+
+Kafka's classes: kafka.coordinator.group.GroupCoordinator in 3.x (with DelayedJoin,
+InitialDelayedJoin, DelayedSync, DelayedHeartbeat), the classicGroup* half of
+org.apache.kafka.coordinator.group.GroupMetadataManager in 4.x.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from kafkalab.coordinator.group import coordinator_records as rec
+from kafkalab.coordinator.group.coordinator_records import (
+    GroupMetadataRecord,
+    MemberRecord,
+)
+from kafkalab.coordinator.group.group_config import NEW_MEMBER_JOIN_TIMEOUT_MS
+from kafkalab.coordinator.group.group_metadata import GroupMetadata
+from kafkalab.coordinator.group.group_runtime import (
+    COMPLETING,
+    DEAD,
+    EMPTY,
+    PREPARING,
+    STABLE,
+    UNKNOWN_MEMBER_ID,
+    AppendKind,
+    GroupPendingAppend,
+    StaticRejoinAppend,
+    SyncAppend,
+    TimerKey,
+    TimerKind,
+)
+from kafkalab.coordinator.group.member_metadata import MemberMetadata
+from kafkalab.coordinator.group.results import (
+    AppendRecords,
+    Effects,
+    HeartbeatResult,
+    JoinGroupMember,
+    JoinGroupResult,
+    LeaveGroupResult,
+    LeaveMemberResult,
+    Respond,
+    SyncGroupResult,
+)
+from kafkalab.errors import Errors
+
+if TYPE_CHECKING:
+    from kafkalab.coordinator.group.group_coordinator import GroupCoordinator
+
+
+def store_group_error(error: Errors) -> Errors:
+    """What a failed write of the group record becomes for the client (Kafka: storeGroup)."""
+    if error in (
+        Errors.UNKNOWN_TOPIC_OR_PARTITION,
+        Errors.NOT_ENOUGH_REPLICAS,
+        Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    ):
+        return Errors.COORDINATOR_NOT_AVAILABLE
+    if error in (Errors.NOT_LEADER_OR_FOLLOWER, Errors.KAFKA_STORAGE_ERROR):
+        return Errors.NOT_COORDINATOR
+    if error == Errors.REQUEST_TIMED_OUT:
+        return Errors.REBALANCE_IN_PROGRESS
+    if error in (Errors.MESSAGE_TOO_LARGE, Errors.RECORD_LIST_TOO_LARGE, Errors.INVALID_FETCH_SIZE):
+        return Errors.UNKNOWN_SERVER_ERROR
+    return error
+
+
+@dataclass
+class _JoinPhase:
+    """The pending end of a join phase (Kafka: DelayedJoin / InitialDelayedJoin)."""
+
+    initial: bool
+    delay_ms: int = 0
+    remaining_ms: int = 0
+
+
+class ClassicGroupManager:
+    """The classic groups of a GroupCoordinator."""
+
+    def __init__(
+        self, shard: GroupCoordinator, member_id_factory: Callable[[str, str | None], str]
+    ) -> None:
+        self.shard = shard
+        self.member_id_factory = member_id_factory
+        self._join_phases: dict[str, _JoinPhase] = {}
+        self._sync_generation: dict[str, int] = {}
+
+    def group_from_record(
+        self, group_id: str, r: GroupMetadataRecord | None, now_ms: int
+    ) -> GroupMetadata:
+        if r is None:  # offsets only: a group that uses Kafka just to store offsets
+            return GroupMetadata(group_id, EMPTY, now_ms)
+        group = GroupMetadata(
+            group_id,
+            STABLE if r.members else EMPTY,
+            r.current_state_timestamp,
+            protocol_type=r.protocol_type or None,
+            protocol_name=r.protocol,
+            generation_id=r.generation,
+            leader_id=r.leader if r.members else None,
+        )
+        for m in r.members:
+            member = MemberMetadata(
+                m.member_id,
+                m.group_instance_id,
+                m.client_id,
+                m.client_host,
+                m.rebalance_timeout_ms,
+                m.session_timeout_ms,
+                r.protocol_type,
+                [(r.protocol or "", m.subscription)],
+                assignment=m.assignment,
+            )
+            group.members[m.member_id] = member
+            if m.group_instance_id is not None:
+                group.static_members[m.group_instance_id] = m.member_id
+            self.schedule_heartbeat(group, member, now_ms)
+        group.subscribed_topics = group.compute_subscribed_topics()
+        return group
+
+    def unload_group(self, group: GroupMetadata, effects: Effects) -> None:
+        group.transition_to(DEAD, group.state_timestamp_ms)
+        for member in group.members.values():
+            self._answer_join(
+                group, member, JoinGroupResult(Errors.NOT_COORDINATOR, member.member_id), effects
+            )
+            self._answer_sync(member, SyncGroupResult(Errors.NOT_COORDINATOR), effects)
+            self.shard.cancel(TimerKey(TimerKind.HEARTBEAT, group.group_id, member.member_id))
+        for member_id in group.pending_members:
+            self.shard.cancel(TimerKey(TimerKind.PENDING_MEMBER, group.group_id, member_id))
+        self.shard.cancel(TimerKey(TimerKind.JOIN, group.group_id))
+        self.shard.cancel(TimerKey(TimerKind.SYNC, group.group_id))
+        self._join_phases.pop(group.group_id, None)
+
+    # ======================================================================================
+    # answering parked requests
+    # ======================================================================================
+
+    @staticmethod
+    def _answer_join(
+        group: GroupMetadata, member: MemberMetadata, result: JoinGroupResult, effects: Effects
+    ) -> bool:
+        if member.join_request is None:
+            return False
+        effects.append(Respond(member.join_request, result))
+        member.join_request = None
+        return True
+
+    @staticmethod
+    def _answer_sync(member: MemberMetadata, result: SyncGroupResult, effects: Effects) -> bool:
+        if member.sync_request is None:
+            return False
+        effects.append(Respond(member.sync_request, result))
+        member.sync_request = None
+        return True
+
+    @staticmethod
+    def _await_join(member: MemberMetadata, request: Hashable, effects: Effects) -> None:
+        if member.join_request is not None and member.join_request != request:
+            effects.append(
+                Respond(
+                    member.join_request,
+                    JoinGroupResult(Errors.REBALANCE_IN_PROGRESS, member.member_id),
+                )
+            )
+        member.join_request = request
+
+    @staticmethod
+    def _await_sync(member: MemberMetadata, request: Hashable, effects: Effects) -> None:
+        if member.sync_request is not None and member.sync_request != request:
+            effects.append(
+                Respond(member.sync_request, SyncGroupResult(Errors.REBALANCE_IN_PROGRESS))
+            )
+        member.sync_request = request
+
+    # ======================================================================================
+    # heartbeats and session timeouts
+    # ======================================================================================
+
+    def schedule_heartbeat(
+        self,
+        group: GroupMetadata,
+        member: MemberMetadata,
+        now_ms: int,
+        timeout_ms: int | None = None,
+    ) -> None:
+        """Kafka: completeAndScheduleNextHeartbeatExpiration."""
+        at = now_ms + (member.session_timeout_ms if timeout_ms is None else timeout_ms)
+        member.heartbeat_deadline_ms = at
+        self.shard.schedule(TimerKey(TimerKind.HEARTBEAT, group.group_id, member.member_id), at)
+
+    def on_expire_heartbeat(
+        self, group_id: str, member_id: str, now_ms: int, effects: Effects
+    ) -> None:
+        group = self.shard.groups.get(group_id)
+        if group is None or group.is_(DEAD) or not group.has(member_id):
+            return
+        member = group.get(member_id)
+        member.heartbeat_deadline_ms = None
+        if not member.is_new and (member.is_awaiting_join or member.is_awaiting_sync):
+            return  # members waiting in a rebalance need not heartbeat
+        self._remove_member_and_update_group(group, member, now_ms, effects)
+
+    def on_expire_pending_member(
+        self, group_id: str, member_id: str, now_ms: int, effects: Effects
+    ) -> None:
+        group = self.shard.groups.get(group_id)
+        if group is None or group.is_(DEAD):
+            return
+        self._remove_pending_member_and_update_group(group, member_id, now_ms, effects)
+
+    def _remove_pending_member_and_update_group(
+        self, group: GroupMetadata, member_id: str, now_ms: int, effects: Effects
+    ) -> None:
+        group.pending_members.discard(member_id)
+        self.shard.cancel(TimerKey(TimerKind.PENDING_MEMBER, group.group_id, member_id))
+        if group.is_(PREPARING):
+            self._check_join(group, now_ms, effects)
+
+    def _remove_member_and_update_group(
+        self, group: GroupMetadata, member: MemberMetadata, now_ms: int, effects: Effects
+    ) -> None:
+        """Kafka: removeMemberAndUpdateGroup. A waiting JoinGroup is answered with
+        UNKNOWN_MEMBER_ID so that a live client rejoins as a new member."""
+        self._answer_join(
+            group, member, JoinGroupResult(Errors.UNKNOWN_MEMBER_ID, UNKNOWN_MEMBER_ID), effects
+        )
+        self._answer_sync(member, SyncGroupResult(Errors.UNKNOWN_MEMBER_ID), effects)
+        group.remove(member.member_id)
+        self.shard.cancel(TimerKey(TimerKind.HEARTBEAT, group.group_id, member.member_id))
+        if group.state in (STABLE, COMPLETING):
+            self._maybe_prepare_rebalance(group, now_ms, effects)
+        elif group.is_(PREPARING):
+            self._check_join(group, now_ms, effects)
+
+    # ======================================================================================
+    # rebalances
+    # ======================================================================================
+
+    def _maybe_prepare_rebalance(self, group: GroupMetadata, now_ms: int, effects: Effects) -> None:
+        if group.can_rebalance():
+            self._prepare_rebalance(group, now_ms, effects)
+
+    def _prepare_rebalance(self, group: GroupMetadata, now_ms: int, effects: Effects) -> None:
+        if group.is_(COMPLETING):
+            self._reset_and_propagate_assignment_error(group, Errors.REBALANCE_IN_PROGRESS, effects)
+        self.shard.cancel(TimerKey(TimerKind.SYNC, group.group_id))
+        self._sync_generation.pop(group.group_id, None)
+        if group.is_(EMPTY):
+            delay = self.shard.config.group_initial_rebalance_delay_ms
+            phase = _JoinPhase(True, delay, max(group.rebalance_timeout_ms() - delay, 0))
+            self.shard.schedule(TimerKey(TimerKind.JOIN, group.group_id), now_ms + delay)
+        else:
+            phase = _JoinPhase(False)
+            self.shard.schedule(
+                TimerKey(TimerKind.JOIN, group.group_id), now_ms + group.rebalance_timeout_ms()
+            )
+        self._join_phases[group.group_id] = phase
+        group.transition_to(PREPARING, now_ms)
+        self._check_join(group, now_ms, effects)
+
+    def _check_join(self, group: GroupMetadata, now_ms: int, effects: Effects) -> None:
+        """Kafka: rebalancePurgatory.checkAndComplete(GroupJoinKey): a DelayedJoin
+        completes once every member has rejoined; an InitialDelayedJoin never early."""
+        phase = self._join_phases.get(group.group_id)
+        if phase is None or phase.initial or not group.is_(PREPARING):
+            return
+        if group.has_all_members_joined():
+            self.shard.cancel(TimerKey(TimerKind.JOIN, group.group_id))
+            self._on_complete_join(group, now_ms, effects)
+
+    def on_join_deadline(self, group_id: str, now_ms: int, effects: Effects) -> None:
+        group = self.shard.groups.get(group_id)
+        phase = self._join_phases.get(group_id)
+        if group is None or phase is None:
+            return
+        if phase.initial and group.new_member_added and phase.remaining_ms != 0:
+            # members keep arriving: wait again, but never past rebalance.timeout.ms
+            group.new_member_added = False
+            delay = min(self.shard.config.group_initial_rebalance_delay_ms, phase.remaining_ms)
+            self._join_phases[group_id] = _JoinPhase(
+                True, delay, max(phase.remaining_ms - delay, 0)
+            )
+            self.shard.schedule(TimerKey(TimerKind.JOIN, group_id), now_ms + delay)
+            return
+        self._on_complete_join(group, now_ms, effects)
+
+    def _on_complete_join(self, group: GroupMetadata, now_ms: int, effects: Effects) -> None:
+        """Kafka: onCompleteJoin. Dynamic members that did not rejoin are dropped;
+        a new generation starts and every waiting JoinGroup is answered."""
+        self._join_phases.pop(group.group_id, None)
+        self.shard.cancel(TimerKey(TimerKind.JOIN, group.group_id))
+        for member in group.not_yet_rejoined_members():
+            if not member.is_static:
+                group.remove(member.member_id)
+                self.shard.cancel(TimerKey(TimerKind.HEARTBEAT, group.group_id, member.member_id))
+        if group.is_(DEAD):
+            return
+        if not group.maybe_elect_new_joined_leader() and group.members:
+            # only static members that have not rejoined remain: wait for them, or for
+            # their sessions to expire
+            self._join_phases[group.group_id] = _JoinPhase(False)
+            self.shard.schedule(
+                TimerKey(TimerKind.JOIN, group.group_id), now_ms + group.rebalance_timeout_ms()
+            )
+            return
+        group.new_member_added = False
+        group.init_next_generation(now_ms)
+        if group.is_(EMPTY):
+            effects.append(self._group_append(group, {}, now_ms, None))
+            return
+        everyone = tuple(
+            JoinGroupMember(m.member_id, m.group_instance_id, m.metadata(group.protocol_name))
+            for m in group.members.values()
+        )
+        for member in group.members.values():
+            result = JoinGroupResult(
+                Errors.NONE,
+                member.member_id,
+                group.generation_id,
+                group.protocol_type,
+                group.protocol_name,
+                group.leader_id or "",
+                everyone if group.is_leader(member.member_id) else (),
+            )
+            self._answer_join(group, member, result, effects)
+            self.schedule_heartbeat(group, member, now_ms)
+            member.is_new = False
+            group.pending_sync_members.add(member.member_id)
+        self._sync_generation[group.group_id] = group.generation_id
+        self.shard.schedule(
+            TimerKey(TimerKind.SYNC, group.group_id), now_ms + group.rebalance_timeout_ms()
+        )
+
+    def on_expire_pending_sync(self, group_id: str, now_ms: int, effects: Effects) -> None:
+        """Kafka: onExpirePendingSync. Members that never sent SyncGroup are removed."""
+        group = self.shard.groups.get(group_id)
+        generation = self._sync_generation.pop(group_id, None)
+        if group is None or generation != group.generation_id:
+            return
+        if group.state in (COMPLETING, STABLE) and group.pending_sync_members:
+            for member_id in list(group.pending_sync_members):
+                member = group.get(member_id)
+                self._answer_join(
+                    group,
+                    member,
+                    JoinGroupResult(Errors.UNKNOWN_MEMBER_ID, UNKNOWN_MEMBER_ID),
+                    effects,
+                )
+                group.remove(member_id)
+                self.shard.cancel(TimerKey(TimerKind.HEARTBEAT, group_id, member_id))
+            self._prepare_rebalance(group, now_ms, effects)
+
+    def _remove_pending_sync_member(self, group: GroupMetadata, member_id: str) -> None:
+        group.pending_sync_members.discard(member_id)
+        if group.state in (COMPLETING, STABLE) and not group.pending_sync_members:
+            self.shard.cancel(TimerKey(TimerKind.SYNC, group.group_id))
+            self._sync_generation.pop(group.group_id, None)
+
+    def _reset_and_propagate_assignment_error(
+        self, group: GroupMetadata, error: Errors, effects: Effects
+    ) -> None:
+        for member in group.members.values():
+            member.assignment = b""
+        for member in group.members.values():
+            self._answer_sync(member, SyncGroupResult(error), effects)
+
+    def _set_and_propagate_assignment(
+        self, group: GroupMetadata, assignment: dict[str, bytes], now_ms: int, effects: Effects
+    ) -> None:
+        for member in group.members.values():
+            member.assignment = assignment.get(member.member_id, b"")
+        for member in group.members.values():
+            result = SyncGroupResult(
+                Errors.NONE, group.protocol_type, group.protocol_name, member.assignment
+            )
+            if self._answer_sync(member, result, effects):
+                self.schedule_heartbeat(group, member, now_ms)
+
+    # ======================================================================================
+    # writes to __consumer_offsets
+    # ======================================================================================
+
+    def _group_record(
+        self, group: GroupMetadata, assignment: dict[str, bytes], now_ms: int
+    ) -> GroupMetadataRecord:
+        members = tuple(
+            MemberRecord(
+                m.member_id,
+                m.group_instance_id,
+                m.client_id,
+                m.client_host,
+                m.rebalance_timeout_ms,
+                m.session_timeout_ms,
+                m.metadata(group.protocol_name) if group.protocol_name else b"",
+                assignment.get(m.member_id, b""),
+            )
+            for m in group.members.values()
+        )
+        return GroupMetadataRecord(
+            group.protocol_type or "",
+            group.generation_id,
+            group.protocol_name,
+            group.leader_id,
+            group.state_timestamp_ms,
+            members,
+        )
+
+    def _group_append(
+        self,
+        group: GroupMetadata,
+        assignment: dict[str, bytes],
+        now_ms: int,
+        waiting: tuple[AppendKind, Hashable, SyncAppend | StaticRejoinAppend] | None,
+    ) -> AppendRecords:
+        """The group record; `waiting` (kind, request, payload): what its commit answers."""
+        value = rec.group_metadata_value(self._group_record(group, assignment, now_ms))
+        partition = self.shard.partition_for(group.group_id)
+        append_id = None
+        if waiting is not None:
+            append_id = self.shard.runtime.add_append(waiting[0], partition, waiting[1], waiting[2])
+        return AppendRecords(
+            partition, ((rec.group_metadata_key(group.group_id), value),), now_ms, append_id
+        )
+
+    def complete_sync(
+        self, payload: SyncAppend, error: Errors, now_ms: int, effects: Effects
+    ) -> None:
+        group = payload.group
+        if (
+            self.shard.is_live(group)
+            and group.is_(COMPLETING)
+            and group.generation_id == payload.generation
+        ):
+            if error != Errors.NONE:
+                self._reset_and_propagate_assignment_error(group, store_group_error(error), effects)
+                self._maybe_prepare_rebalance(group, now_ms, effects)
+            else:
+                self._set_and_propagate_assignment(group, payload.assignment, now_ms, effects)
+                group.transition_to(STABLE, now_ms)
+
+    # ======================================================================================
+    # JoinGroup
+    # ======================================================================================
+
+    def join_group(
+        self,
+        group_id: str,
+        member_id: str,
+        *,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int | None = None,
+        group_instance_id: str | None = None,
+        client_id: str = "",
+        client_host: str = "",
+        require_known_member_id: bool = True,
+        now_ms: int,
+        request: Hashable | None = None,
+    ) -> Effects:
+        """JoinGroup. `require_known_member_id` is true for JoinGroup v4+ (a new
+        dynamic member first gets MEMBER_ID_REQUIRED and its id, then rejoins with
+        it); `rebalance_timeout_ms` defaults to the session timeout, as for v0."""
+        effects = self.shard.begin_call(now_ms, request)
+        request = effects.request
+        rebalance_timeout_ms = (
+            session_timeout_ms if rebalance_timeout_ms is None else rebalance_timeout_ms
+        )
+        protocols = [(name, bytes(meta)) for name, meta in protocols]
+
+        def answer(error: Errors, mid: str = member_id) -> Effects:
+            effects.append(Respond(request, JoinGroupResult(error, mid)))
+            return self.shard.end_call(effects, now_ms)
+
+        error = self.shard.group_status(group_id, "join_group")
+        if error is not None:
+            return answer(error)
+        if not (
+            self.shard.config.group_min_session_timeout_ms
+            <= session_timeout_ms
+            <= self.shard.config.group_max_session_timeout_ms
+        ):
+            return answer(Errors.INVALID_SESSION_TIMEOUT)
+        consumer = self.shard.consumer_groups.get(group_id)
+        if consumer is not None and consumer.members:
+            return answer(Errors.INCONSISTENT_GROUP_PROTOCOL)  # a KIP-848 group has this id
+        is_unknown = member_id == UNKNOWN_MEMBER_ID
+        group = self.shard.groups.get(group_id)
+        if group is None:
+            if not is_unknown:
+                return answer(Errors.UNKNOWN_MEMBER_ID)
+            group = self.shard.groups[group_id] = GroupMetadata(group_id, EMPTY, now_ms)
+        if not self._accept_joining_member(group, member_id):
+            if group.has(member_id):
+                group.remove(member_id)
+                self.shard.cancel(TimerKey(TimerKind.HEARTBEAT, group_id, member_id))
+            effects.append(
+                Respond(request, JoinGroupResult(Errors.GROUP_MAX_SIZE_REACHED, UNKNOWN_MEMBER_ID))
+            )
+        else:
+            args = (
+                group,
+                group_instance_id,
+                client_id,
+                client_host,
+                rebalance_timeout_ms,
+                session_timeout_ms,
+                protocol_type,
+                protocols,
+                request,
+                now_ms,
+                effects,
+            )
+            if is_unknown:
+                self._new_member_join(*args, require_known_member_id)
+            else:
+                self._current_member_join(member_id, *args)
+        if group.is_(PREPARING):
+            self._check_join(group, now_ms, effects)
+        return self.shard.end_call(effects, now_ms)
+
+    def _accept_joining_member(self, group: GroupMetadata, member_id: str) -> bool:
+        """Kafka: acceptJoiningMember (group.max.size)."""
+        max_size = self.shard.config.group_max_size
+        if group.state in (EMPTY, DEAD):
+            return True
+        if group.is_(PREPARING):
+            return (group.has(member_id) and group.get(member_id).is_awaiting_join) or (
+                group.num_awaiting_join() < max_size
+            )
+        return group.has(member_id) or group.size() < max_size
+
+    def _new_member_join(
+        self, group, instance_id, client_id, client_host, rebalance_timeout_ms, session_timeout_ms,
+        protocol_type, protocols, request, now_ms, effects, require_known_member_id,
+    ) -> None:  # fmt: skip
+        if group.is_(DEAD):
+            effects.append(
+                Respond(
+                    request, JoinGroupResult(Errors.COORDINATOR_NOT_AVAILABLE, UNKNOWN_MEMBER_ID)
+                )
+            )
+            return
+        if not group.supports_protocols(protocol_type, protocols):
+            effects.append(
+                Respond(
+                    request, JoinGroupResult(Errors.INCONSISTENT_GROUP_PROTOCOL, UNKNOWN_MEMBER_ID)
+                )
+            )
+            return
+        new_id = self.member_id_factory(client_id, instance_id)
+        if instance_id is not None:
+            old_id = group.current_static_member_id(instance_id)
+            if old_id is not None:
+                self._update_static_member_and_rebalance(
+                    group, old_id, new_id, instance_id, protocols, rebalance_timeout_ms,
+                    session_timeout_ms, request, now_ms, effects,
+                )  # fmt: skip
+                return
+        elif require_known_member_id:
+            group.pending_members.add(new_id)
+            self.shard.schedule(
+                TimerKey(TimerKind.PENDING_MEMBER, group.group_id, new_id),
+                now_ms + session_timeout_ms,
+            )
+            effects.append(Respond(request, JoinGroupResult(Errors.MEMBER_ID_REQUIRED, new_id)))
+            return
+        self._add_member_and_rebalance(
+            group, new_id, instance_id, client_id, client_host, rebalance_timeout_ms,
+            session_timeout_ms, protocol_type, protocols, request, now_ms, effects,
+        )  # fmt: skip
+
+    def _current_member_join(
+        self, member_id, group, instance_id, client_id, client_host, rebalance_timeout_ms,
+        session_timeout_ms, protocol_type, protocols, request, now_ms, effects,
+    ) -> None:  # fmt: skip
+        def answer(error: Errors) -> None:
+            effects.append(Respond(request, JoinGroupResult(error, member_id)))
+
+        if group.is_(DEAD):
+            return answer(Errors.COORDINATOR_NOT_AVAILABLE)
+        if not group.supports_protocols(protocol_type, protocols):
+            return answer(Errors.INCONSISTENT_GROUP_PROTOCOL)
+        if member_id in group.pending_members:
+            self.shard.cancel(TimerKey(TimerKind.PENDING_MEMBER, group.group_id, member_id))
+            self._add_member_and_rebalance(
+                group, member_id, instance_id, client_id, client_host, rebalance_timeout_ms,
+                session_timeout_ms, protocol_type, protocols, request, now_ms, effects,
+            )  # fmt: skip
+            return None
+        if instance_id is not None:
+            current = group.current_static_member_id(instance_id)
+            if current is not None and current != member_id:
+                return answer(Errors.FENCED_INSTANCE_ID)
+            if current is None:
+                return answer(Errors.UNKNOWN_MEMBER_ID)
+        if not group.has(member_id):
+            return answer(Errors.UNKNOWN_MEMBER_ID)
+        member = group.get(member_id)
+
+        def update_and_rebalance() -> None:
+            member.protocols = protocols
+            member.rebalance_timeout_ms = rebalance_timeout_ms
+            member.session_timeout_ms = session_timeout_ms
+            self._await_join(member, request, effects)
+            self._maybe_prepare_rebalance(group, now_ms, effects)
+
+        def current_generation(members: tuple = ()) -> None:
+            effects.append(
+                Respond(
+                    request,
+                    JoinGroupResult(
+                        Errors.NONE,
+                        member_id,
+                        group.generation_id,
+                        group.protocol_type,
+                        group.protocol_name,
+                        group.leader_id or "",
+                        members,
+                    ),
+                )
+            )
+
+        if group.is_(PREPARING):
+            update_and_rebalance()
+        elif group.is_(COMPLETING):
+            if member.matches(protocols):
+                # a retry of a join whose answer was lost: the same answer again
+                everyone = tuple(
+                    JoinGroupMember(
+                        m.member_id, m.group_instance_id, m.metadata(group.protocol_name)
+                    )
+                    for m in group.members.values()
+                )
+                current_generation(everyone if group.is_leader(member_id) else ())
+            else:
+                update_and_rebalance()
+        elif group.is_(STABLE):
+            if group.is_leader(member_id) or not member.matches(protocols):
+                # the leader rejoining forces a rebalance (e.g. topic metadata changed)
+                update_and_rebalance()
+            else:
+                current_generation()
+        else:  # Empty: not expected for a known member; let it reset and rejoin
+            answer(Errors.UNKNOWN_MEMBER_ID)
+        return None
+
+    def _add_member_and_rebalance(
+        self, group, member_id, instance_id, client_id, client_host, rebalance_timeout_ms,
+        session_timeout_ms, protocol_type, protocols, request, now_ms, effects,
+    ) -> None:  # fmt: skip
+        member = MemberMetadata(
+            member_id,
+            instance_id,
+            client_id,
+            client_host,
+            rebalance_timeout_ms,
+            session_timeout_ms,
+            protocol_type,
+            protocols,
+            join_request=request,
+            is_new=True,
+        )
+        if group.is_(PREPARING) and group.generation_id == 0:
+            group.new_member_added = True
+        group.add(member)
+        # a new member cannot heartbeat yet; drop it if its join never completes
+        self.schedule_heartbeat(group, member, now_ms, NEW_MEMBER_JOIN_TIMEOUT_MS)
+        self._maybe_prepare_rebalance(group, now_ms, effects)
+
+    def _update_static_member_and_rebalance(
+        self, group, old_id, new_id, instance_id, protocols, rebalance_timeout_ms,
+        session_timeout_ms, request, now_ms, effects,
+    ) -> None:  # fmt: skip
+        """A static member rejoins with an empty member id (it restarted): it takes
+        its old place under a new id; the old id is fenced. A Stable group whose
+        protocol would not change does not rebalance: the member gets the current
+        generation back (KIP-345), after the new id is written to the log."""
+        current_leader = group.leader_id
+        old = group.get(old_id)
+        self._answer_join(group, old, JoinGroupResult(Errors.FENCED_INSTANCE_ID, old_id), effects)
+        self._answer_sync(old, SyncGroupResult(Errors.FENCED_INSTANCE_ID), effects)
+        saved = (list(old.protocols), old.rebalance_timeout_ms, old.session_timeout_ms)
+        member = group.replace_static_member(instance_id, old_id, new_id)
+        self.shard.cancel(TimerKey(TimerKind.HEARTBEAT, group.group_id, old_id))
+        self.schedule_heartbeat(group, member, now_ms)
+        member.protocols = protocols
+        member.rebalance_timeout_ms = rebalance_timeout_ms
+        member.session_timeout_ms = session_timeout_ms
+        member.join_request = request
+        if group.is_(STABLE):
+            if group.protocol_name == group.select_protocol():
+                assignment = {m.member_id: m.assignment for m in group.members.values()}
+                payload = StaticRejoinAppend(
+                    group, instance_id, old_id, new_id, saved, current_leader
+                )
+                waiting = (AppendKind.STATIC_REJOIN, request, payload)
+                effects.append(self._group_append(group, assignment, now_ms, waiting))
+            else:
+                self._maybe_prepare_rebalance(group, now_ms, effects)
+        elif group.is_(COMPLETING):
+            self._prepare_rebalance(group, now_ms, effects)
+        # PreparingRebalance: the member now simply waits with the others
+
+    def complete_static_rejoin(
+        self,
+        pending: GroupPendingAppend,
+        payload: StaticRejoinAppend,
+        error: Errors,
+        now_ms: int,
+        effects: Effects,
+    ) -> None:
+        group, instance_id, old_id, new_id = (
+            payload.group,
+            payload.instance_id,
+            payload.old_id,
+            payload.new_id,
+        )
+        saved, current_leader = payload.saved, payload.current_leader
+        if not group.has(new_id):
+            return
+        member = group.get(new_id)
+        if member.join_request != pending.request:
+            return
+        member.join_request = None
+        if error != Errors.NONE:
+            member.protocols, member.rebalance_timeout_ms, member.session_timeout_ms = saved
+            group.replace_static_member(instance_id, new_id, old_id)
+            self.shard.cancel(TimerKey(TimerKind.HEARTBEAT, group.group_id, new_id))
+            self.schedule_heartbeat(group, member, now_ms)
+            result = JoinGroupResult(
+                store_group_error(error),
+                UNKNOWN_MEMBER_ID,
+                group.generation_id,
+                group.protocol_type,
+                group.protocol_name,
+                current_leader or "",
+            )
+        else:
+            # the old leader id is returned on purpose: the rejoined member must not
+            # think it leads (a Stable group would not broadcast a new assignment)
+            result = JoinGroupResult(
+                Errors.NONE,
+                new_id,
+                group.generation_id,
+                group.protocol_type,
+                group.protocol_name,
+                current_leader or "",
+            )
+        effects.append(Respond(pending.request, result))
+
+    # ======================================================================================
+    # SyncGroup, Heartbeat, LeaveGroup
+    # ======================================================================================
+
+    def _member_of_generation(
+        self,
+        group_id: str,
+        api: str,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+    ) -> tuple[GroupMetadata | None, Errors | None]:
+        """The checks SyncGroup and Heartbeat share, in Kafka's order: the group is
+        ours and loaded, exists and is alive, knows this member, and is in the
+        generation the member names. (group, None) when all pass."""
+        error = self.shard.group_status(group_id, api)
+        if error is not None:
+            return None, error
+        group = self.shard.groups.get(group_id)
+        if group is None:
+            return None, Errors.UNKNOWN_MEMBER_ID
+        if group.is_(DEAD):
+            return None, Errors.COORDINATOR_NOT_AVAILABLE
+        error = self.validate_current_member(group, member_id, group_instance_id)
+        if error is not None:
+            return None, error
+        if generation_id != group.generation_id:
+            return None, Errors.ILLEGAL_GENERATION
+        return group, None
+
+    @staticmethod
+    def validate_current_member(
+        group: GroupMetadata, member_id: str, instance_id: str | None
+    ) -> Errors | None:
+        """Kafka: validateCurrentMember. A group.instance.id must map to this member
+        id (else FENCED_INSTANCE_ID: another instance took its place); a member id
+        must be known (else UNKNOWN_MEMBER_ID)."""
+        if instance_id is not None:
+            current = group.current_static_member_id(instance_id)
+            if current is None:
+                return Errors.UNKNOWN_MEMBER_ID
+            if current != member_id:
+                return Errors.FENCED_INSTANCE_ID
+            return None
+        if not group.has(member_id):
+            return Errors.UNKNOWN_MEMBER_ID
+        return None
+
+    def sync_group(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        *,
+        assignments: dict[str, bytes] | None = None,
+        group_instance_id: str | None = None,
+        protocol_type: str | None = None,
+        protocol_name: str | None = None,
+        now_ms: int,
+        request: Hashable | None = None,
+    ) -> Effects:
+        """SyncGroup. The leader passes every member's assignment; followers pass none
+        and wait for the leader's to be written."""
+        effects = self.shard.begin_call(now_ms, request)
+        request = effects.request
+
+        def answer(error: Errors) -> Effects:
+            effects.append(Respond(request, SyncGroupResult(error)))
+            return self.shard.end_call(effects, now_ms)
+
+        group, error = self._member_of_generation(
+            group_id, "sync_group", member_id, group_instance_id, generation_id
+        )
+        if error is not None:
+            return answer(error)
+        if protocol_type is not None and protocol_type != group.protocol_type:
+            return answer(Errors.INCONSISTENT_GROUP_PROTOCOL)
+        if protocol_name is not None and protocol_name != group.protocol_name:
+            return answer(Errors.INCONSISTENT_GROUP_PROTOCOL)
+        if group.is_(EMPTY):
+            return answer(Errors.UNKNOWN_MEMBER_ID)
+        if group.is_(PREPARING):
+            return answer(Errors.REBALANCE_IN_PROGRESS)
+        member = group.get(member_id)
+        if group.is_(COMPLETING):
+            self._await_sync(member, request, effects)
+            self._remove_pending_sync_member(group, member_id)
+            if group.is_leader(member_id):
+                given = {k: bytes(v) for k, v in (assignments or {}).items()}
+                assignment = {m: given.get(m, b"") for m in group.members}
+                payload = SyncAppend(group, group.generation_id, assignment)
+                waiting = (AppendKind.SYNC, request, payload)
+                effects.append(self._group_append(group, assignment, now_ms, waiting))
+        else:  # Stable: the assignment is already known
+            self._remove_pending_sync_member(group, member_id)
+            effects.append(
+                Respond(
+                    request,
+                    SyncGroupResult(
+                        Errors.NONE, group.protocol_type, group.protocol_name, member.assignment
+                    ),
+                )
+            )
+            self.schedule_heartbeat(group, member, now_ms)
+        return self.shard.end_call(effects, now_ms)
+
+    def heartbeat(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        *,
+        group_instance_id: str | None = None,
+        now_ms: int,
+        request: Hashable | None = None,
+    ) -> Effects:
+        """Heartbeat: resets the member's session timer; REBALANCE_IN_PROGRESS tells
+        it to rejoin."""
+        effects = self.shard.begin_call(now_ms, request)
+
+        def answer(error: Errors) -> Effects:
+            effects.append(Respond(effects.request, HeartbeatResult(error)))
+            return self.shard.end_call(effects, now_ms)
+
+        group, error = self._member_of_generation(
+            group_id, "heartbeat", member_id, group_instance_id, generation_id
+        )
+        if error is not None:
+            return answer(error)
+        if group.is_(EMPTY):
+            return answer(Errors.UNKNOWN_MEMBER_ID)
+        self.schedule_heartbeat(group, group.get(member_id), now_ms)
+        return answer(Errors.REBALANCE_IN_PROGRESS if group.is_(PREPARING) else Errors.NONE)
+
+    def leave_group(
+        self,
+        group_id: str,
+        members: list[tuple[str, str | None]],
+        *,
+        now_ms: int,
+        request: Hashable | None = None,
+    ) -> Effects:
+        """LeaveGroup for (member_id, group_instance_id) pairs. An empty member id
+        with an instance id removes that static member (the admin's way, KIP-345)."""
+        effects = self.shard.begin_call(now_ms, request)
+
+        def answer(error: Errors, per_member: tuple = ()) -> Effects:
+            effects.append(Respond(effects.request, LeaveGroupResult(error, per_member)))
+            return self.shard.end_call(effects, now_ms)
+
+        error = self.shard.group_status(group_id, "leave_group")
+        if error is not None:
+            return answer(error)
+        group = self.shard.groups.get(group_id)
+        if group is None:
+            return answer(
+                Errors.NONE,
+                tuple(LeaveMemberResult(m, i, Errors.UNKNOWN_MEMBER_ID) for m, i in members),
+            )
+        if group.is_(DEAD):
+            return answer(Errors.COORDINATOR_NOT_AVAILABLE)
+        results = []
+        for member_id, instance_id in members:
+            if member_id == UNKNOWN_MEMBER_ID:
+                current = (
+                    group.current_static_member_id(instance_id) if instance_id is not None else None
+                )
+                if current is None:
+                    error = Errors.UNKNOWN_MEMBER_ID
+                else:
+                    self._remove_member_and_update_group(group, group.get(current), now_ms, effects)
+                    error = Errors.NONE
+            elif member_id in group.pending_members:
+                self._remove_pending_member_and_update_group(group, member_id, now_ms, effects)
+                error = Errors.NONE
+            elif instance_id is not None and group.current_static_member_id(instance_id) not in (
+                None,
+                member_id,
+            ):
+                error = Errors.FENCED_INSTANCE_ID
+            elif group.has(member_id):
+                self._remove_member_and_update_group(group, group.get(member_id), now_ms, effects)
+                error = Errors.NONE
+            else:
+                error = Errors.UNKNOWN_MEMBER_ID
+            results.append(LeaveMemberResult(member_id, instance_id, error))
+        return answer(Errors.NONE, tuple(results))
