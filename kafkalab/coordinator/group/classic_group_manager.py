@@ -88,6 +88,25 @@ class ClassicGroupManager:
         self._join_phases: dict[str, _JoinPhase] = {}
         self._sync_generation: dict[str, int] = {}
 
+    def replay_group_metadata(
+        self,
+        group_id: str,
+        r: GroupMetadataRecord | None,
+        previous: GroupMetadata | None,
+        now_ms: int,
+    ) -> GroupMetadata:
+        """Apply one group record (Kafka: GroupMetadataManager.replay of a
+        GroupMetadataKey): the group as the record has it, keeping the offsets
+        `previous` holds; a tombstone leaves an Empty holder of those offsets."""
+        group = self.group_from_record(group_id, r, now_ms)
+        if previous is not None:
+            group.offsets = previous.offsets
+            group.offset_append_seq = previous.offset_append_seq
+            group.pending_transactional_offset_commits = (
+                previous.pending_transactional_offset_commits
+            )
+        return group
+
     def group_from_record(
         self, group_id: str, r: GroupMetadataRecord | None, now_ms: int
     ) -> GroupMetadata:
@@ -117,7 +136,6 @@ class ClassicGroupManager:
             group.members[m.member_id] = member
             if m.group_instance_id is not None:
                 group.static_members[m.group_instance_id] = m.member_id
-            self.schedule_heartbeat(group, member, now_ms)
         group.subscribed_topics = group.compute_subscribed_topics()
         return group
 

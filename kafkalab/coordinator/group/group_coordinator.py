@@ -70,7 +70,6 @@ from kafkalab.coordinator.group.consumer_group import (
 from kafkalab.coordinator.group.consumer_group_manager import ConsumerGroupManager
 from kafkalab.coordinator.group.coordinator_records import (
     GroupKey,
-    GroupMetadataRecord,
     OffsetAndMetadata,
     OffsetKey,
     OtherKey,
@@ -256,72 +255,76 @@ class GroupCoordinator:
         load runs) is stale: nothing is applied and the partition stays unserved."""
         if self.runtime.state(partition) is not CoordinatorState.LOADING:
             return Effects()
-        offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
-        seqs: dict[str, dict[TopicPartition, int]] = {}  # log order of each committed offset
-        pending: dict[int, dict[str, dict[TopicPartition, tuple[OffsetAndMetadata, int]]]] = {}
-        groups: dict[str, GroupMetadataRecord] = {}
-        removed: set[str] = set()
-        consumer_groups: dict[str, ConsumerGroup] = {}
+        recorded: set[str] = set()  # classic groups whose latest group record is not a tombstone
         for item in records:
-            if isinstance(item, TxnMarker):
-                ended = pending.pop(item.producer_id, {})
-                for group_id, by_tp in ended.items() if item.committed else ():
-                    for tp, (om, seq) in by_tp.items():
-                        if seq > seqs.get(group_id, {}).get(tp, 0):
-                            offsets.setdefault(group_id, {})[tp] = om
-                            seqs.setdefault(group_id, {})[tp] = seq
-                continue
-            key, value = item[0], item[1]
-            producer_id = item[2] if len(item) > 2 else -1
-            if key is None:
-                continue
-            k = rec.read_key(key)
-            if isinstance(k, OtherKey):
-                if k.version in cgrec.CONSUMER_GROUP_RECORD_TYPES:
-                    self.consumer_manager.replay_consumer_group_record(consumer_groups, key, value)
-            elif isinstance(k, OffsetKey):
-                tp = (k.topic, k.partition)
-                seq = self.runtime.next_sequence()  # log order, below every later append
-                if producer_id >= 0:
-                    by_tp = pending.setdefault(producer_id, {}).setdefault(k.group, {})
-                    if value is None:
-                        by_tp.pop(tp, None)
-                    else:
-                        by_tp[tp] = (rec.read_offset_value(value), seq)
-                elif value is None:
-                    offsets.get(k.group, {}).pop(tp, None)
-                    seqs.get(k.group, {}).pop(tp, None)
-                else:
-                    offsets.setdefault(k.group, {})[tp] = rec.read_offset_value(value)
-                    seqs.setdefault(k.group, {})[tp] = seq
-            elif isinstance(k, GroupKey):
-                if value is None:
-                    groups.pop(k.group, None)
-                    removed.add(k.group)
-                else:
-                    groups[k.group] = rec.read_group_value(value)
-                    removed.discard(k.group)
-        pending_groups = {g for by_group in pending.values() for g, o in by_group.items() if o}
-        for group_id in set(groups) | {g for g, o in offsets.items() if o} | pending_groups:
-            if self.partition_for(group_id) != partition:
-                continue
-            group = self.classic_manager.group_from_record(group_id, groups.get(group_id), now_ms)
-            group.offsets = dict(offsets.get(group_id, {}))
-            group.offset_append_seq = dict(seqs.get(group_id, {}))
-            for producer_id, by_group in pending.items():
-                if by_group.get(group_id):
-                    group.pending_transactional_offset_commits[producer_id] = dict(
-                        by_group[group_id]
+            self.replay(partition, item, now_ms, recorded)
+        self.on_loaded(partition, recorded, now_ms)
+        self.runtime.complete_load(partition)
+        return self.tick(now_ms)
+
+    def replay(self, partition: int, item: LoadedRecord, now_ms: int, recorded: set[str]) -> None:
+        """Apply one record of __consumer_offsets-<partition> (Kafka:
+        GroupCoordinatorShard.replay), by its key's type: an offset commit (plain or of
+        a transaction), the marker ending a transaction, a classic group, a KIP-848
+        record. Records of groups another partition serves are skipped."""
+        if isinstance(item, TxnMarker):
+            for group in self.groups.values():
+                if self.partition_for(group.group_id) == partition:
+                    self.offset_manager.replay_end_transaction_marker(
+                        group, item.producer_id, item.committed
                     )
-            self.groups[group_id] = group
-        for group_id, cg in consumer_groups.items():
+            return
+        key, value = item[0], item[1]
+        producer_id = item[2] if len(item) > 2 else -1
+        if key is None:
+            return
+        k = rec.read_key(key)
+        if isinstance(k, OtherKey):
+            if k.version in cgrec.CONSUMER_GROUP_RECORD_TYPES:
+                group_id = cgrec.decode_key(key).group_id
+                if self.partition_for(group_id) == partition:
+                    self.consumer_manager.replay_consumer_group_record(
+                        self.consumer_groups, key, value
+                    )
+        elif isinstance(k, OffsetKey):
+            seq = self.runtime.next_sequence()  # log order, below every later append
+            if self.partition_for(k.group) != partition:
+                return
+            group = self.groups.get(k.group)
+            if group is None:  # offsets only: a group that uses Kafka just to store offsets
+                group = self.groups[k.group] = GroupMetadata(k.group, EMPTY, now_ms)
+            om = None if value is None else rec.read_offset_value(value)
+            self.offset_manager.replay_offset_commit(
+                group, (k.topic, k.partition), om, producer_id, seq
+            )
+        elif isinstance(k, GroupKey) and self.partition_for(k.group) == partition:
+            record = None if value is None else rec.read_group_value(value)
+            self.groups[k.group] = self.classic_manager.replay_group_metadata(
+                k.group, record, self.groups.get(k.group), now_ms
+            )
+            if record is None:
+                recorded.discard(k.group)
+            else:
+                recorded.add(k.group)
+
+    def on_loaded(self, partition: int, recorded: set[str], now_ms: int) -> None:
+        """The partition's records are replayed: drop what no record keeps (a group
+        deleted, with no offsets left), arm the timers the log does not carry."""
+        for group_id in [g for g in self.groups if self.partition_for(g) == partition]:
+            group = self.groups[group_id]
+            has_offsets = group.offsets or any(group.pending_transactional_offset_commits.values())
+            if group_id not in recorded and not has_offsets:
+                del self.groups[group_id]
+                continue
+            for member in group.members.values():
+                self.classic_manager.schedule_heartbeat(group, member, now_ms)
+        for group_id, cg in self.consumer_groups.items():
             if self.partition_for(group_id) != partition:
                 continue
             wanted = cg.subscribed_topics()
             cg.subscription_metadata = {
                 t: n for t, n in self.partitions_per_topic.items() if t in wanted
             }
-            self.consumer_groups[group_id] = cg
             for member in cg.members.values():
                 self.schedule(
                     TimerKey(TimerKind.CONSUMER_SESSION, group_id, member.member_id),
@@ -329,8 +332,6 @@ class GroupCoordinator:
                 )
                 if member.state is MemberState.UNREVOKED_PARTITIONS:
                     self.consumer_manager.schedule_revocation(group_id, member, now_ms)
-        self.runtime.complete_load(partition)
-        return self.tick(now_ms)
 
     def on_resign(self, partition: int, epoch: int | None = None) -> Effects:
         """This broker no longer leads the partition: unload its groups (Kafka:
@@ -369,10 +370,8 @@ class GroupCoordinator:
             self.classic_manager.complete_sync(payload, error, now_ms, effects)
         elif isinstance(payload, StaticRejoinAppend):
             self.classic_manager.complete_static_rejoin(pending, payload, error, now_ms, effects)
-        elif pending.kind is AppendKind.OFFSETS:
+        else:  # AppendKind.OFFSETS, AppendKind.TXN_OFFSETS
             self.offset_manager.complete_offset_commit(pending, payload, error, effects)
-        else:
-            self.offset_manager.complete_txn_offset_commit(pending, payload, error, effects)
         return self.end_call(effects, now_ms)
 
     def is_live(self, group: GroupMetadata) -> bool:
@@ -429,7 +428,7 @@ class GroupCoordinator:
         if doomed:
             self.offset_manager.cleanup_group_metadata(
                 doomed,
-                lambda g: self.offset_manager.remove_offsets(g, list(g.offsets)),
+                self.offset_manager.remove_all_offsets,
                 now_ms,
                 effects,
             )

@@ -192,12 +192,8 @@ class OffsetMetadataManager:
             request,
             OffsetsAppend(group, to_write, frozenset(too_large), producer_id),
         )
-        if producer is None:
-            for tp in to_write:
-                group.pending_offset_commits[tp] = group.pending_offset_commits.get(tp, 0) + 1
-        else:  # Kafka: prepareTxnOffsetCommit, before the append
-            mine = group.pending_transactional_offset_commits.setdefault(producer_id, {})
-            mine.update({tp: (om, append_id) for tp, om in to_write.items()})
+        for tp in to_write:  # in flight: OffsetFetch(require_stable) says UNSTABLE_OFFSET_COMMIT
+            group.pending_offset_commits[tp] = group.pending_offset_commits.get(tp, 0) + 1
         records = tuple(
             (rec.offset_commit_key(group.group_id, t, p), rec.offset_commit_value(om))
             for (t, p), om in to_write.items()
@@ -216,43 +212,74 @@ class OffsetMetadataManager:
     def complete_offset_commit(
         self, pending: GroupPendingAppend, payload: AppendPayload, error: Errors, effects: Effects
     ) -> None:
+        """An OffsetCommit's or a TxnOffsetCommit's records are written (NONE: replayed
+        into the group, the same way as when the partition is loaded) or failed
+        (nothing changed: the records are not in the log)."""
         assert isinstance(payload, OffsetsAppend)
         group, to_write, too_large = payload.group, payload.to_write, payload.too_large
-        seq, live = pending.append_id, self.shard.is_live(payload.group)
-        for tp, om in to_write.items():
+        for tp in to_write:
             left = group.pending_offset_commits.get(tp, 0) - 1
             if left > 0:
                 group.pending_offset_commits[tp] = left
             else:
                 group.pending_offset_commits.pop(tp, None)
-            if live and error == Errors.NONE and seq > group.offset_append_seq.get(tp, 0):
-                group.offsets[tp] = om
-                group.offset_append_seq[tp] = seq
+        if error == Errors.NONE and (self.shard.is_live(group) or payload.producer_id >= 0):
+            for tp, om in to_write.items():
+                self.replay_offset_commit(group, tp, om, payload.producer_id, pending.append_id)
         answer = store_offsets_error(error) if error != Errors.NONE else Errors.NONE
         result = {tp: answer for tp in to_write}
         result.update({tp: Errors.OFFSET_METADATA_TOO_LARGE for tp in too_large})
         effects.append(Respond(pending.request, OffsetCommitResult(result)))
 
-    def complete_txn_offset_commit(
-        self, pending: GroupPendingAppend, payload: AppendPayload, error: Errors, effects: Effects
+    # -- replay: one path for records written live and records loaded ------------------------
+
+    @staticmethod
+    def replay_offset_commit(
+        group: GroupMetadata,
+        tp: TopicPartition,
+        om: OffsetAndMetadata | None,
+        producer_id: int,
+        seq: int,
     ) -> None:
-        """A TxnOffsetCommit's records are written (they stay pending until the
-        transaction ends) or failed (Kafka: failPendingTxnOffsetCommit: dropped,
-        unless a newer commit of the same producer replaced them meanwhile)."""
-        assert isinstance(payload, OffsetsAppend)
-        group, to_write, too_large = payload.group, payload.to_write, payload.too_large
-        seq, producer_id = pending.append_id, payload.producer_id
-        if error != Errors.NONE:
-            mine = group.pending_transactional_offset_commits.get(producer_id, {})
-            for tp in to_write:
-                if tp in mine and mine[tp][1] == seq:
-                    del mine[tp]
-            if not mine:
-                group.pending_transactional_offset_commits.pop(producer_id, None)
-        answer = store_offsets_error(error) if error != Errors.NONE else Errors.NONE
-        result = {tp: answer for tp in to_write}
-        result.update({tp: Errors.OFFSET_METADATA_TOO_LARGE for tp in too_large})
-        effects.append(Respond(pending.request, OffsetCommitResult(result)))
+        """Apply one OffsetCommit record (Kafka: OffsetMetadataManager.replay), `seq`
+        its place in the log. A transaction's record (`producer_id` >= 0) waits for the
+        marker ending it; a plain one is the committed offset unless a later one is
+        already (acknowledgements arriving out of order never let an older commit
+        win); a plain tombstone deletes the committed offset and what open
+        transactions hold for the partition."""
+        pending = group.pending_transactional_offset_commits
+        if producer_id >= 0:
+            by_tp = pending.setdefault(producer_id, {})
+            if om is None:
+                by_tp.pop(tp, None)
+            else:
+                by_tp[tp] = (om, seq)
+            if not by_tp:
+                del pending[producer_id]
+            return
+        if om is None:
+            group.offsets.pop(tp, None)
+            group.offset_append_seq.pop(tp, None)
+            for producer in [p for p, by_tp in pending.items() if tp in by_tp]:
+                del pending[producer][tp]
+                if not pending[producer]:
+                    del pending[producer]
+        elif seq > group.offset_append_seq.get(tp, 0):
+            group.offsets[tp] = om
+            group.offset_append_seq[tp] = seq
+
+    @staticmethod
+    def replay_end_transaction_marker(
+        group: GroupMetadata, producer_id: int, committed: bool
+    ) -> None:
+        """The COMMIT or ABORT marker of `producer_id`'s transaction (Kafka:
+        replayEndTransactionMarker): its offsets become committed, unless a plain
+        commit of the same partition came after them, or are dropped."""
+        ended = group.pending_transactional_offset_commits.pop(producer_id, None)
+        for tp, (om, seq) in (ended or {}).items() if committed else ():
+            if seq > group.offset_append_seq.get(tp, 0):
+                group.offsets[tp] = om
+                group.offset_append_seq[tp] = seq
 
     def commit_transactional_offsets(
         self,
@@ -334,13 +361,8 @@ class OffsetMetadataManager:
             and partition not in self.shard.partitions.loading
         ):
             for group in self.shard.groups.values():
-                if self.shard.partition_for(group.group_id) != partition:
-                    continue
-                ended = group.pending_transactional_offset_commits.pop(producer_id, None)
-                for tp, (om, seq) in (ended or {}).items() if committed else ():
-                    if seq > group.offset_append_seq.get(tp, 0):
-                        group.offsets[tp] = om
-                        group.offset_append_seq[tp] = seq
+                if self.shard.partition_for(group.group_id) == partition:
+                    self.replay_end_transaction_marker(group, producer_id, committed)
         effects.append(Respond(effects.request, None))
         return self.shard.end_call(effects, now_ms)
 
@@ -439,15 +461,27 @@ class OffsetMetadataManager:
             errors.update({tp: Errors.NONE for tp in eligible})
         return answer(Errors.NONE, errors)
 
-    @staticmethod
     def remove_offsets(
-        group: GroupMetadata, partitions: Iterable[TopicPartition]
+        self, group: GroupMetadata, partitions: Iterable[TopicPartition]
     ) -> list[TopicPartition]:
+        """The committed offsets of `partitions` go: their tombstones, replayed here
+        and returned for the caller to write."""
         removed = []
         for tp in partitions:
-            if group.offsets.pop(tp, None) is not None:
+            if tp in group.offsets:
                 removed.append(tp)
+                self.replay_offset_commit(group, tp, None, -1, 0)
             group.offset_append_seq.pop(tp, None)
+        return removed
+
+    def remove_all_offsets(self, group: GroupMetadata) -> list[TopicPartition]:
+        """Every offset of a group being deleted, and what its open transactions hold
+        (Kafka: deleteAllOffsets), else a reload would bring those back."""
+        removed = self.remove_offsets(group, list(group.offsets))
+        held = {tp for by_tp in group.pending_transactional_offset_commits.values() for tp in by_tp}
+        for tp in sorted(held):  # only held by a transaction: its tombstone ends that
+            self.replay_offset_commit(group, tp, None, -1, 0)
+            removed.append(tp)
         return removed
 
     def cleanup_group_metadata(
