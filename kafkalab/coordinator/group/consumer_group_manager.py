@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Hashable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kafkalab.coordinator.group import consumer_group_records as cgrec
@@ -39,6 +40,23 @@ from kafkalab.errors import Errors
 
 if TYPE_CHECKING:
     from kafkalab.coordinator.group.group_coordinator import GroupCoordinator
+
+
+@dataclass(frozen=True)
+class ConsumerGroupHeartbeat:
+    """A ConsumerGroupHeartbeat request's fields (None: not sent, unchanged)."""
+
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None
+    rack_id: str | None
+    rebalance_timeout_ms: int
+    subscribed_topic_names: list[str] | None
+    server_assignor: str | None
+    owned_partitions: list[TopicPartition] | None
+    client_id: str
+    client_host: str
 
 
 class ConsumerGroupManager:
@@ -160,161 +178,244 @@ class ConsumerGroupManager:
         request: Hashable | None = None,
     ) -> Effects:
         """ConsumerGroupHeartbeat (KIP-848). Fields left None were not sent (the
-        request sends only what changed). The answer is always immediate."""
+        request sends only what changed). The answer is always immediate; the records
+        of what changed in the group come before it."""
         effects = self.shard.begin_call(now_ms, request)
+        hb = ConsumerGroupHeartbeat(
+            group_id,
+            member_id,
+            member_epoch,
+            instance_id,
+            rack_id,
+            rebalance_timeout_ms,
+            subscribed_topic_names,
+            server_assignor,
+            owned_partitions,
+            client_id,
+            client_host,
+        )
+        result = self._validate_heartbeat(hb)
+        if result is None:
+            group = self._heartbeat_group(hb)
+            if isinstance(group, ConsumerGroupHeartbeatResult):
+                result = group
+            else:
+                before = self._cg_snapshot(group)
+                result = self._heartbeat_member(group, hb, now_ms)
+                self._cg_append(group, before, now_ms, effects)
+        effects.append(Respond(effects.request, result))
+        return self.shard.end_call(effects, now_ms)
 
-        def answer(error: Errors, message: str | None = None, **kw) -> Effects:
-            kw.setdefault("member_id", member_id)
-            result = ConsumerGroupHeartbeatResult(error, error_message=message, **kw)
-            effects.append(Respond(effects.request, result))
-            return self.shard.end_call(effects, now_ms)
+    @staticmethod
+    def _refuse(
+        hb: ConsumerGroupHeartbeat, error: Errors, message: str | None = None
+    ) -> ConsumerGroupHeartbeatResult:
+        return ConsumerGroupHeartbeatResult(error, member_id=hb.member_id, error_message=message)
 
-        error = self.shard.group_status(group_id, "consumer_group_heartbeat")
+    def _validate_heartbeat(
+        self, hb: ConsumerGroupHeartbeat
+    ) -> ConsumerGroupHeartbeatResult | None:
+        """The checks that need no group (Kafka: throwIfConsumerGroupHeartbeatRequestIsInvalid)."""
+        error = self.shard.group_status(hb.group_id, "consumer_group_heartbeat")
         if error is not None:
-            return answer(error)
-        if member_epoch == 0 and (subscribed_topic_names is None or rebalance_timeout_ms == -1):
-            return answer(
+            return self._refuse(hb, error)
+        if hb.member_epoch == 0 and (
+            hb.subscribed_topic_names is None or hb.rebalance_timeout_ms == -1
+        ):
+            return self._refuse(
+                hb,
                 Errors.INVALID_REQUEST,
                 "a joining member must send its subscription and rebalance timeout",
             )
-        if member_epoch != 0 and not member_id:
-            return answer(Errors.INVALID_REQUEST, "member id is required after joining")
-        if member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH and instance_id is None:
-            return answer(
-                Errors.INVALID_REQUEST, "epoch -2 (temporary leave) is for static members"
+        if hb.member_epoch != 0 and not hb.member_id:
+            return self._refuse(hb, Errors.INVALID_REQUEST, "member id is required after joining")
+        if hb.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH and hb.instance_id is None:
+            return self._refuse(
+                hb, Errors.INVALID_REQUEST, "epoch -2 (temporary leave) is for static members"
             )
-        if (
-            server_assignor is not None
-            and server_assignor not in self.shard.config.group_consumer_assignors
-        ):
-            return answer(
+        assignors = self.shard.config.group_consumer_assignors
+        if hb.server_assignor is not None and hb.server_assignor not in assignors:
+            return self._refuse(
+                hb,
                 Errors.UNSUPPORTED_ASSIGNOR,
-                f"assignor {server_assignor!r} is not one of {', '.join(self.shard.config.group_consumer_assignors)}",
+                f"assignor {hb.server_assignor!r} is not one of {', '.join(assignors)}",
             )
-        classic = self.shard.groups.get(group_id)
+        return None
+
+    def _heartbeat_group(
+        self, hb: ConsumerGroupHeartbeat
+    ) -> ConsumerGroup | ConsumerGroupHeartbeatResult:
+        """The consumer group the heartbeat is for, created by a member joining it."""
+        classic = self.shard.groups.get(hb.group_id)
         if classic is not None and not classic.is_(EMPTY):
-            return answer(
+            return self._refuse(
+                hb,
                 Errors.GROUP_ID_NOT_FOUND,
-                f"group {group_id} is a classic group, not a consumer group",
+                f"group {hb.group_id} is a classic group, not a consumer group",
             )
-        group = self.shard.consumer_groups.get(group_id)
+        group = self.shard.consumer_groups.get(hb.group_id)
         if group is None:
-            if member_epoch != 0:
-                return answer(
-                    Errors.GROUP_ID_NOT_FOUND, f"consumer group {group_id} does not exist"
+            if hb.member_epoch != 0:
+                return self._refuse(
+                    hb, Errors.GROUP_ID_NOT_FOUND, f"consumer group {hb.group_id} does not exist"
                 )
-            group = self.shard.consumer_groups[group_id] = ConsumerGroup(
-                group_id, preferred_assignor=self.shard.config.group_consumer_assignors[0]
+            group = self.shard.consumer_groups[hb.group_id] = ConsumerGroup(
+                hb.group_id, preferred_assignor=self.shard.config.group_consumer_assignors[0]
             )
-        interval = self.shard.config.group_consumer_heartbeat_interval_ms
-        before = self._cg_snapshot(group)
-        respond = answer
+        return group
 
-        def answer(error: Errors, message: str | None = None, **kw) -> Effects:  # noqa: F811
-            self._cg_append(group, before, now_ms, effects)  # the records of what changed
-            return respond(error, message, **kw)
-
-        # -- leaving ------------------------------------------------------------------------
-        if member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
-            member = group.members.get(member_id)
-            if member is None:
-                return answer(Errors.UNKNOWN_MEMBER_ID)
-            if member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-                member.update_epoch(LEAVE_GROUP_STATIC_MEMBER_EPOCH)  # keeps its partitions
-            else:
-                self._remove_consumer_group_member(group, member_id)
-            return answer(Errors.NONE, member_epoch=member_epoch, heartbeat_interval_ms=0)
-
-        # -- who is this --------------------------------------------------------------------
-        member = group.members.get(member_id) if member_id else None
-        changed = False
-        if member_epoch == 0:
-            if instance_id is not None:
-                previous = group.static_member(instance_id)
-                if previous is not None and previous.member_id != member_id:
-                    if previous.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-                        return answer(
-                            Errors.UNRELEASED_INSTANCE_ID,
-                            f"instance {instance_id} is still used by member {previous.member_id}",
-                        )
-                    # a restarted static member takes over its predecessor's place,
-                    # partitions and epoch, without a new group epoch (no rebalance)
-                    old_id = previous.member_id
-                    old_target = group.target.get(old_id, previous.assigned)
-                    group.remove_member(old_id)
-                    self._cancel_cg_deadlines(group_id, old_id)
-                    new_id = member_id or self.shard.classic_manager.member_id_factory(
-                        client_id, instance_id
-                    )
-                    previous.member_id = new_id
-                    previous.member_epoch = previous.previous_member_epoch
-                    group.members[new_id] = previous
-                    group.target[new_id] = old_target
-                    member, member_id = previous, new_id
-            if member is None:
-                if len(group.members) >= self.shard.config.group_consumer_max_size:
-                    return answer(Errors.GROUP_MAX_SIZE_REACHED)
-                member_id = member_id or self.shard.classic_manager.member_id_factory(
-                    client_id, instance_id
-                )
-                member = group.members[member_id] = ConsumerGroupMember(member_id)
-                changed = True
-            elif member.member_epoch != 0 and member.instance_id is None:
-                # a dynamic member rejoining from scratch: it lost everything
-                member.assigned = frozenset()
-                member.pending_revocation = frozenset()
-                member.update_epoch(0)
-                member.state = MemberState.STABLE
-                changed = True
-        else:
-            if member is None:
-                return answer(
-                    Errors.UNKNOWN_MEMBER_ID, f"member {member_id} is not in group {group_id}"
-                )
-            if member_epoch > member.member_epoch or (
-                member_epoch < member.member_epoch
-                and (
-                    member_epoch != member.previous_member_epoch
-                    or not set(owned_partitions or ()) <= member.assigned
-                )
-            ):
-                return answer(
-                    Errors.FENCED_MEMBER_EPOCH,
-                    f"epoch {member_epoch} but the coordinator has {member.member_epoch}: "
-                    "abandon all partitions and rejoin with epoch 0",
-                )
-            if instance_id is not None and member.instance_id != instance_id:
-                return answer(Errors.FENCED_INSTANCE_ID)
+    def _heartbeat_member(
+        self, group: ConsumerGroup, hb: ConsumerGroupHeartbeat, now_ms: int
+    ) -> ConsumerGroupHeartbeatResult:
+        """Leave, or: find the member, update it and the group epoch, compute the
+        target if the group epoch moved past it, and reconcile the member toward it."""
+        if hb.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+            return self._leave(group, hb)
+        found = self._joining_member(group, hb) if hb.member_epoch == 0 else self._member(group, hb)
+        if isinstance(found, ConsumerGroupHeartbeatResult):
+            return found
+        member, changed = found
         seen = (member.member_epoch, member.state, member.assigned)
-
-        # -- update the member and, if needed, the group epoch and target --------------------
-        member.instance_id = instance_id if instance_id is not None else member.instance_id
-        member.rack_id = rack_id if rack_id is not None else member.rack_id
-        member.client_id, member.client_host = (
-            client_id or member.client_id,
-            client_host or member.client_host,
-        )
-        if rebalance_timeout_ms != -1:
-            member.rebalance_timeout_ms = rebalance_timeout_ms
-        if server_assignor is not None:
-            member.server_assignor = server_assignor
-        if (
-            subscribed_topic_names is not None
-            and frozenset(subscribed_topic_names) != member.subscribed_topic_names
-        ):
-            member.subscribed_topic_names = frozenset(subscribed_topic_names)
-            changed = True
-        if changed:
+        if self._update_member(member, hb) or changed:
             group.bump_group_epoch()
         if group.group_epoch > group.assignment_epoch:
             group.compute_target(
                 SERVER_ASSIGNORS[self._consumer_group_assignor(group)],
                 self.shard.partitions_per_topic,
             )
+        self._reconcile(group, member, hb.owned_partitions, now_ms)
+        send = (
+            hb.owned_partitions is not None
+            or hb.member_epoch == 0
+            or seen != (member.member_epoch, member.state, member.assigned)
+        )
+        return ConsumerGroupHeartbeatResult(
+            Errors.NONE,
+            member_id=member.member_id,
+            member_epoch=member.member_epoch,
+            heartbeat_interval_ms=self.shard.config.group_consumer_heartbeat_interval_ms,
+            assignment=member.assigned if send else None,
+        )
 
-        # -- reconcile ----------------------------------------------------------------------
+    def _leave(
+        self, group: ConsumerGroup, hb: ConsumerGroupHeartbeat
+    ) -> ConsumerGroupHeartbeatResult:
+        member = group.members.get(hb.member_id)
+        if member is None:
+            return self._refuse(hb, Errors.UNKNOWN_MEMBER_ID)
+        if hb.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            member.update_epoch(LEAVE_GROUP_STATIC_MEMBER_EPOCH)  # keeps its partitions
+        else:
+            self._remove_consumer_group_member(group, hb.member_id)
+        return ConsumerGroupHeartbeatResult(
+            Errors.NONE, member_id=hb.member_id, member_epoch=hb.member_epoch
+        )
+
+    def _joining_member(
+        self, group: ConsumerGroup, hb: ConsumerGroupHeartbeat
+    ) -> tuple[ConsumerGroupMember, bool] | ConsumerGroupHeartbeatResult:
+        """Epoch 0: a new member, a restarted static one taking its place back, or a
+        dynamic member starting over. (member, whether the group epoch must move)."""
+        member = group.members.get(hb.member_id) if hb.member_id else None
+        if hb.instance_id is not None:
+            previous = group.static_member(hb.instance_id)
+            if previous is not None and previous.member_id != hb.member_id:
+                if previous.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                    return self._refuse(
+                        hb,
+                        Errors.UNRELEASED_INSTANCE_ID,
+                        f"instance {hb.instance_id} is still used by member {previous.member_id}",
+                    )
+                member = self._replace_static_member(group, previous, hb)
+        if member is None:
+            if len(group.members) >= self.shard.config.group_consumer_max_size:
+                return self._refuse(hb, Errors.GROUP_MAX_SIZE_REACHED)
+            member_id = hb.member_id or self.shard.member_id_factory(hb.client_id, hb.instance_id)
+            member = group.members[member_id] = ConsumerGroupMember(member_id)
+            return member, True
+        if member.member_epoch != 0 and member.instance_id is None:
+            # a dynamic member rejoining from scratch: it lost everything
+            member.assigned = frozenset()
+            member.pending_revocation = frozenset()
+            member.update_epoch(0)
+            member.state = MemberState.STABLE
+            return member, True
+        return member, False
+
+    def _replace_static_member(
+        self, group: ConsumerGroup, previous: ConsumerGroupMember, hb: ConsumerGroupHeartbeat
+    ) -> ConsumerGroupMember:
+        """A restarted static member takes over its predecessor's place, partitions
+        and epoch, without a new group epoch (no rebalance)."""
+        old_id = previous.member_id
+        old_target = group.target.get(old_id, previous.assigned)
+        group.remove_member(old_id)
+        self._cancel_cg_deadlines(group.group_id, old_id)
+        new_id = hb.member_id or self.shard.member_id_factory(hb.client_id, hb.instance_id)
+        previous.member_id = new_id
+        previous.member_epoch = previous.previous_member_epoch
+        group.members[new_id] = previous
+        group.target[new_id] = old_target
+        return previous
+
+    def _member(
+        self, group: ConsumerGroup, hb: ConsumerGroupHeartbeat
+    ) -> tuple[ConsumerGroupMember, bool] | ConsumerGroupHeartbeatResult:
+        """A member already in the group, at an epoch it may heartbeat with."""
+        member = group.members.get(hb.member_id)
+        if member is None:
+            return self._refuse(
+                hb,
+                Errors.UNKNOWN_MEMBER_ID,
+                f"member {hb.member_id} is not in group {hb.group_id}",
+            )
+        epoch = hb.member_epoch
+        if epoch > member.member_epoch or (
+            epoch < member.member_epoch
+            and (
+                epoch != member.previous_member_epoch
+                or not set(hb.owned_partitions or ()) <= member.assigned
+            )
+        ):
+            return self._refuse(
+                hb,
+                Errors.FENCED_MEMBER_EPOCH,
+                f"epoch {epoch} but the coordinator has {member.member_epoch}: "
+                "abandon all partitions and rejoin with epoch 0",
+            )
+        if hb.instance_id is not None and member.instance_id != hb.instance_id:
+            return self._refuse(hb, Errors.FENCED_INSTANCE_ID)
+        return member, False
+
+    @staticmethod
+    def _update_member(member: ConsumerGroupMember, hb: ConsumerGroupHeartbeat) -> bool:
+        """Take what the heartbeat sent; True when the subscription changed."""
+        member.instance_id = hb.instance_id if hb.instance_id is not None else member.instance_id
+        member.rack_id = hb.rack_id if hb.rack_id is not None else member.rack_id
+        member.client_id = hb.client_id or member.client_id
+        member.client_host = hb.client_host or member.client_host
+        if hb.rebalance_timeout_ms != -1:
+            member.rebalance_timeout_ms = hb.rebalance_timeout_ms
+        if hb.server_assignor is not None:
+            member.server_assignor = hb.server_assignor
+        topics = hb.subscribed_topic_names
+        if topics is not None and frozenset(topics) != member.subscribed_topic_names:
+            member.subscribed_topic_names = frozenset(topics)
+            return True
+        return False
+
+    def _reconcile(
+        self,
+        group: ConsumerGroup,
+        member: ConsumerGroupMember,
+        owned: list[TopicPartition] | None,
+        now_ms: int,
+    ) -> None:
+        """Move the member toward its target (ConsumerGroup.reconcile), renew its
+        session, and arm or disarm its revocation deadline."""
         was_revoking = member.state is MemberState.UNREVOKED_PARTITIONS
-        group.reconcile(member, owned_partitions)
+        group.reconcile(member, owned)
+        group_id, member_id = group.group_id, member.member_id
         self.shard.schedule(
             TimerKey(TimerKind.CONSUMER_SESSION, group_id, member_id),
             now_ms + self.shard.config.group_consumer_session_timeout_ms,
@@ -324,23 +425,6 @@ class ConsumerGroupManager:
         elif member.state is not MemberState.UNREVOKED_PARTITIONS:
             self.shard.cancel(TimerKey(TimerKind.CONSUMER_REVOCATION, group_id, member_id))
             self.revocation_epochs.pop((group_id, member_id), None)
-        send = (
-            owned_partitions is not None
-            or member_epoch == 0
-            or seen
-            != (
-                member.member_epoch,
-                member.state,
-                member.assigned,
-            )
-        )
-        return answer(
-            Errors.NONE,
-            member_id=member_id,
-            member_epoch=member.member_epoch,
-            heartbeat_interval_ms=interval,
-            assignment=member.assigned if send else None,
-        )
 
     def _consumer_group_assignor(self, group: ConsumerGroup) -> str:
         """The assignor most members ask for; ties and no preference: the first configured."""

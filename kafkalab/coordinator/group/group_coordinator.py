@@ -146,6 +146,7 @@ class GroupCoordinator:
         self.consumer_groups: dict[str, ConsumerGroup] = {}
         self.partitions_per_topic: dict[str, int] = {}
         self.topic_ids: dict[str, uuid.UUID] = {}
+        self.member_id_factory = member_id_factory
         self.classic_manager = ClassicGroupManager(self, member_id_factory)
         self.offset_manager = OffsetMetadataManager(self)
         self.consumer_manager = ConsumerGroupManager(self)
