@@ -77,11 +77,11 @@ from kafkalab.coordinator.group.coordinator_records import (
 )
 from kafkalab.coordinator.group.group_config import GroupConfig
 from kafkalab.coordinator.group.group_metadata import GroupMetadata
+from kafkalab.coordinator.group.group_metadata_manager import GroupMetadataManager
 from kafkalab.coordinator.group.group_runtime import (
     DEAD,
     EMPTY,
     EXPIRE_OFFSETS,
-    STABLE,
     UNKNOWN_MEMBER_ID,
     AppendKind,
     AppendPayload,
@@ -95,14 +95,10 @@ from kafkalab.coordinator.group.offset_metadata_manager import OffsetMetadataMan
 from kafkalab.coordinator.group.results import (
     AppendRecords,
     CommitOffset,
-    DeleteGroupsResult,
     DescribedGroup,
-    DescribedMember,
     Effects,
-    ListedGroup,
     ListGroupsResult,
     OffsetFetchResult,
-    Respond,
     TxnMarker,
 )
 from kafkalab.coordinator.runtime import (
@@ -111,7 +107,6 @@ from kafkalab.coordinator.runtime import (
     request_handle,
 )
 from kafkalab.errors import Errors
-from kafkalab.protocol.consumer_protocol import PROTOCOL_TYPE
 
 # APIs that accept the empty group id (Kafka: isValidGroupId)
 _EMPTY_ID_OK = {"offset_commit", "offset_fetch", "describe_groups", "delete_groups"}
@@ -150,6 +145,7 @@ class GroupCoordinator:
         self.classic_manager = ClassicGroupManager(self, member_id_factory)
         self.offset_manager = OffsetMetadataManager(self)
         self.consumer_manager = ConsumerGroupManager(self)
+        self.group_manager = GroupMetadataManager(self)
 
     @property
     def partitions(self) -> CoordinatorRuntimeCore[AppendKind, AppendPayload, TimerKey]:
@@ -186,13 +182,15 @@ class GroupCoordinator:
         group_id, member_id = key.group_id, key.member_id
         match key.kind:
             case TimerKind.HEARTBEAT:
-                self.classic_manager.on_expire_heartbeat(group_id, member_id, at, effects)
+                self.classic_manager.rebalance.on_expire_heartbeat(group_id, member_id, at, effects)
             case TimerKind.PENDING_MEMBER:
-                self.classic_manager.on_expire_pending_member(group_id, member_id, at, effects)
+                self.classic_manager.rebalance.on_expire_pending_member(
+                    group_id, member_id, at, effects
+                )
             case TimerKind.JOIN:
-                self.classic_manager.on_join_deadline(group_id, at, effects)
+                self.classic_manager.rebalance.on_join_deadline(group_id, at, effects)
             case TimerKind.SYNC:
-                self.classic_manager.on_expire_pending_sync(group_id, at, effects)
+                self.classic_manager.rebalance.on_expire_pending_sync(group_id, at, effects)
             case TimerKind.CONSUMER_SESSION:
                 self.consumer_manager.fence_consumer_group_member(
                     group_id, member_id, None, at, effects
@@ -236,7 +234,7 @@ class GroupCoordinator:
         if not self.partitions.begin_load(partition, epoch):
             return effects
         for group_id in [g for g in self.groups if self.partition_for(g) == partition]:
-            self.classic_manager.unload_group(self.groups.pop(group_id), effects)
+            self.classic_manager.rebalance.unload_group(self.groups.pop(group_id), effects)
         self.consumer_manager.unload_consumer_groups(partition)
         return effects
 
@@ -300,7 +298,7 @@ class GroupCoordinator:
             )
         elif isinstance(k, GroupKey) and self.partition_for(k.group) == partition:
             record = None if value is None else rec.read_group_value(value)
-            self.groups[k.group] = self.classic_manager.replay_group_metadata(
+            self.groups[k.group] = self.classic_manager.rebalance.replay_group_metadata(
                 k.group, record, self.groups.get(k.group), now_ms
             )
             if record is None:
@@ -318,7 +316,7 @@ class GroupCoordinator:
                 del self.groups[group_id]
                 continue
             for member in group.members.values():
-                self.classic_manager.schedule_heartbeat(group, member, now_ms)
+                self.classic_manager.rebalance.schedule_heartbeat(group, member, now_ms)
         for group_id, cg in self.consumer_groups.items():
             if self.partition_for(group_id) != partition:
                 continue
@@ -341,7 +339,7 @@ class GroupCoordinator:
         if not self.partitions.resign(partition, epoch):
             return effects
         for group_id in [g for g in self.groups if self.partition_for(g) == partition]:
-            self.classic_manager.unload_group(self.groups.pop(group_id), effects)
+            self.classic_manager.rebalance.unload_group(self.groups.pop(group_id), effects)
         self.consumer_manager.unload_consumer_groups(partition)
         return effects
 
@@ -349,7 +347,7 @@ class GroupCoordinator:
         """The broker stops: every group unloaded, every request refused."""
         effects = Effects()
         for group in list(self.groups.values()):
-            self.classic_manager.unload_group(group, effects)
+            self.classic_manager.rebalance.unload_group(group, effects)
         self.groups.clear()
         self.consumer_manager.unload_consumer_groups(None)
         self.runtime.close()
@@ -368,7 +366,7 @@ class GroupCoordinator:
         error = Errors(error)
         payload = pending.payload
         if isinstance(payload, SyncAppend):
-            self.classic_manager.complete_sync(payload, error, now_ms, effects)
+            self.classic_manager.rebalance.complete_sync(payload, error, now_ms, effects)
         elif isinstance(payload, StaticRejoinAppend):
             self.classic_manager.complete_static_rejoin(pending, payload, error, now_ms, effects)
         else:  # AppendKind.OFFSETS, AppendKind.TXN_OFFSETS
@@ -378,114 +376,6 @@ class GroupCoordinator:
     def is_live(self, group: GroupMetadata) -> bool:
         """The group an append was for is still the one served (not unloaded, not Dead)."""
         return self.groups.get(group.group_id) is group and not group.is_(DEAD)
-
-    # ======================================================================================
-    # groups as a whole
-    # ======================================================================================
-
-    def delete_groups(
-        self, group_ids: list[str], *, now_ms: int, request: Hashable | None = None
-    ) -> Effects:
-        """DeleteGroups: only Empty groups (NON_EMPTY_GROUP otherwise); their offsets
-        and the group record are tombstoned."""
-        effects = self.begin_call(now_ms, request)
-        errors: dict[str, Errors] = {}
-        doomed = []
-        for group_id in group_ids:
-            error = self.group_status(group_id, "delete_groups")
-            if error is not None:
-                errors[group_id] = error
-                continue
-            consumer = self.consumer_groups.get(group_id)
-            if consumer is not None:
-                if consumer.members:
-                    errors[group_id] = Errors.NON_EMPTY_GROUP
-                    continue
-                del self.consumer_groups[group_id]
-                consumer.dead = True
-                tombstones = tuple(
-                    (cgrec.encode_key(t, group_id), None)
-                    for t in (
-                        cgrec.TARGET_ASSIGNMENT_METADATA,
-                        cgrec.PARTITION_METADATA,
-                        cgrec.GROUP_METADATA,
-                    )
-                )
-                effects.append(
-                    AppendRecords(self.partition_for(group_id), tombstones, now_ms, None)
-                )
-                if group_id not in self.groups:
-                    errors[group_id] = Errors.NONE
-                    continue
-            group = self.groups.get(group_id)
-            if group is None or group.is_(DEAD):
-                errors[group_id] = Errors.GROUP_ID_NOT_FOUND
-            elif group.is_(EMPTY):
-                group.transition_to(DEAD, now_ms)
-                doomed.append(group)
-                errors[group_id] = Errors.NONE
-            else:
-                errors[group_id] = Errors.NON_EMPTY_GROUP
-        if doomed:
-            self.offset_manager.cleanup_group_metadata(
-                doomed,
-                self.offset_manager.remove_all_offsets,
-                now_ms,
-                effects,
-            )
-        effects.append(Respond(effects.request, DeleteGroupsResult(errors)))
-        return self.end_call(effects, now_ms)
-
-    def describe_group(self, group_id: str) -> DescribedGroup:
-        """DescribeGroups for one group; changes nothing."""
-        error = self.group_status(group_id, "describe_groups")
-        if error is not None:
-            return DescribedGroup(error, group_id, "")
-        group = self.groups.get(group_id)
-        if group is None:
-            return DescribedGroup(Errors.NONE, group_id, str(DEAD))
-        stable = group.is_(STABLE)
-        members = tuple(
-            DescribedMember(
-                m.member_id,
-                m.group_instance_id,
-                m.client_id,
-                m.client_host,
-                m.metadata(group.protocol_name) if stable and group.protocol_name else b"",
-                m.assignment if stable else b"",
-            )
-            for m in group.members.values()
-        )
-        return DescribedGroup(
-            Errors.NONE,
-            group_id,
-            str(group.state),
-            group.protocol_type or "",
-            (group.protocol_name or "") if stable else "",
-            members,
-        )
-
-    def list_groups(self, states: Iterable[str] | None = None) -> ListGroupsResult:
-        """ListGroups (v4+ filters by state, case-insensitively). While a partition
-        loads the error is COORDINATOR_LOAD_IN_PROGRESS, with the groups known so far."""
-        if not self.partitions.active:
-            return ListGroupsResult(Errors.COORDINATOR_NOT_AVAILABLE)
-        wanted = {s.lower() for s in states} if states else None
-        groups = tuple(
-            ListedGroup(g.group_id, g.protocol_type or "", str(g.state))
-            for g in self.groups.values()
-            if not g.is_(DEAD)
-            and self.partition_for(g.group_id) in self.partitions.owned
-            and (wanted is None or str(g.state).lower() in wanted)
-        )
-        groups = tuple(g for g in groups if g.group_id not in self.consumer_groups) + tuple(
-            ListedGroup(g.group_id, PROTOCOL_TYPE, str(g.state))
-            for g in self.consumer_groups.values()
-            if self.partition_for(g.group_id) in self.partitions.owned
-            and (wanted is None or str(g.state).lower() in wanted)
-        )
-        error = Errors.COORDINATOR_LOAD_IN_PROGRESS if self.partitions.loading else Errors.NONE
-        return ListGroupsResult(error, groups)
 
     # ======================================================================================
     # convenience for notebooks and tests
@@ -745,3 +635,14 @@ class GroupCoordinator:
 
     def consumer_group_describe(self, group_id: str) -> DescribedConsumerGroup:
         return self.consumer_manager.consumer_group_describe(group_id)
+
+    def delete_groups(
+        self, group_ids: list[str], *, now_ms: int, request: Hashable | None = None
+    ) -> Effects:
+        return self.group_manager.delete_groups(group_ids, now_ms=now_ms, request=request)
+
+    def describe_group(self, group_id: str) -> DescribedGroup:
+        return self.group_manager.describe_group(group_id)
+
+    def list_groups(self, states: Iterable[str] | None = None) -> ListGroupsResult:
+        return self.group_manager.list_groups(states)

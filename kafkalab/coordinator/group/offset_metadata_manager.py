@@ -120,7 +120,9 @@ class OffsetMetadataManager:
             return answer(Errors.REBALANCE_IN_PROGRESS)
         if group.state in (STABLE, PREPARING):
             # commits are allowed while rebalancing: the heartbeat tells the member
-            self.shard.classic_manager.schedule_heartbeat(group, group.get(member_id), now_ms)
+            self.shard.classic_manager.rebalance.schedule_heartbeat(
+                group, group.get(member_id), now_ms
+            )
         self._store_offsets(group, offsets, expire_timestamp_ms, now_ms, request, effects)
         return self.shard.end_call(effects, now_ms)
 
