@@ -9,6 +9,7 @@ org.apache.kafka.coordinator.group.GroupMetadataManager in 4.x.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kafkalab.coordinator.group.classic_group_rebalance import (
@@ -46,6 +47,23 @@ from kafkalab.errors import Errors
 
 if TYPE_CHECKING:
     from kafkalab.coordinator.group.group_coordinator import GroupCoordinator
+
+
+@dataclass(frozen=True)
+class JoinGroupRequest:
+    """A JoinGroup's fields, as the steps of joining need them (rebalance timeout
+    filled in, protocols' metadata as bytes)."""
+
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
+    request: Hashable
+    require_known_member_id: bool
 
 
 class ClassicGroupManager:
@@ -118,8 +136,8 @@ class ClassicGroupManager:
                 Respond(request, JoinGroupResult(Errors.GROUP_MAX_SIZE_REACHED, UNKNOWN_MEMBER_ID))
             )
         else:
-            args = (
-                group,
+            join = JoinGroupRequest(
+                member_id,
                 group_instance_id,
                 client_id,
                 client_host,
@@ -128,13 +146,12 @@ class ClassicGroupManager:
                 protocol_type,
                 protocols,
                 request,
-                now_ms,
-                effects,
+                require_known_member_id,
             )
             if is_unknown:
-                self._new_member_join(*args, require_known_member_id)
+                self._new_member_join(group, join, now_ms, effects)
             else:
-                self._current_member_join(member_id, *args)
+                self._current_member_join(group, join, now_ms, effects)
         if group.is_(PREPARING):
             self.rebalance.check_join(group, now_ms, effects)
         return self.shard.end_call(effects, now_ms)
@@ -151,9 +168,10 @@ class ClassicGroupManager:
         return group.has(member_id) or group.size() < max_size
 
     def _new_member_join(
-        self, group, instance_id, client_id, client_host, rebalance_timeout_ms, session_timeout_ms,
-        protocol_type, protocols, request, now_ms, effects, require_known_member_id,
-    ) -> None:  # fmt: skip
+        self, group: GroupMetadata, join: JoinGroupRequest, now_ms: int, effects: Effects
+    ) -> None:
+        """A member without an id: a static one restarting, or a new one."""
+        instance_id, request = join.group_instance_id, join.request
         if group.is_(DEAD):
             effects.append(
                 Respond(
@@ -161,52 +179,48 @@ class ClassicGroupManager:
                 )
             )
             return
-        if not group.supports_protocols(protocol_type, protocols):
+        if not group.supports_protocols(join.protocol_type, join.protocols):
             effects.append(
                 Respond(
                     request, JoinGroupResult(Errors.INCONSISTENT_GROUP_PROTOCOL, UNKNOWN_MEMBER_ID)
                 )
             )
             return
-        new_id = self.member_id_factory(client_id, instance_id)
+        new_id = self.member_id_factory(join.client_id, instance_id)
         if instance_id is not None:
             old_id = group.current_static_member_id(instance_id)
             if old_id is not None:
                 self._update_static_member_and_rebalance(
-                    group, old_id, new_id, instance_id, protocols, rebalance_timeout_ms,
-                    session_timeout_ms, request, now_ms, effects,
-                )  # fmt: skip
+                    group, join, old_id, new_id, now_ms, effects
+                )
                 return
-        elif require_known_member_id:
+        elif join.require_known_member_id:
             group.pending_members.add(new_id)
             self.shard.schedule(
                 TimerKey(TimerKind.PENDING_MEMBER, group.group_id, new_id),
-                now_ms + session_timeout_ms,
+                now_ms + join.session_timeout_ms,
             )
             effects.append(Respond(request, JoinGroupResult(Errors.MEMBER_ID_REQUIRED, new_id)))
             return
-        self._add_member_and_rebalance(
-            group, new_id, instance_id, client_id, client_host, rebalance_timeout_ms,
-            session_timeout_ms, protocol_type, protocols, request, now_ms, effects,
-        )  # fmt: skip
+        self._add_member_and_rebalance(group, join, new_id, now_ms, effects)
 
     def _current_member_join(
-        self, member_id, group, instance_id, client_id, client_host, rebalance_timeout_ms,
-        session_timeout_ms, protocol_type, protocols, request, now_ms, effects,
-    ) -> None:  # fmt: skip
+        self, group: GroupMetadata, join: JoinGroupRequest, now_ms: int, effects: Effects
+    ) -> None:
+        """A member with an id: one MEMBER_ID_REQUIRED gave it, or one rejoining."""
+        member_id, instance_id, request = join.member_id, join.group_instance_id, join.request
+        protocols = join.protocols
+
         def answer(error: Errors) -> None:
             effects.append(Respond(request, JoinGroupResult(error, member_id)))
 
         if group.is_(DEAD):
             return answer(Errors.COORDINATOR_NOT_AVAILABLE)
-        if not group.supports_protocols(protocol_type, protocols):
+        if not group.supports_protocols(join.protocol_type, join.protocols):
             return answer(Errors.INCONSISTENT_GROUP_PROTOCOL)
         if member_id in group.pending_members:
             self.shard.cancel(TimerKey(TimerKind.PENDING_MEMBER, group.group_id, member_id))
-            self._add_member_and_rebalance(
-                group, member_id, instance_id, client_id, client_host, rebalance_timeout_ms,
-                session_timeout_ms, protocol_type, protocols, request, now_ms, effects,
-            )  # fmt: skip
+            self._add_member_and_rebalance(group, join, member_id, now_ms, effects)
             return None
         if instance_id is not None:
             current = group.current_static_member_id(instance_id)
@@ -220,8 +234,8 @@ class ClassicGroupManager:
 
         def update_and_rebalance() -> None:
             member.protocols = protocols
-            member.rebalance_timeout_ms = rebalance_timeout_ms
-            member.session_timeout_ms = session_timeout_ms
+            member.rebalance_timeout_ms = join.rebalance_timeout_ms
+            member.session_timeout_ms = join.session_timeout_ms
             self.rebalance.await_join(member, request, effects)
             self.rebalance.maybe_prepare_rebalance(group, now_ms, effects)
 
@@ -266,19 +280,23 @@ class ClassicGroupManager:
         return None
 
     def _add_member_and_rebalance(
-        self, group, member_id, instance_id, client_id, client_host, rebalance_timeout_ms,
-        session_timeout_ms, protocol_type, protocols, request, now_ms, effects,
-    ) -> None:  # fmt: skip
+        self,
+        group: GroupMetadata,
+        join: JoinGroupRequest,
+        member_id: str,
+        now_ms: int,
+        effects: Effects,
+    ) -> None:
         member = MemberMetadata(
             member_id,
-            instance_id,
-            client_id,
-            client_host,
-            rebalance_timeout_ms,
-            session_timeout_ms,
-            protocol_type,
-            protocols,
-            join_request=request,
+            join.group_instance_id,
+            join.client_id,
+            join.client_host,
+            join.rebalance_timeout_ms,
+            join.session_timeout_ms,
+            join.protocol_type,
+            join.protocols,
+            join_request=join.request,
             is_new=True,
         )
         if group.is_(PREPARING) and group.generation_id == 0:
@@ -289,13 +307,20 @@ class ClassicGroupManager:
         self.rebalance.maybe_prepare_rebalance(group, now_ms, effects)
 
     def _update_static_member_and_rebalance(
-        self, group, old_id, new_id, instance_id, protocols, rebalance_timeout_ms,
-        session_timeout_ms, request, now_ms, effects,
-    ) -> None:  # fmt: skip
+        self,
+        group: GroupMetadata,
+        join: JoinGroupRequest,
+        old_id: str,
+        new_id: str,
+        now_ms: int,
+        effects: Effects,
+    ) -> None:
         """A static member rejoins with an empty member id (it restarted): it takes
         its old place under a new id; the old id is fenced. A Stable group whose
         protocol would not change does not rebalance: the member gets the current
         generation back (KIP-345), after the new id is written to the log."""
+        instance_id, request = join.group_instance_id, join.request
+        assert instance_id is not None  # only a static member comes here
         current_leader = group.leader_id
         old = group.get(old_id)
         self.rebalance.answer_join(
@@ -306,9 +331,9 @@ class ClassicGroupManager:
         member = group.replace_static_member(instance_id, old_id, new_id)
         self.shard.cancel(TimerKey(TimerKind.HEARTBEAT, group.group_id, old_id))
         self.rebalance.schedule_heartbeat(group, member, now_ms)
-        member.protocols = protocols
-        member.rebalance_timeout_ms = rebalance_timeout_ms
-        member.session_timeout_ms = session_timeout_ms
+        member.protocols = join.protocols
+        member.rebalance_timeout_ms = join.rebalance_timeout_ms
+        member.session_timeout_ms = join.session_timeout_ms
         member.join_request = request
         if group.is_(STABLE):
             if group.protocol_name == group.select_protocol():
