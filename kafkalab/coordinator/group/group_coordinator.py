@@ -1,9 +1,13 @@
-"""GroupCoordinator: the classic consumer-group protocol, sans-IO.
+"""GroupCoordinator: consumer groups (classic and KIP-848) and their offsets, sans-IO.
 
-Kafka's classes: kafka.coordinator.group.GroupCoordinator (with DelayedJoin,
-InitialDelayedJoin, DelayedSync, DelayedHeartbeat) and GroupMetadataManager
-(storeGroup, storeOffsets, getOffsets, cleanupGroupMetadata, loading), as in
-Kafka 3.x; the Java rewrite (GroupMetadataManager.classicGroup*) answers the same.
+Kafka's class: org.apache.kafka.coordinator.group.GroupCoordinatorShard, which
+holds the managers and replays records into them; here the managers are
+ClassicGroupManager (with ClassicGroupRebalance), ConsumerGroupManager,
+OffsetMetadataManager and GroupMetadataManager, a module each, and the
+partitions, pending appends and deadlines live in the shared
+CoordinatorRuntimeCore (kafkalab.coordinator.runtime). The classic protocol
+answers as Kafka 3.x's kafka.coordinator.group.GroupCoordinator does (the Java
+rewrite, GroupMetadataManager.classicGroup*, answers the same).
 
 A consumer group in five requests:
 
@@ -42,9 +46,11 @@ The broker adapter, in a few lines:
 Partitions: the coordinator serves the groups whose __consumer_offsets partition
 it leads. `on_become_leader(p)` starts loading (requests for its groups get
 COORDINATOR_LOAD_IN_PROGRESS), `complete_load(p, records, now_ms)` replays the
-partition's records into groups and offsets (the log is the state, as the
-metadata log is the controller's), `on_resign(p)` unloads them (NOT_COORDINATOR:
-clients find the new coordinator). Built with `partitions=None` it owns every
+partition's records into groups and offsets, one `replay` per record (the log is
+the state, as the metadata log is the controller's; offset records go through
+the same replay when a commit is written), `on_resign(p)` unloads them
+(NOT_COORDINATOR: clients find the new coordinator). A load that finishes after
+the partition was resigned is thrown away. Built with `partitions=None` it owns every
 partition at once, which is what a notebook wants.
 
 Where kafkalab differs from Kafka (each to leave no request unanswered): a
