@@ -18,6 +18,7 @@ generation is not written yet (Kafka keeps it in memory too).
 from __future__ import annotations
 
 import itertools
+import os
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -103,9 +104,8 @@ class ReplayMachine(RuleBasedStateMachine):
             group_initial_rebalance_delay_ms=delay, offsets_retention_minutes=1
         )
         ids = itertools.count(1)
-        self.c = GroupCoordinator(
-            self.config, member_id_factory=lambda cl, i: f"{i or cl}-{next(ids)}"
-        )
+        self.member_id_factory = lambda cl, i: f"{i or cl}-{next(ids)}"
+        self.c = GroupCoordinator(self.config, member_id_factory=self.member_id_factory)
         self.c.update_topic_metadata({"t": 2, "u": 1})
         self.now = 0
         self.log: list[tuple[int, bytes, bytes | None, int] | tuple[int, TxnMarker]] = []
@@ -307,10 +307,23 @@ class ReplayMachine(RuleBasedStateMachine):
         self.now += ms
         self.apply(self.c.tick(self.now))
 
-    @invariant()
-    def loading_the_log_gives_the_live_state(self):
-        fresh = GroupCoordinator(self.config, partitions=[])
+    @rule()
+    def failover(self):
+        """The coordinator's broker stops; a new one loads the log and carries on."""
+        fresh, appends = self.load()
+        self.c.shutdown()
+        self.c = fresh
+        for e in appends:  # what loading wrote (tombstones of offsets expired by then)
+            assert e.append_id is None
+            self.log.extend((e.partition, k, v, e.producer_id) for k, v in e.records)
+
+    def load(self) -> tuple[GroupCoordinator, list[AppendRecords]]:
+        """A new coordinator loaded from the log, and the appends its loading asks for."""
+        fresh = GroupCoordinator(
+            self.config, partitions=[], member_id_factory=self.member_id_factory
+        )
         fresh.update_topic_metadata({"t": 2, "u": 1})
+        appends: list[AppendRecords] = []
         for partition in sorted({entry[0] for entry in self.log}):
             fresh.on_become_leader(partition, epoch=1)
             records = [
@@ -320,7 +333,12 @@ class ReplayMachine(RuleBasedStateMachine):
                 for entry in self.log
                 if entry[0] == partition
             ]
-            fresh.complete_load(partition, records, self.now)
+            appends += fresh.complete_load(partition, records, self.now).appends()
+        return fresh, appends
+
+    @invariant()
+    def loading_the_log_gives_the_live_state(self):
+        fresh, _ = self.load()
         live, loaded = loaded_view(self.c), loaded_view(fresh)
         rebalancing = {
             gid
@@ -334,8 +352,8 @@ class ReplayMachine(RuleBasedStateMachine):
 
 TestLiveStateEqualsLoadedState = ReplayMachine.TestCase
 TestLiveStateEqualsLoadedState.settings = settings(
-    max_examples=150,
-    stateful_step_count=40,
+    max_examples=int(os.environ.get("GROUP_REPLAY_EXAMPLES", 300)),  # more: a longer hunt
+    stateful_step_count=50,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
