@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from kafkalab.coordinator.group import coordinator_records as rec
 from kafkalab.coordinator.group.classic_group_manager import ClassicGroupManager
+from kafkalab.coordinator.group.consumer_group import ConsumerGroup
 from kafkalab.coordinator.group.coordinator_records import (
     OffsetAndMetadata,
 )
@@ -127,7 +128,13 @@ class OffsetMetadataManager:
         return self.shard.end_call(effects, now_ms)
 
     @classmethod
-    def _validate_offset_commit(cls, group, generation_id, member_id, instance_id) -> Errors | None:
+    def _validate_offset_commit(
+        cls,
+        group: GroupMetadata,
+        generation_id: int,
+        member_id: str,
+        instance_id: str | None,
+    ) -> Errors | None:
         if group.is_(DEAD):
             return Errors.COORDINATOR_NOT_AVAILABLE
         if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or instance_id is not None:
@@ -142,7 +149,9 @@ class OffsetMetadataManager:
         return None
 
     @staticmethod
-    def _validate_consumer_group_commit(consumer, member_id, member_epoch) -> Errors | None:
+    def _validate_consumer_group_commit(
+        consumer: ConsumerGroup, member_id: str, member_epoch: int
+    ) -> Errors | None:
         """Kafka: ConsumerGroup.validateOffsetCommit. Epoch -1 with no members: an
         admin or a consumer without group management; otherwise the member must
         exist and commit at its current epoch (STALE_MEMBER_EPOCH: retry after the
@@ -157,7 +166,14 @@ class OffsetMetadataManager:
         return None
 
     def _store_offsets(
-        self, group, offsets, expire_timestamp_ms, now_ms, request, effects, producer=None
+        self,
+        group: GroupMetadata,
+        offsets: dict[TopicPartition, CommitOffset],
+        expire_timestamp_ms: int | None,
+        now_ms: int,
+        request: Hashable,
+        effects: Effects,
+        producer: tuple[int, int] | None = None,
     ) -> None:
         """Write the offsets (Kafka: storeOffsets). `producer` (id, epoch): a
         TxnOffsetCommit, held pending for that producer until its transaction ends."""
