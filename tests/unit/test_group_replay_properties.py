@@ -413,3 +413,17 @@ def test_a_failed_transactional_commit_leaves_the_written_one_pending():
     assert _reloaded(c, log).pending_transactional_offsets("a") == c.pending_transactional_offsets(
         "a"
     )
+
+
+def test_a_group_whose_commit_is_being_written_is_not_removed_by_expiry():
+    """Offsets deleted while a commit to the same Empty group is in flight: the group
+    stays (Kafka: hasOffsets counts pending commits), so the commit, once written,
+    is in the group a reload also finds."""
+    c, log = GroupCoordinator(), []
+    _write_all(c, c.commit_offsets("a", {("t", 0): CommitOffset(1)}, now_ms=0), log)
+    in_flight = c.commit_offsets("a", {("t", 1): CommitOffset(2)}, now_ms=0)
+    _write_all(c, c.delete_offsets("a", [("t", 0)], now_ms=0), log)
+    assert "a" in c.groups  # the old code removed it here
+    _write_all(c, in_flight, log)
+    assert c.fetch_offsets("a", [("t", 1)]).partitions[("t", 1)].offset == 2
+    assert _reloaded(c, log).groups["a"].offsets == c.groups["a"].offsets

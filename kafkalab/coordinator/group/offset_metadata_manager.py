@@ -516,11 +516,9 @@ class OffsetMetadataManager:
         for group in groups:
             removed = selector(group)
             removed_total += len(removed)
-            if (
-                group.is_(EMPTY)
-                and not group.offsets
-                and not group.pending_transactional_offset_commits
-            ):
+            if group.is_(EMPTY) and not group.has_offsets():
+                # a commit still being written counts too (Kafka: hasOffsets): else
+                # its record would bring back a group removed here
                 group.transition_to(DEAD, now_ms)
             records = [(rec.offset_commit_key(group.group_id, t, p), None) for t, p in removed]
             if group.is_(DEAD) and self.shard.groups.get(group.group_id) is group:
