@@ -68,6 +68,10 @@ class OffsetMetadataManager:
 
     def __init__(self, shard: GroupCoordinator) -> None:
         self.shard = shard
+        # TxnOffsetCommit appends whose transaction's marker was written before they
+        # were acknowledged (the transaction coordinator aborted it meanwhile, say):
+        # append id -> committed. In the log the record comes before the marker.
+        self._ended_before_acknowledged: dict[int, bool] = {}
 
     # ======================================================================================
     # offsets
@@ -241,9 +245,12 @@ class OffsetMetadataManager:
                 group.pending_offset_commits[tp] = left
             else:
                 group.pending_offset_commits.pop(tp, None)
+        ended = self._ended_before_acknowledged.pop(pending.append_id, None)
         if error == Errors.NONE and (self.shard.is_live(group) or payload.producer_id >= 0):
             for tp, om in to_write.items():
                 self.replay_offset_commit(group, tp, om, payload.producer_id, pending.append_id)
+            if ended is not None:  # then the marker, as the log has them
+                self.replay_end_transaction_marker(group, payload.producer_id, ended)
         answer = store_offsets_error(error) if error != Errors.NONE else Errors.NONE
         result = {tp: answer for tp in to_write}
         result.update({tp: Errors.OFFSET_METADATA_TOO_LARGE for tp in too_large})
@@ -261,16 +268,16 @@ class OffsetMetadataManager:
     ) -> None:
         """Apply one OffsetCommit record (Kafka: OffsetMetadataManager.replay), `seq`
         its place in the log. A transaction's record (`producer_id` >= 0) waits for the
-        marker ending it; a plain one is the committed offset unless a later one is
-        already (acknowledgements arriving out of order never let an older commit
-        win); a plain tombstone deletes the committed offset and what open
+        marker ending it; a plain one is the committed offset; either only unless a
+        later one is already there (acknowledgements arriving out of order never let
+        an older commit win); a plain tombstone deletes the committed offset and what open
         transactions hold for the partition."""
         pending = group.pending_transactional_offset_commits
         if producer_id >= 0:
             by_tp = pending.setdefault(producer_id, {})
             if om is None:
                 by_tp.pop(tp, None)
-            else:
+            elif tp not in by_tp or seq > by_tp[tp][1]:
                 by_tp[tp] = (om, seq)
             if not by_tp:
                 del pending[producer_id]
@@ -381,6 +388,15 @@ class OffsetMetadataManager:
             for group in self.shard.groups.values():
                 if self.shard.partition_for(group.group_id) == partition:
                     self.replay_end_transaction_marker(group, producer_id, committed)
+            for append in self.shard.runtime.appends.values():
+                payload = append.payload
+                if (
+                    append.kind is AppendKind.TXN_OFFSETS
+                    and append.partition == partition
+                    and isinstance(payload, OffsetsAppend)
+                    and payload.producer_id == producer_id
+                ):
+                    self._ended_before_acknowledged[append.append_id] = committed
         effects.append(Respond(effects.request, None))
         return self.shard.end_call(effects, now_ms)
 
@@ -493,11 +509,13 @@ class OffsetMetadataManager:
         return removed
 
     def remove_all_offsets(self, group: GroupMetadata) -> list[TopicPartition]:
-        """Every offset of a group being deleted, and what its open transactions hold
-        (Kafka: deleteAllOffsets), else a reload would bring those back."""
+        """Every offset of a group being deleted (Kafka: deleteAllOffsets): committed,
+        held by an open transaction, or in a commit still being written (its record
+        is in the log before these tombstones), else a reload would bring them back."""
         removed = self.remove_offsets(group, list(group.offsets))
         held = {tp for by_tp in group.pending_transactional_offset_commits.values() for tp in by_tp}
-        for tp in sorted(held):  # only held by a transaction: its tombstone ends that
+        held |= set(group.pending_offset_commits)
+        for tp in sorted(held - set(removed)):  # a tombstone ends those too
             self.replay_offset_commit(group, tp, None, -1, 0)
             removed.append(tp)
         return removed
