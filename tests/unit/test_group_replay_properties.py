@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
@@ -457,3 +458,26 @@ def test_a_group_whose_commit_is_being_written_is_not_removed_by_expiry():
     _write_all(c, in_flight, log)
     assert c.fetch_offsets("a", [("t", 1)]).partitions[("t", 1)].offset == 2
     assert _reloaded(c, log).groups["a"].offsets == c.groups["a"].offsets
+
+
+@pytest.mark.parametrize("committed", [True, False])
+def test_a_marker_written_before_the_commit_is_acknowledged_ends_it(committed):
+    """TxnOffsetCommit written, the transaction ended (a marker after it in the log)
+    before the ISR acknowledged the commit: once acknowledged the offset is what the
+    log says, committed or dropped, and never left pending for ever."""
+    c, log = GroupCoordinator(), []
+    held = c.commit_transactional_offsets("a", 7, 0, {("t", 0): CommitOffset(5)}, now_ms=0)
+    (append,) = held.appends()
+    log.extend((append.partition, k, v, 7) for k, v in append.records)
+    c.complete_transaction(c.partition_for("a"), 7, committed, now_ms=0)
+    log_with_marker = [*log]
+    c.append_completed(append.append_id, Errors.NONE, 0)
+    assert c.pending_transactional_offsets("a") == {}
+    expected = 5 if committed else -1
+    assert c.fetch_offsets("a", [("t", 0)]).partitions[("t", 0)].offset == expected
+    fresh = GroupCoordinator(partitions=[])
+    p = c.partition_for("a")
+    fresh.on_become_leader(p, epoch=1)
+    records = [(k, v, pid) for _, k, v, pid in log_with_marker] + [TxnMarker(7, committed)]
+    fresh.complete_load(p, records, 0)
+    assert fresh.fetch_offsets("a", [("t", 0)]).partitions[("t", 0)].offset == expected

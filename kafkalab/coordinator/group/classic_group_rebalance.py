@@ -100,6 +100,7 @@ class ClassicGroupRebalance:
         if previous is not None:
             group.offsets = previous.offsets
             group.offset_append_seq = previous.offset_append_seq
+            group.offset_tombstone_seq = previous.offset_tombstone_seq
             group.pending_transactional_offset_commits = (
                 previous.pending_transactional_offset_commits
             )

@@ -273,6 +273,8 @@ class OffsetMetadataManager:
         an older commit win); a plain tombstone deletes the committed offset and what open
         transactions hold for the partition."""
         pending = group.pending_transactional_offset_commits
+        if seq < group.offset_tombstone_seq.get(tp, 0):
+            return  # written before the partition's offsets were deleted, acknowledged after
         if producer_id >= 0:
             by_tp = pending.setdefault(producer_id, {})
             if om is None:
@@ -285,6 +287,7 @@ class OffsetMetadataManager:
         if om is None:
             group.offsets.pop(tp, None)
             group.offset_append_seq.pop(tp, None)
+            group.offset_tombstone_seq[tp] = seq
             for producer in [p for p, by_tp in pending.items() if tp in by_tp]:
                 del pending[producer][tp]
                 if not pending[producer]:
@@ -396,7 +399,8 @@ class OffsetMetadataManager:
                     and isinstance(payload, OffsetsAppend)
                     and payload.producer_id == producer_id
                 ):
-                    self._ended_before_acknowledged[append.append_id] = committed
+                    # the first marker after the record ends it; later ones find nothing
+                    self._ended_before_acknowledged.setdefault(append.append_id, committed)
         effects.append(Respond(effects.request, None))
         return self.shard.end_call(effects, now_ms)
 
@@ -504,7 +508,7 @@ class OffsetMetadataManager:
         for tp in partitions:
             if tp in group.offsets:
                 removed.append(tp)
-                self.replay_offset_commit(group, tp, None, -1, 0)
+                self.replay_offset_commit(group, tp, None, -1, self.shard.runtime.next_sequence())
             group.offset_append_seq.pop(tp, None)
         return removed
 
@@ -516,7 +520,7 @@ class OffsetMetadataManager:
         held = {tp for by_tp in group.pending_transactional_offset_commits.values() for tp in by_tp}
         held |= set(group.pending_offset_commits)
         for tp in sorted(held - set(removed)):  # a tombstone ends those too
-            self.replay_offset_commit(group, tp, None, -1, 0)
+            self.replay_offset_commit(group, tp, None, -1, self.shard.runtime.next_sequence())
             removed.append(tp)
         return removed
 
