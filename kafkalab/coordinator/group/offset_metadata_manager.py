@@ -247,10 +247,12 @@ class OffsetMetadataManager:
                 group.pending_offset_commits.pop(tp, None)
         ended = self._ended_before_acknowledged.pop(pending.append_id, None)
         if error == Errors.NONE and (self.shard.is_live(group) or payload.producer_id >= 0):
-            for tp, om in to_write.items():
-                self.replay_offset_commit(group, tp, om, payload.producer_id, pending.append_id)
-            if ended is not None:  # then the marker, as the log has them
-                self.replay_end_transaction_marker(group, payload.producer_id, ended)
+            # a transaction that ended meanwhile: its marker follows these records in
+            # the log, so they are committed now (as a plain commit at their place in
+            # the log) or dropped, leaving the producer's later transactions alone
+            producer_id = payload.producer_id if ended is None else -1
+            for tp, om in to_write.items() if ended is not False else ():
+                self.replay_offset_commit(group, tp, om, producer_id, pending.append_id)
         answer = store_offsets_error(error) if error != Errors.NONE else Errors.NONE
         result = {tp: answer for tp in to_write}
         result.update({tp: Errors.OFFSET_METADATA_TOO_LARGE for tp in too_large})
