@@ -12,6 +12,7 @@ from kafkalab.coordinator.group import (
     IllegalGroupTransition,
 )
 from kafkalab.coordinator.group.coordinator_records import partition_for, read_key
+from kafkalab.coordinator.group.group_coordinator import TimerKey, TimerKind
 from kafkalab.coordinator.group.results import AppendRecords, CommitOffset
 from kafkalab.errors import Errors
 from kafkalab.protocol.consumer_protocol import Subscription, encode_subscription
@@ -495,6 +496,24 @@ def test_becoming_leader_again_reloads_from_the_log_only():
     # a stale election (older epoch) changes nothing
     h.c.on_become_leader(p, epoch=4)
     assert p in h.c.partitions.owned and "g" in h.c.groups
+
+
+def test_a_load_finishing_after_the_resignation_serves_nothing():
+    """The late-load rule: a partition resigned (or re-elected) while its records
+    were read must not come back with them; the old code re-claimed it and served
+    the groups it had read."""
+    h = Harness()
+    (member,) = h.stable_group("g", 1)
+    written = list(h.log)
+    p = partition_for("g", 50)
+    fresh = Harness(partitions=[])
+    fresh.c.on_become_leader(p, epoch=1)
+    fresh.c.on_resign(p, epoch=1)
+    fresh.c.complete_load(p, [(k, v) for q, k, v in written if q == p], now_ms=0)
+    assert p not in fresh.c.partitions.owned and "g" not in fresh.c.groups
+    assert fresh.join("g").response.error == E.NOT_COORDINATOR
+    # and no session timer runs for a group not served
+    assert not fresh.c.runtime.is_scheduled(TimerKey(TimerKind.HEARTBEAT, "g", member))
 
 
 def test_a_group_remembers_the_path_it_took():

@@ -92,6 +92,9 @@ class GroupMetadata:
     # for each committed offset, the sequence number of the append that wrote it, so
     # that acknowledgements arriving out of order never let an older commit win
     offset_append_seq: dict[TopicPartition, int] = field(default_factory=dict)
+    # for each partition whose offset was deleted, the sequence number of the tombstone:
+    # a commit written before it and acknowledged after it must not come back
+    offset_tombstone_seq: dict[TopicPartition, int] = field(default_factory=dict)
     # TxnOffsetCommit (Kafka: pendingTransactionalOffsetCommits): producer id ->
     # partition -> (offset, append sequence). Invisible to OffsetFetch until the
     # transaction's COMMIT marker makes them committed; its ABORT drops them.
