@@ -7,29 +7,35 @@ its CoordinatorRuntime (offsets.topic.* settings; the cluster's topics handed to
 it for KIP-848, `sync_topic_metadata`), built complete in one constructor, and
 typed methods that each run one coordinator call as one request.
 
-The group API modules (apis/group.py, apis/consumer_group.py) still reach the
-coordinator through `call(fn, ...)` and `coordinator`; they move onto typed
-methods like `complete_transaction`, `heartbeat` or `delete_groups` below (and
-`run(operation, ResultType)` for any other call) as the group coordinator's
-request shapes settle.
+The group API modules (apis/group.py, apis/consumer_group.py) call only these
+methods: one per request, with the request's fields as typed parameters and the
+coordinator's typed result back (`run(operation, ResultType)` underneath).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
+from kafkalab.coordinator.group.consumer_group import (
+    ConsumerGroupHeartbeatResult,
+    DescribedConsumerGroup,
+)
 from kafkalab.coordinator.group.coordinator_records import OFFSETS_TOPIC
 from kafkalab.coordinator.group.group_config import GroupConfig
 from kafkalab.coordinator.group.group_coordinator import GroupCoordinator
+from kafkalab.coordinator.group.group_runtime import UNKNOWN_MEMBER_ID
 from kafkalab.coordinator.group.results import (
+    CommitOffset,
     DeleteGroupsResult,
     DescribedGroup,
-    Effects,
     HeartbeatResult,
+    JoinGroupResult,
     LeaveGroupResult,
     ListGroupsResult,
+    OffsetCommitResult,
     OffsetDeleteResult,
     OffsetFetchResult,
+    SyncGroupResult,
 )
 from kafkalab.replication.replica_manager import ReplicaManager
 from kafkalab.server.coordinator_runtime import (
@@ -89,15 +95,165 @@ class GroupCoordinatorService:
         """One coordinator call as one request: `operation(now_ms, request)`."""
         return await self.runtime.run(operation, result_type)
 
-    async def call(self, fn: Callable[..., Effects], *args: object, **kwargs: object) -> object:
-        """`fn(*args, now_ms=..., request=..., **kwargs)` as one request: the untyped
-        way the group API modules still use (see the module's doc); the typed
-        methods below and `run` are the way on."""
+    # -- typed requests -------------------------------------------------------------------------
+
+    async def join_group(
+        self,
+        group_id: str,
+        member_id: str,
+        *,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int | None,
+        group_instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        require_known_member_id: bool,
+    ) -> JoinGroupResult:
+        c = self.coordinator
         return await self.run(
-            lambda now, request: fn(*args, now_ms=now, request=request, **kwargs), object
+            lambda now, request: c.join_group(
+                group_id,
+                member_id,
+                protocol_type=protocol_type,
+                protocols=protocols,
+                session_timeout_ms=session_timeout_ms,
+                rebalance_timeout_ms=rebalance_timeout_ms,
+                group_instance_id=group_instance_id,
+                client_id=client_id,
+                client_host=client_host,
+                require_known_member_id=require_known_member_id,
+                now_ms=now,
+                request=request,
+            ),
+            JoinGroupResult,
         )
 
-    # -- typed requests -------------------------------------------------------------------------
+    async def sync_group(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        *,
+        assignments: dict[str, bytes],
+        group_instance_id: str | None,
+        protocol_type: str | None,
+        protocol_name: str | None,
+    ) -> SyncGroupResult:
+        c = self.coordinator
+        return await self.run(
+            lambda now, request: c.sync_group(
+                group_id,
+                generation_id,
+                member_id,
+                assignments=assignments,
+                group_instance_id=group_instance_id,
+                protocol_type=protocol_type,
+                protocol_name=protocol_name,
+                now_ms=now,
+                request=request,
+            ),
+            SyncGroupResult,
+        )
+
+    async def commit_offsets(
+        self,
+        group_id: str,
+        offsets: dict[TopicPartition, CommitOffset],
+        *,
+        generation_id: int = -1,
+        member_id: str = UNKNOWN_MEMBER_ID,
+        group_instance_id: str | None = None,
+        expire_timestamp_ms: int | None = None,
+    ) -> OffsetCommitResult:
+        c = self.coordinator
+        return await self.run(
+            lambda now, request: c.commit_offsets(
+                group_id,
+                offsets,
+                generation_id=generation_id,
+                member_id=member_id,
+                group_instance_id=group_instance_id,
+                expire_timestamp_ms=expire_timestamp_ms,
+                now_ms=now,
+                request=request,
+            ),
+            OffsetCommitResult,
+        )
+
+    async def commit_transactional_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        offsets: dict[TopicPartition, CommitOffset],
+        *,
+        transactional_id: str,
+        generation_id: int = -1,
+        member_id: str = UNKNOWN_MEMBER_ID,
+        group_instance_id: str | None = None,
+    ) -> OffsetCommitResult:
+        c = self.coordinator
+        return await self.run(
+            lambda now, request: c.commit_transactional_offsets(
+                group_id,
+                producer_id,
+                producer_epoch,
+                offsets,
+                transactional_id=transactional_id,
+                generation_id=generation_id,
+                member_id=member_id,
+                group_instance_id=group_instance_id,
+                now_ms=now,
+                request=request,
+            ),
+            OffsetCommitResult,
+        )
+
+    async def consumer_group_heartbeat(
+        self,
+        group_id: str,
+        member_id: str,
+        member_epoch: int,
+        *,
+        instance_id: str | None,
+        rack_id: str | None,
+        rebalance_timeout_ms: int,
+        subscribed_topic_names: list[str] | None,
+        server_assignor: str | None,
+        owned_partitions: list[TopicPartition] | None,
+        client_id: str,
+        client_host: str,
+    ) -> ConsumerGroupHeartbeatResult:
+        """KIP-848's one request (call `sync_topic_metadata` first: the coordinator
+        assigns partitions of the topics it knows)."""
+        c = self.coordinator
+        return await self.run(
+            lambda now, request: c.consumer_group_heartbeat(
+                group_id,
+                member_id,
+                member_epoch,
+                instance_id=instance_id,
+                rack_id=rack_id,
+                rebalance_timeout_ms=rebalance_timeout_ms,
+                subscribed_topic_names=subscribed_topic_names,
+                server_assignor=server_assignor,
+                owned_partitions=owned_partitions,
+                client_id=client_id,
+                client_host=client_host,
+                now_ms=now,
+                request=request,
+            ),
+            ConsumerGroupHeartbeatResult,
+        )
+
+    def consumer_group_describe(self, group_id: str) -> DescribedConsumerGroup:
+        return self.coordinator.consumer_group_describe(group_id)
+
+    def is_consumer_group(self, group_id: str) -> bool:
+        """A KIP-848 group (ListGroups v5 names its type `consumer`, the others `classic`)."""
+        return group_id in self.coordinator.consumer_groups
 
     async def heartbeat(
         self,

@@ -99,8 +99,7 @@ def end_transaction(broker: BrokerThread, producer_id: int, committed: bool) -> 
             OFFSETS, 0, batch, required_acks=-1, origin=AppendOrigin.COORDINATOR
         )
         assert result.error == Errors.NONE
-        runtime = b.group_coordinator
-        await runtime.call(runtime.coordinator.complete_transaction, 0, producer_id, committed)
+        await b.group_coordinator.complete_transaction(0, producer_id, committed)
 
     asyncio.run_coroutine_threadsafe(write_marker(), broker._loop).result(timeout=30)
 

@@ -23,7 +23,11 @@ PARTITIONS = 6
 
 
 def apis_with(coordinator: GroupCoordinator):
-    return SimpleNamespace(group_coordinator=SimpleNamespace(coordinator=coordinator))
+    """KafkaApis with a GroupCoordinatorService whose OffsetFetch is `coordinator`'s
+    (the service's fetch_offsets only hands the call on)."""
+    return SimpleNamespace(
+        group_coordinator=SimpleNamespace(fetch_offsets=coordinator.fetch_offsets)
+    )
 
 
 def not_coordinator() -> GroupCoordinator:

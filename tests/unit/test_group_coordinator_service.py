@@ -49,7 +49,7 @@ def test_typed_group_requests_through_the_log(tmp_path):
             Errors.NONE, (LeaveMemberResult("m", None, Errors.UNKNOWN_MEMBER_ID),)
         )
         # a simple (member-less) group's commit, then its offsets deleted, then the group
-        commit = await service.call(service.coordinator.commit_offsets, "g", {T0: CommitOffset(5)})
+        commit = await service.commit_offsets("g", {T0: CommitOffset(5)})
         assert commit == OffsetCommitResult({T0: Errors.NONE})
         assert service.fetch_offsets("g", [T0]).partitions[T0].offset == 5
         assert [g.group_id for g in service.list_groups().groups] == ["g"]
@@ -57,7 +57,7 @@ def test_typed_group_requests_through_the_log(tmp_path):
         deleted = await service.delete_offsets("g", [T0])
         assert deleted == OffsetDeleteResult(Errors.NONE, {T0: Errors.NONE})
         assert service.fetch_offsets("g", [T0]).partitions[T0].offset == -1
-        await service.call(service.coordinator.commit_offsets, "g", {T0: CommitOffset(6)})
+        await service.commit_offsets("g", {T0: CommitOffset(6)})
         assert await service.delete_groups(["g"]) == DeleteGroupsResult({"g": Errors.NONE})
         await service.complete_transaction(0, 5000, True)  # nothing pending: answered
         with pytest.raises(TypeError, match="expected a HeartbeatResult"):

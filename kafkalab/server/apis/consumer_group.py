@@ -1,8 +1,8 @@
-"""Consumer groups (KIP-848 protocol): thin adapters onto the GroupCoordinator.
+"""Consumer groups (KIP-848 protocol): thin adapters onto the GroupCoordinatorService.
 
 Kafka: KafkaApis.handleConsumerGroupHeartbeat, handleConsumerGroupDescribe.
 The rules (member epochs, the target assignment, reconciliation, revocation)
-live in kafkalab/coordinator/group/group_coordinator.py (consumer_group_heartbeat,
+live in kafkalab/coordinator/group/consumer_group_manager.py (consumer_group_heartbeat,
 consumer_group_describe) and consumer_group.py; this only translates:
 
     on the wire                    in the coordinator
@@ -90,8 +90,7 @@ async def handle_consumer_group_heartbeat(
         ]
     )
     subscribed = body["subscribed_topic_names"]
-    result = await runtime.call(
-        runtime.coordinator.consumer_group_heartbeat,
+    result = await runtime.consumer_group_heartbeat(
         body["group_id"],
         body["member_id"],
         body["member_epoch"],
@@ -122,7 +121,7 @@ def handle_consumer_group_describe(apis: KafkaApis, header: RequestHeader, body:
     ids = _topic_ids(apis)
     groups = []
     for group_id in body["group_ids"]:
-        g = runtime.coordinator.consumer_group_describe(group_id)
+        g = runtime.consumer_group_describe(group_id)
         message = None
         if g.error == Errors.GROUP_ID_NOT_FOUND:
             message = f"group {group_id} is not a consumer group (KIP-848)"

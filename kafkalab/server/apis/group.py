@@ -1,14 +1,15 @@
-"""Consumer groups (classic protocol): thin adapters onto the GroupCoordinator.
+"""Consumer groups (classic protocol): thin adapters onto the GroupCoordinatorService.
 
 Kafka: KafkaApis.handleFindCoordinatorRequest, handleJoinGroupRequest,
 handleSyncGroupRequest, handleHeartbeatRequest, handleLeaveGroupRequest,
 handleOffsetCommitRequest, handleOffsetFetchRequest, handleDescribeGroupsRequest,
 handleListGroupsRequest, handleDeleteGroupsRequest, handleOffsetDeleteRequest,
 handleTxnOffsetCommitRequest.
-Each turns the request body into one coordinator call (through the
-CoordinatorRuntime, which carries out its effects) and the result into the
-response body of the request's version. What a group is, and every rule of the
-protocol, lives in kafkalab/coordinator/group/group_coordinator.py.
+Each turns the request body into one typed call of the GroupCoordinatorService
+(one coordinator call as one request, run by the CoordinatorRuntime, which
+carries out its effects) and the result into the response body of the request's
+version. What a group is, and every rule of the protocol, lives in
+kafkalab/coordinator/group/ (the GroupCoordinator and its managers).
 
 FindCoordinator answers with the leader of the group's `__consumer_offsets`
 partition (abs(Java hashCode(group.id)) % offsets.topic.num.partitions), creating
@@ -27,7 +28,9 @@ from kafkalab.protocol.header import RequestHeader
 from kafkalab.server.coordinator_runtime import now_ms
 
 if TYPE_CHECKING:
+    from kafkalab.server.group_coordinator_service import GroupCoordinatorService
     from kafkalab.server.kafka_apis import KafkaApis
+    from kafkalab.server.transaction_coordinator_service import TransactionCoordinatorService
 
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
@@ -35,10 +38,6 @@ NO_GENERATION = -1
 UNKNOWN_MEMBER_ID = ""
 DEFAULT_RETENTION_TIME = -1
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
-
-
-def _runtime(apis: KafkaApis):
-    return apis.group_coordinator
 
 
 def handle_find_coordinator(apis: KafkaApis, header: RequestHeader, body: dict) -> dict:
@@ -51,14 +50,15 @@ def handle_find_coordinator(apis: KafkaApis, header: RequestHeader, body: dict) 
         "port": -1,
     }
     key_type = body.get("key_type", GROUP_KEY_TYPE) if header.api_version >= 1 else GROUP_KEY_TYPE
+    service: GroupCoordinatorService | TransactionCoordinatorService
     if key_type == GROUP_KEY_TYPE:
-        runtime = _runtime(apis)
+        service = apis.group_coordinator
     elif key_type == TRANSACTION_KEY_TYPE and apis.transaction_coordinator is not None:
-        runtime = apis.transaction_coordinator
+        service = apis.transaction_coordinator
     else:
         out.update(error_code=int(Errors.INVALID_REQUEST), error_message=f"key type {key_type}")
         return out
-    leader = runtime.leader_of(runtime.coordinator.partition_for(body["key"]))
+    leader = service.leader_of(service.partition_for(body["key"]))
     broker = next((b for b in apis.metadata_cache.alive_brokers() if b.broker_id == leader), None)
     if broker is None:
         out.update(error_code=int(Errors.COORDINATOR_NOT_AVAILABLE))
@@ -68,10 +68,8 @@ def handle_find_coordinator(apis: KafkaApis, header: RequestHeader, body: dict) 
 
 
 async def handle_join_group(apis: KafkaApis, header: RequestHeader, body: dict) -> dict:
-    runtime = _runtime(apis)
     version = header.api_version
-    result = await runtime.call(
-        runtime.coordinator.join_group,
+    result = await apis.group_coordinator.join_group(
         body["group_id"],
         body["member_id"],
         protocol_type=body["protocol_type"],
@@ -104,9 +102,7 @@ async def handle_join_group(apis: KafkaApis, header: RequestHeader, body: dict) 
 
 
 async def handle_sync_group(apis: KafkaApis, header: RequestHeader, body: dict) -> dict:
-    runtime = _runtime(apis)
-    result = await runtime.call(
-        runtime.coordinator.sync_group,
+    result = await apis.group_coordinator.sync_group(
         body["group_id"],
         body["generation_id"],
         body["member_id"],
@@ -125,9 +121,7 @@ async def handle_sync_group(apis: KafkaApis, header: RequestHeader, body: dict) 
 
 
 async def handle_heartbeat(apis: KafkaApis, header: RequestHeader, body: dict) -> dict:
-    runtime = _runtime(apis)
-    result = await runtime.call(
-        runtime.coordinator.heartbeat,
+    result = await apis.group_coordinator.heartbeat(
         body["group_id"],
         body["generation_id"],
         body["member_id"],
@@ -137,12 +131,11 @@ async def handle_heartbeat(apis: KafkaApis, header: RequestHeader, body: dict) -
 
 
 async def handle_leave_group(apis: KafkaApis, header: RequestHeader, body: dict) -> dict:
-    runtime = _runtime(apis)
     if header.api_version >= 3:
         members = [(m["member_id"], m.get("group_instance_id")) for m in body["members"]]
     else:
         members = [(body["member_id"], None)]
-    result = await runtime.call(runtime.coordinator.leave_group, body["group_id"], members)
+    result = await apis.group_coordinator.leave_group(body["group_id"], members)
     error = result.error
     if header.api_version < 3 and error == Errors.NONE and result.members:
         error = result.members[0].error  # one member: its error is the request's
@@ -161,7 +154,6 @@ async def handle_leave_group(apis: KafkaApis, header: RequestHeader, body: dict)
 
 
 async def handle_offset_commit(apis: KafkaApis, header: RequestHeader, body: dict) -> dict:
-    runtime = _runtime(apis)
     version = header.api_version
     offsets = {
         (t["name"], p["partition_index"]): CommitOffset(
@@ -176,8 +168,7 @@ async def handle_offset_commit(apis: KafkaApis, header: RequestHeader, body: dic
     retention = body.get("retention_time_ms", DEFAULT_RETENTION_TIME)
     if 2 <= version <= 4 and retention != DEFAULT_RETENTION_TIME:
         expire = now_ms() + retention
-    result = await runtime.call(
-        runtime.coordinator.commit_offsets,
+    result = await apis.group_coordinator.commit_offsets(
         body["group_id"],
         offsets,
         generation_id=body.get("generation_id_or_member_epoch", NO_GENERATION)
@@ -194,7 +185,6 @@ async def handle_txn_offset_commit(apis: KafkaApis, header: RequestHeader, body:
     """TxnOffsetCommit (28), sent by a transactional producer to the group's
     coordinator after AddOffsetsToTxn: the offsets stay pending until the
     transaction's marker is written here (GroupCoordinator.complete_transaction)."""
-    runtime = _runtime(apis)
     version = header.api_version
     offsets = {
         (t["name"], p["partition_index"]): CommitOffset(
@@ -205,8 +195,7 @@ async def handle_txn_offset_commit(apis: KafkaApis, header: RequestHeader, body:
         for t in body["topics"]
         for p in t["partitions"]
     }
-    result = await runtime.call(
-        runtime.coordinator.commit_transactional_offsets,
+    result = await apis.group_coordinator.commit_transactional_offsets(
         body["group_id"],
         body["producer_id"],
         body["producer_epoch"],
@@ -220,14 +209,14 @@ async def handle_txn_offset_commit(apis: KafkaApis, header: RequestHeader, body:
 
 
 def handle_offset_fetch(apis: KafkaApis, header: RequestHeader, body: dict) -> dict:
-    coordinator = _runtime(apis).coordinator
+    service = apis.group_coordinator
     requested = body["topics"]
     partitions = (
         None
         if requested is None
         else [(t["name"], i) for t in requested for i in t["partition_indexes"]]
     )
-    result = coordinator.fetch_offsets(
+    result = service.fetch_offsets(
         body["group_id"],
         partitions,
         require_stable=bool(body.get("require_stable")) if header.api_version >= 7 else False,
@@ -254,10 +243,10 @@ def handle_offset_fetch(apis: KafkaApis, header: RequestHeader, body: dict) -> d
 
 
 def handle_describe_groups(apis: KafkaApis, header: RequestHeader, body: dict) -> dict:
-    coordinator = _runtime(apis).coordinator
+    service = apis.group_coordinator
     groups = []
     for group_id in body["groups"]:
-        g = coordinator.describe_group(group_id)
+        g = service.describe_group(group_id)
         groups.append(
             {
                 "error_code": int(g.error),
@@ -286,12 +275,11 @@ def handle_list_groups(apis: KafkaApis, header: RequestHeader, body: dict) -> di
     """ListGroups: v4+ filters by state, v5+ by type and names each group's type,
     `consumer` for a KIP-848 group and `classic` for the others, both filters
     case-insensitive (Kafka: GroupCoordinatorService.listGroups)."""
-    coordinator = _runtime(apis).coordinator
-    result = coordinator.list_groups(body.get("states_filter") or None)
-    kip848 = coordinator.consumer_groups
+    service = apis.group_coordinator
+    result = service.list_groups(body.get("states_filter") or None)
 
     def group_type(group_id: str) -> str:
-        return "consumer" if group_id in kip848 else "classic"
+        return "consumer" if service.is_consumer_group(group_id) else "classic"
 
     types = {t.lower() for t in body.get("types_filter") or ()}
     return {
@@ -311,8 +299,7 @@ def handle_list_groups(apis: KafkaApis, header: RequestHeader, body: dict) -> di
 
 
 async def handle_delete_groups(apis: KafkaApis, header: RequestHeader, body: dict) -> dict:
-    runtime = _runtime(apis)
-    result = await runtime.call(runtime.coordinator.delete_groups, list(body["groups_names"]))
+    result = await apis.group_coordinator.delete_groups(list(body["groups_names"]))
     return {
         "throttle_time_ms": 0,
         "results": [
@@ -322,11 +309,10 @@ async def handle_delete_groups(apis: KafkaApis, header: RequestHeader, body: dic
 
 
 async def handle_offset_delete(apis: KafkaApis, header: RequestHeader, body: dict) -> dict:
-    runtime = _runtime(apis)
     partitions = [
         (t["name"], p["partition_index"]) for t in body["topics"] for p in t["partitions"]
     ]
-    result = await runtime.call(runtime.coordinator.delete_offsets, body["group_id"], partitions)
+    result = await apis.group_coordinator.delete_offsets(body["group_id"], partitions)
     return {
         "error_code": int(result.error),
         "throttle_time_ms": 0,
