@@ -117,6 +117,7 @@ def log_dir(tmp_path):
 def test_offsets_wait_for_the_marker_and_survive_a_restart(log_dir):
     a, b, c = ("in", 0), ("in", 1), ("in", 2)
     with BrokerThread(props(log_dir)) as broker, Admin(broker.bootstrap_servers) as admin:
+        admin.create_topic("in", 3)  # offsets of a topic the broker lacks are refused
         assert txn_offset_commit(admin, 5000, {a: 10}) == {a: 0}
         assert offset_fetch(admin, [a], stable=False) == {a: (-1, Errors.NONE)}
         assert offset_fetch(admin, [a], stable=True) == {a: (-1, Errors.UNSTABLE_OFFSET_COMMIT)}

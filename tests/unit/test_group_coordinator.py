@@ -109,6 +109,19 @@ def test_unknown_member_id():
     assert leave.error == E.NONE and leave.members[0].error == E.UNKNOWN_MEMBER_ID
 
 
+def test_generation_minus_one_commits_to_an_empty_group_whatever_the_member_id():
+    """Kafka's ClassicGroup.validateOffsetCommit: generation -1 is an admin client or a
+    consumer without group management (librdkafka's KIP-848 consumer commits so, with
+    a member id it made itself); it may commit while the group is Empty, not after."""
+    h = Harness()
+    r = h.commit("solo", {("t", 0): 5}, -1, "made-up-by-the-client").response
+    assert r.partitions == {("t", 0): E.NONE}
+    assert h.c.fetch_offsets("solo", [("t", 0)]).partitions[("t", 0)].offset == 5
+    h.stable_group("g", 1)
+    r = h.commit("g", {("t", 0): 5}, -1, "made-up-by-the-client").response
+    assert r.partitions == {("t", 0): E.UNKNOWN_MEMBER_ID}  # not while it has members
+
+
 def test_illegal_generation():
     h = Harness()
     (m1,) = h.stable_group("g", 1)

@@ -141,6 +141,12 @@ class OffsetMetadataManager:
     ) -> Errors | None:
         if group.is_(DEAD):
             return Errors.COORDINATOR_NOT_AVAILABLE
+        if generation_id < 0 and group.is_(EMPTY):
+            # Kafka's ClassicGroup.validateOffsetCommit: generation -1 is an admin client
+            # or a consumer without group management (librdkafka's KIP-848 consumer
+            # commits so, with a member id it made itself): any member id is accepted
+            # while the group is Empty.
+            return None
         if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or instance_id is not None:
             error = ClassicGroupManager.validate_current_member(group, member_id, instance_id)
             if error is not None:

@@ -164,13 +164,16 @@ async def handle_offset_commit(apis: KafkaApis, header: RequestHeader, body: dic
         for t in body["topics"]
         for p in t["partitions"]
     }
+    known, unknown = _known_partitions(apis, offsets)
+    if not known:
+        return {"throttle_time_ms": 0, "topics": _errors_by_topic(unknown)}
     expire = None
     retention = body.get("retention_time_ms", DEFAULT_RETENTION_TIME)
     if 2 <= version <= 4 and retention != DEFAULT_RETENTION_TIME:
         expire = now_ms() + retention
     result = await apis.group_coordinator.commit_offsets(
         body["group_id"],
-        offsets,
+        known,
         generation_id=body.get("generation_id_or_member_epoch", NO_GENERATION)
         if version >= 1
         else NO_GENERATION,
@@ -178,7 +181,12 @@ async def handle_offset_commit(apis: KafkaApis, header: RequestHeader, body: dic
         group_instance_id=body.get("group_instance_id") if version >= 7 else None,
         expire_timestamp_ms=expire,
     )
-    return {"throttle_time_ms": 0, "topics": _errors_by_topic(result.partitions)}
+    return {
+        "throttle_time_ms": 0,
+        "topics": _errors_by_topic(
+            {tp: unknown.get(tp) or result.partitions[tp] for tp in offsets}
+        ),
+    }
 
 
 async def handle_txn_offset_commit(apis: KafkaApis, header: RequestHeader, body: dict) -> dict:
@@ -195,17 +203,39 @@ async def handle_txn_offset_commit(apis: KafkaApis, header: RequestHeader, body:
         for t in body["topics"]
         for p in t["partitions"]
     }
+    known, unknown = _known_partitions(apis, offsets)
+    if not known:
+        return {"throttle_time_ms": 0, "topics": _errors_by_topic(unknown)}
     result = await apis.group_coordinator.commit_transactional_offsets(
         body["group_id"],
         body["producer_id"],
         body["producer_epoch"],
-        offsets,
+        known,
         transactional_id=body["transactional_id"],
         generation_id=body.get("generation_id", NO_GENERATION) if version >= 3 else NO_GENERATION,
         member_id=body.get("member_id", UNKNOWN_MEMBER_ID) if version >= 3 else UNKNOWN_MEMBER_ID,
         group_instance_id=body.get("group_instance_id") if version >= 3 else None,
     )
-    return {"throttle_time_ms": 0, "topics": _errors_by_topic(result.partitions)}
+    return {
+        "throttle_time_ms": 0,
+        "topics": _errors_by_topic(
+            {tp: unknown.get(tp) or result.partitions[tp] for tp in offsets}
+        ),
+    }
+
+
+def _known_partitions(
+    apis: KafkaApis, offsets: dict[tuple[str, int], CommitOffset]
+) -> tuple[dict[tuple[str, int], CommitOffset], dict[tuple[str, int], Errors]]:
+    """The offsets of partitions the cluster has, and UNKNOWN_TOPIC_OR_PARTITION for
+    the others: Kafka's KafkaApis answers those itself and hands the coordinator
+    only the rest (so nothing is written to __consumer_offsets for a topic that
+    does not exist)."""
+    topics = apis.metadata_cache.topics()
+    known = {
+        tp: o for tp, o in offsets.items() if tp[0] in topics and tp[1] in topics[tp[0]].partitions
+    }
+    return known, {tp: Errors.UNKNOWN_TOPIC_OR_PARTITION for tp in offsets if tp not in known}
 
 
 def handle_offset_fetch(apis: KafkaApis, header: RequestHeader, body: dict) -> dict:
