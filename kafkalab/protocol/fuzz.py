@@ -510,11 +510,22 @@ class HostileFrames:
     def _batch_field_extreme(
         self, rng: random.Random, t: Template, frame: bytearray, number: int
     ) -> _Sent:
+        return self._in_a_batch(rng, t, number, self._batch_field)
+
+    def _in_a_batch(
+        self,
+        rng: random.Random,
+        t: Template,
+        number: int,
+        damage: Callable[[random.Random, bytearray, Template], bytearray],
+    ) -> _Sent:
+        """`damage` applied to a template that carries a RecordBatch (an int_extreme
+        frame when there is none)."""
         if not self.with_records:
             return self._mutate(rng, Mutation.INT_EXTREME, t, number)
         t = rng.choice(self.with_records)
         frame = self._with_correlation_id(t, number)
-        return _frame(self._batch_field(rng, frame, t)[4:]), False
+        return _frame(damage(rng, frame, t)[4:]), False
 
     def _wrong_api_key(
         self, rng: random.Random, t: Template, frame: bytearray, number: int
@@ -550,11 +561,7 @@ class HostileFrames:
     def _batch_records_damaged(
         self, rng: random.Random, t: Template, frame: bytearray, number: int
     ) -> _Sent:
-        if not self.with_records:
-            return self._mutate(rng, Mutation.INT_EXTREME, t, number)
-        t = rng.choice(self.with_records)
-        frame = self._with_correlation_id(t, number)
-        return _frame(self._batch_records(rng, frame, t)[4:]), False
+        return self._in_a_batch(rng, t, number, self._batch_records)
 
     _MUTATIONS: dict[Mutation, Callable[..., _Sent]] = {
         Mutation.VALID: _valid,
