@@ -34,6 +34,7 @@ from kafkalab.replication.delayed_fetch import ReadResult
 from kafkalab.replication.delayed_operation import DelayedOperationPurgatory
 from kafkalab.replication.delayed_produce import AppendResult
 from kafkalab.replication.partition import IsrChange, Partition, Role, TruncationRule
+from kafkalab.storage.errors import RecordValidationError
 from kafkalab.storage.log_manager import LogManager
 from kafkalab.storage.producer_state_manager import ProducerStateEntry
 from kafkalab.storage.unified_log import AppendOrigin, FetchIsolation
@@ -211,7 +212,7 @@ class ReplicaManager:
                 bytearray(records), required_acks, part.log.config.min_insync_replicas, origin
             )
         except KafkaError as e:
-            record_errors = getattr(e, "record_errors", None) or []
+            record_errors = e.record_errors if isinstance(e, RecordValidationError) else []
             return AppendResult(e.code, message=e.message, record_errors=record_errors)
         self._changed.add(tp)
         self.delayed_fetch.check_and_complete(tp)
