@@ -10,11 +10,12 @@ from __future__ import annotations
 import time
 
 import pytest
-from confluent_kafka import Producer, TopicPartition
+from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from kafkalab.client.network_client import BrokerConnection
 from kafkalab.protocol.api_keys import ApiKeys
+from kafkalab.records import SimpleRecord, build_batch
 from kafkalab.server.broker import BrokerThread
 
 T0 = int(time.time() * 1000) - 60_000
@@ -33,11 +34,27 @@ def broker(tmp_path_factory):
         for future in admin.create_topics(topics).values():
             future.result(10)
         for topic in ("maxts", "maxts-append"):
-            producer = Producer({"bootstrap.servers": b.bootstrap_servers, "linger.ms": 200})
-            for i, ts in enumerate(TIMESTAMPS):
-                producer.produce(topic, b"r%d" % i, partition=0, timestamp=ts)
-            assert producer.flush(30) == 0
+            produce_one_batch(b, topic)
         yield b
+
+
+def produce_one_batch(broker, topic: str) -> None:
+    """The three records as one RecordBatch, written by hand: a client's linger
+    does not promise one batch (librdkafka split them under load)."""
+    batch = build_batch([SimpleRecord(b"r%d" % i, timestamp=ts) for i, ts in enumerate(TIMESTAMPS)])
+    host, port = broker.bootstrap_servers.split(":")
+    conn = BrokerConnection(host, int(port), timeout_s=10)
+    try:
+        body = {
+            "transactional_id": None,
+            "acks": 1,
+            "timeout_ms": 5000,
+            "topics": [{"name": topic, "partitions": [{"partition_index": 0, "records": batch}]}],
+        }
+        _, answer = conn._call(ApiKeys.PRODUCE, conn.version(ApiKeys.PRODUCE), body)
+        assert answer["responses"][0]["partitions"][0]["error_code"] == 0
+    finally:
+        conn.close()
 
 
 def test_librdkafka_list_offsets_max_timestamp_is_the_record_not_the_batch(broker):
