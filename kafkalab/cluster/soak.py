@@ -228,7 +228,12 @@ class SoakReport:
 
     @property
     def byte_identical(self) -> bool:
-        return self.verdict is not None and not self.verdict.diverged and self.replicas_compared > 1
+        return (
+            self.verdict is not None
+            and not self.verdict.diverged
+            and self.replicas_compared > 1
+            and self.batches_compared > 0
+        )
 
     @property
     def valid(self) -> bool:
@@ -237,6 +242,8 @@ class SoakReport:
             and self.survived == self.faults
             and self.verdict is not None
             and self.verdict.valid
+            and self.acknowledged > 0
+            and self.failed_sends == 0  # a send the client gave up on is a failure too
             and self.byte_identical
             and not self.read_gaps
             and self.read_all

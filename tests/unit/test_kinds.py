@@ -11,7 +11,14 @@ import time
 
 import pytest
 
-from kafkalab.cluster.history import READ_COMMITTED, History, Isolation, OpKind, check
+from kafkalab.cluster.history import (
+    READ_COMMITTED,
+    History,
+    Isolation,
+    OpKind,
+    Verdict,
+    check,
+)
 from kafkalab.cluster.local_cluster import ProcessState, process_state
 from kafkalab.cluster.soak import (
     ALL_KINDS,
@@ -194,3 +201,20 @@ def test_the_teaching_consumer_parses_its_reset_and_isolation_settings():
     finally:
         c.close()
     assert IsolationLevel.READ_UNCOMMITTED.id == 0
+
+
+def test_the_soaks_own_verdict_counts_failed_sends_and_compared_batches():
+    def report(**changes) -> SoakReport:
+        r = SoakReport(faults=1, seed=0, kinds=(FaultKind.LEADER_KILL,))
+        r.records = [FaultRecord(1, FaultKind.LEADER_KILL, 1, True, 1.0, 250.0)]
+        r.acknowledged, r.read_all = 10, True
+        r.replicas_compared, r.batches_compared = 3, 4
+        r.verdict = Verdict(True, 10, [], [], [], [], [])
+        for name, value in changes.items():
+            setattr(r, name, value)
+        return r
+
+    assert report().valid
+    assert not report(failed_sends=1).valid  # as the CI slice counts it
+    assert not report(batches_compared=0).valid and not report(batches_compared=0).byte_identical
+    assert not report(acknowledged=0).valid
