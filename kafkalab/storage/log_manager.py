@@ -33,7 +33,9 @@ pauseCleaning / abortCleaning). With `background_threads` >= 1
 writer thread (their fsyncs took 50-90 ms for 100 partitions on a busy disk),
 from offsets taken in the caller, and the files of segments that retention,
 truncation or the cleaner dropped (renamed `.deleted` in the caller) are
-deleted by it too; `shutdown()` waits for it before its own checkpoint.
+deleted by it too, and it runs the fsyncs of flush.ms flushes (Kafka's
+kafka-log-flusher), the recovery points moving in a later `tick()` once they
+are done; `shutdown()` waits for it before its own checkpoint.
 (Kafka's ReplicaManager writes replication-offset-checkpoint; the LogManager
 writes it here because UnifiedLog holds the high watermark.)
 """
@@ -65,7 +67,12 @@ from kafkalab.storage.log_cleaner import (
 )
 from kafkalab.storage.log_config import LogConfig
 from kafkalab.storage.log_segment import LogSegment
-from kafkalab.storage.unified_log import DeletedSegment, UnifiedLog, parse_topic_partition
+from kafkalab.storage.unified_log import (
+    DeletedSegment,
+    PendingFlush,
+    UnifiedLog,
+    parse_topic_partition,
+)
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +138,7 @@ class LogManager:
         # fsync each) are written, and dropped segments' files deleted, by one writer
         # thread, in the order asked for (Kafka: the kafka-scheduler threads).
         self._writer: ThreadPoolExecutor | None = None
+        self._flushes: list[tuple[UnifiedLog, PendingFlush, Future]] = []  # in the writer
         if background_threads > 0:
             self._writer = ThreadPoolExecutor(1, thread_name_prefix="kafka-scheduler")
         try:
@@ -291,8 +299,33 @@ class LogManager:
         return out
 
     def flush_dirty_logs(self) -> list[TopicPartition]:
-        """Flush each log whose flush.ms has passed (Kafka: flushDirtyLogs)."""
-        return [tp for tp, lg in self._logs.items() if lg.maybe_flush()]
+        """Flush each log whose flush.ms has passed (Kafka: flushDirtyLogs); returns
+        them. In the caller, or with background threads by the writer thread (Kafka's
+        kafka-log-flusher): an fsync of megabytes takes hundreds of ms, and the
+        caller is an event loop. Their recovery points move when `tick` sees the
+        fsyncs done."""
+        due = [(tp, lg) for tp, lg in self._logs.items() if lg.flush_due()]
+        for _, lg in due:
+            if self._writer is None:
+                lg.flush()
+                continue
+            pending = lg.begin_flush()
+            future = self._writer.submit(pending.run)
+            future.add_done_callback(_log_failure)
+            self._flushes.append((lg, pending, future))
+        return [tp for tp, _ in due]
+
+    def complete_flushes(self) -> int:
+        """Move the recovery points of the logs whose background fsyncs are done
+        (not of those that failed or were truncated meanwhile); returns how many moved."""
+        moved, waiting = 0, []
+        for lg, pending, future in self._flushes:
+            if not future.done():
+                waiting.append((lg, pending, future))
+            elif future.exception() is None and lg.complete_flush(pending):
+                moved += 1
+        self._flushes = waiting
+        return moved
 
     def checkpoint(self) -> Future | None:
         """Write the three offset checkpoints of every log dir: the offsets as they
@@ -321,6 +354,8 @@ class LogManager:
         logs at once, as a Kafka cleaner thread goes on while there is work."""
         now = self.clock()
         done: dict[str, object] = {}
+        if self._flushes and self.complete_flushes():
+            done["flushed"] = True
         if self.cleaner.threads:
             cleaned = self.cleaner.poll()
             if cleaned:

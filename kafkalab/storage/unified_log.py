@@ -171,6 +171,28 @@ class DeletedSegment:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class PendingFlush:
+    """A flush begun by `UnifiedLog.begin_flush`: the segments to fsync and the
+    offset they cover. `run()` may run in another thread (a LogManager's writer
+    thread, Kafka's kafka-log-flusher); `UnifiedLog.complete_flush` then moves the
+    recovery point, in the log's own thread."""
+
+    segments: tuple[LogSegment, ...]
+    upto: int  # the log end offset when the flush began
+    truncations: int  # the log's truncation count then: a truncation since voids it
+
+    def run(self) -> None:
+        for segment in self.segments:
+            try:
+                segment.flush()
+            except (OSError, ValueError):
+                if segment.log.fileno() >= 0:
+                    raise
+                # closed meanwhile (retention, the cleaner's swap, a truncation):
+                # nothing of it is left to make durable
+
+
 def _wall_clock_ms() -> int:
     return int(time.time() * 1000)
 
@@ -210,6 +232,7 @@ class UnifiedLog:
         # there on are new, so its checkpoint must not call them clean (Kafka:
         # LogCleanerManager.maybeTruncateCheckpoint, called by truncateTo).
         self.truncated_to: int | None = None
+        self._truncations = 0  # how many times the log was truncated: voids a flush in flight
         # Who deletes a dropped segment's files once they are renamed `.deleted`: the
         # caller, at once, when None; a broker's LogManager hands them to a
         # background thread (Kafka: the scheduler's delete-file task), so that
@@ -845,23 +868,33 @@ class UnifiedLog:
         """fsync every segment with unflushed data and move the recovery point to the LEO.
 
         Kafka: UnifiedLog.flush. Triggered by flush.messages after an append, by
-        flush.ms from `maybe_flush`, and on close.
+        flush.ms (`flush_due`, from the LogManager), and on close.
         """
-        leo = self.log_end_offset
-        for segment in self._segments[max(0, self._floor_index(self.recovery_point)) :]:
-            segment.flush()
-        self.recovery_point = leo
-        self.last_flush_ms = self.clock()
+        pending = self.begin_flush()
+        pending.run()
+        self.complete_flush(pending)
 
-    def maybe_flush(self) -> bool:
-        """Flush when flush.ms has passed since the last flush and data is waiting."""
-        if (
+    def begin_flush(self) -> PendingFlush:
+        """What a flush of everything written so far must fsync; `run()` it (here or
+        in another thread), then `complete_flush` it here."""
+        self.last_flush_ms = self.clock()
+        start = max(0, self._floor_index(self.recovery_point))
+        return PendingFlush(tuple(self._segments[start:]), self.log_end_offset, self._truncations)
+
+    def complete_flush(self, pending: PendingFlush) -> bool:
+        """Move the recovery point to what `pending` made durable; False when the log
+        was truncated since it began (the offsets it covered may hold new data now)."""
+        if pending.truncations != self._truncations:
+            return False
+        self.recovery_point = max(self.recovery_point, min(pending.upto, self.log_end_offset))
+        return True
+
+    def flush_due(self) -> bool:
+        """flush.ms has passed since the last flush and data is waiting."""
+        return (
             self.unflushed_messages > 0
             and self.clock() - self.last_flush_ms >= self.config.flush_ms
-        ):
-            self.flush()
-            return True
-        return False
+        )
 
     def update_high_watermark(self, offset: int) -> int:
         """Set the high watermark, clamped to [log start offset, LEO]; returns it.
@@ -1020,6 +1053,7 @@ class UnifiedLog:
         return True
 
     def _note_truncation(self, offset: int) -> None:
+        self._truncations += 1
         if self.truncated_to is None or offset < self.truncated_to:
             self.truncated_to = offset
 

@@ -392,3 +392,62 @@ def test_the_broker_reads_the_cleaner_keys_under_kafkas_names(tmp_path):
         manager = thread.broker.log_manager
         assert manager._intervals["cleaner"] == 2**63 - 1
         assert len(manager.cleaner.threads) == 1
+
+
+def test_with_background_threads_flush_ms_fsyncs_off_the_caller(tmp_path, clock):
+    """A flush.ms flush hands its fsyncs to the writer thread and returns; the
+    recovery point moves only in the tick after they are done, and not at all when
+    the log was truncated meanwhile (its offsets may hold new, unflushed data)."""
+    from kafkalab.storage.log_segment import LogSegment
+
+    release = threading.Event()
+    real_flush = LogSegment.flush
+    flushers: list[str] = []
+
+    def slow_flush(self):
+        flushers.append(threading.current_thread().name)
+        release.wait(30)
+        real_flush(self)
+
+    config = LogConfig(flush_ms=1000)
+    manager = LogManager(tmp_path / "logs", config, background_threads=1, clock=clock)
+    LogSegment.flush = slow_flush
+    try:
+        log = manager.get_or_create_log("t", 0)
+        for _ in range(3):
+            log.append_as_leader(build_batch([SimpleRecord(b"v")]))
+        clock.now += 1000
+        assert manager.flush_dirty_logs() == [("t", 0)]  # returns while the fsync waits
+        assert log.recovery_point == 0 and manager.complete_flushes() == 0
+        release.set()
+        manager._writer.submit(lambda: None).result(30)  # the writer is past the fsync
+        assert manager.tick()["flushed"] is True
+        assert log.recovery_point == 3 and flushers == ["kafka-scheduler_0"]
+
+        release.clear()
+        for _ in range(2):
+            log.append_as_leader(build_batch([SimpleRecord(b"w")]))
+        clock.now += 1000
+        assert manager.flush_dirty_logs() == [("t", 0)]
+        log.truncate_to(4)  # a follower's truncation while the fsync is in flight
+        log.append_as_leader(build_batch([SimpleRecord(b"new")]))
+        release.set()
+        manager._writer.submit(lambda: None).result(30)
+        assert manager.complete_flushes() == 0
+        assert log.recovery_point == 3  # offset 4 holds a record the flush never saw
+    finally:
+        LogSegment.flush = real_flush
+        release.set()
+        manager.shutdown()
+
+
+def test_without_background_threads_flush_ms_flushes_in_the_caller(tmp_path, clock):
+    manager = LogManager(tmp_path / "logs", LogConfig(flush_ms=1000), clock=clock)
+    try:
+        log = manager.get_or_create_log("t", 0)
+        log.append_as_leader(build_batch([SimpleRecord(b"v")]))
+        assert manager.flush_dirty_logs() == []  # flush.ms has not passed
+        clock.now += 1000
+        assert manager.flush_dirty_logs() == [("t", 0)] and log.recovery_point == 1
+    finally:
+        manager.shutdown()
