@@ -303,12 +303,6 @@ def replay_transactions(
     path (the LSO, the aborted transactions from the `.txnindex`) leaves visible,
     against the spec's own `Lso(p)` and `Visible(p)`, evaluated in the trace's
     state. The spec has one replica, so the HW is the log end offset."""
-    from kafkalab.coordinator.transaction import TransactionStateMachine
-    from kafkalab.errors import KafkaError
-    from kafkalab.records.control_record import ControlRecordType, build_end_txn_marker_batch
-    from kafkalab.storage.errors import StorageError
-    from kafkalab.storage.unified_log import AppendOrigin
-
     trace = source if isinstance(source, Trace) else load_trace(source)
     bump = (
         bump_epoch_on_init
@@ -320,135 +314,151 @@ def replay_transactions(
     constants = {
         k: v for k, v in (trace.meta.get("constants") or {}).items() if k in spec.constants
     }
-    pid = 1000
-    machine = TransactionStateMachine(pid, bump_epoch_on_init=bump)
     with tempfile.TemporaryDirectory(prefix="kafkalab-replay-txn-") as tmp:
-        logs = {p: UnifiedLog(Path(tmp) / f"{p}-0") for p in sorted(trace.states[0]["log"])}
+        replay = _TransactionsReplay(Path(tmp), sorted(trace.states[0]["log"]), bump)
         try:
             for step in range(1, len(trace.states)):
                 b, a = trace.states[step - 1], trace.states[step]
-                bc, ac = b["coordinator"], a["coordinator"]
-                changed = [i for i in sorted(b["producer"]) if b["producer"][i] != a["producer"][i]]
-                grown = [p for p in logs if len(a["log"][p]) > len(b["log"][p])]
-                did = "nothing changes"
-                if grown and a["log"][grown[0]][-1]["kind"] != "data":
-                    p = grown[0]
-                    marker = (
-                        ControlRecordType.COMMIT
-                        if machine.marker == "COMMIT"
-                        else ControlRecordType.ABORT
-                    )
-                    logs[p].append_as_leader(
-                        build_end_txn_marker_batch(pid, machine.current.producer_epoch, marker, 0),
-                        0,
-                        AppendOrigin.COORDINATOR,
-                    )
-                    machine.marker_written(p)
-                    did = f"WriteMarker({p}): {machine.marker} with epoch {machine.current.producer_epoch}"
-                elif grown:
-                    p = grown[0]
-                    e = a["log"][p][-1]
-                    # the writer: its sequence moved, or (a retry) it has this epoch
-                    i = (
-                        changed
-                        or [
-                            j
-                            for j in sorted(b["producer"])
-                            if b["producer"][j]["epoch"] == e["epoch"]
-                            and b["producer"][j]["status"] == "inTxn"
-                        ]
-                    )[0]
-                    e = a["log"][p][-1]
-                    logs[p].append_as_leader(
-                        build_batch(
-                            [SimpleRecord(str(e["id"]).encode())],
-                            producer_id=pid,
-                            producer_epoch=b["producer"][i]["epoch"],
-                            base_sequence=e["seq"],
-                            is_transactional=True,
-                        )
-                    )
-                    did = f"Write({i}, {p}): id {e['id']} epoch {e['epoch']} seq {e['seq']}"
-                elif bc["state"] in ("PrepareCommit", "PrepareAbort") and ac["state"].startswith(
-                    "Complete"
-                ):
-                    machine.complete()
-                    did = f"CompleteTxn: {ac['state']}"
-                elif changed and a["producer"][changed[0]]["status"] == "fenced":
-                    i = changed[0]
-                    epoch = b["producer"][i]["epoch"]
-                    try:
-                        if epoch < machine.current.producer_epoch:
-                            machine.add_partitions(epoch, [])
-                        else:
-                            p = next(q for q in logs if b["pstate"][q]["epoch"] > epoch)
-                            logs[p].append_as_leader(
-                                build_batch(
-                                    [SimpleRecord(b"zombie")],
-                                    producer_id=pid,
-                                    producer_epoch=epoch,
-                                    base_sequence=0,
-                                    is_transactional=True,
-                                )
-                            )
-                    except (KafkaError, StorageError) as e:
-                        did = f"{i} fenced: {e}"
-                    else:
-                        raise ReplayMismatch(step, "fenced", f"{i} (epoch {epoch}) was not fenced")
-                elif (
-                    changed
-                    and b["producer"][changed[0]]["status"] != "inTxn"
-                    and a["producer"][changed[0]]["status"] == "ready"
-                ):
-                    i = changed[0]
-                    got = machine.init_producer_id()
-                    did = f"InitProducerId({i}) -> {got}"
-                elif (
-                    not changed
-                    and ac["state"] == "Empty"
-                    and bc["state"] in ("CompleteCommit", "CompleteAbort")
-                ):
-                    # an instance that was ready already asks again: with the epoch
-                    # kept (the broken coordinator) only the coordinator's state moves
-                    got = machine.init_producer_id()
-                    did = f"InitProducerId({a['owner']}) -> {got}, the instance unchanged"
-                elif ac["state"] == "PrepareAbort" and bc["state"] == "Ongoing" and not changed:
-                    if ac["epoch"] > bc["epoch"]:
-                        machine.timeout_abort()
-                        did = "the open transaction is aborted with a new epoch"
-                    else:
-                        try:
-                            machine.init_producer_id()
-                        except KafkaError as e:
-                            did = f"InitProducerId aborts the open transaction: {e}"
-                elif changed:
-                    i = changed[0]
-                    before, now = b["producer"][i], a["producer"][i]
-                    if before["status"] == "ready" and now["status"] == "inTxn":
-                        did = f"BeginTxn({i})"
-                    elif before["status"] == "inTxn" and now["status"] == "ready":
-                        if ac != bc:
-                            commit = ac["state"] == "PrepareCommit"
-                            machine.end_txn(before["epoch"], commit)
-                            did = f"EndTxn({i}, {'commit' if commit else 'abort'})"
-                        else:
-                            did = f"EndTxn({i}) of an empty transaction"
-                    elif set(now["parts"]) - set(before["parts"]):
-                        (p,) = set(now["parts"]) - set(before["parts"])
-                        machine.add_partitions(before["epoch"], [p])
-                        did = f"AddPartitionsToTxn({i}, {p})"
-                    else:
-                        raise ReplayMismatch(step, "?", f"no action of the spec explains {i}")
-                elif a["failovers"] > b["failovers"]:
-                    machine = TransactionStateMachine.load(machine.current, bump)
-                    did = "coordinator failover: state reloaded"
-                _compare_txn(step, did, machine, ac, logs, a)
-                _compare_read_committed(step, did, logs, a, spec, constants)
+                did = replay.step(step, b, a)
+                _compare_txn(step, did, replay.machine, a["coordinator"], replay.logs, a)
+                _compare_read_committed(step, did, replay.logs, a, spec, constants)
                 report.steps.append({"step": step, "action": did})
         finally:
-            for log in logs.values():
+            for log in replay.logs.values():
                 log.close()
     return report
+
+
+class _TransactionsReplay:
+    """The coordinator and the partitions a KafkaTransactions trace is replayed on:
+    `step` finds the spec action that leads from one state to the next and does it
+    to them, one method per action; returns what it did."""
+
+    PID = 1000
+
+    def __init__(self, tmp: Path, partitions: list[str], bump: bool) -> None:
+        from kafkalab.coordinator.transaction import TransactionStateMachine
+
+        self.bump = bump
+        self.machine = TransactionStateMachine(self.PID, bump_epoch_on_init=bump)
+        self.logs = {p: UnifiedLog(tmp / f"{p}-0") for p in partitions}
+
+    def step(self, step: int, b: dict, a: dict) -> str:
+        bc, ac = b["coordinator"], a["coordinator"]
+        changed = [i for i in sorted(b["producer"]) if b["producer"][i] != a["producer"][i]]
+        grown = [p for p in self.logs if len(a["log"][p]) > len(b["log"][p])]
+        if grown and a["log"][grown[0]][-1]["kind"] != "data":
+            return self.write_marker(grown[0])
+        if grown:
+            return self.write(grown[0], b, a, changed)
+        if bc["state"] in ("PrepareCommit", "PrepareAbort") and ac["state"].startswith("Complete"):
+            self.machine.complete()
+            return f"CompleteTxn: {ac['state']}"
+        if changed and a["producer"][changed[0]]["status"] == "fenced":
+            return self.fenced(step, changed[0], b)
+        if (
+            changed
+            and b["producer"][changed[0]]["status"] != "inTxn"
+            and a["producer"][changed[0]]["status"] == "ready"
+        ):
+            return f"InitProducerId({changed[0]}) -> {self.machine.init_producer_id()}"
+        if (
+            not changed
+            and ac["state"] == "Empty"
+            and bc["state"] in ("CompleteCommit", "CompleteAbort")
+        ):
+            # an instance that was ready already asks again: with the epoch kept
+            # (the broken coordinator) only the coordinator's state moves
+            got = self.machine.init_producer_id()
+            return f"InitProducerId({a['owner']}) -> {got}, the instance unchanged"
+        if ac["state"] == "PrepareAbort" and bc["state"] == "Ongoing" and not changed:
+            return self.abort_open(bc, ac)
+        if changed:
+            return self.producer_step(step, changed[0], b, a)
+        if a["failovers"] > b["failovers"]:
+            from kafkalab.coordinator.transaction import TransactionStateMachine
+
+            self.machine = TransactionStateMachine.load(self.machine.current, self.bump)
+            return "coordinator failover: state reloaded"
+        return "nothing changes"
+
+    def write_marker(self, p: str) -> str:
+        from kafkalab.records.control_record import ControlRecordType, build_end_txn_marker_batch
+        from kafkalab.storage.unified_log import AppendOrigin
+
+        m = self.machine
+        marker = ControlRecordType.COMMIT if m.marker == "COMMIT" else ControlRecordType.ABORT
+        epoch = m.current.producer_epoch
+        self.logs[p].append_as_leader(
+            build_end_txn_marker_batch(self.PID, epoch, marker, 0), 0, AppendOrigin.COORDINATOR
+        )
+        m.marker_written(p)
+        return f"WriteMarker({p}): {m.marker} with epoch {epoch}"
+
+    def write(self, p: str, b: dict, a: dict, changed: list[str]) -> str:
+        e = a["log"][p][-1]
+        # the writer: its sequence moved, or (a retry) it has this epoch
+        i = (
+            changed
+            or [
+                j
+                for j in sorted(b["producer"])
+                if b["producer"][j]["epoch"] == e["epoch"] and b["producer"][j]["status"] == "inTxn"
+            ]
+        )[0]
+        self._append_data(p, str(e["id"]).encode(), b["producer"][i]["epoch"], e["seq"])
+        return f"Write({i}, {p}): id {e['id']} epoch {e['epoch']} seq {e['seq']}"
+
+    def _append_data(self, p: str, value: bytes, epoch: int, sequence: int) -> None:
+        batch = build_batch(
+            [SimpleRecord(value)],
+            producer_id=self.PID,
+            producer_epoch=epoch,
+            base_sequence=sequence,
+            is_transactional=True,
+        )
+        self.logs[p].append_as_leader(batch)
+
+    def fenced(self, step: int, i: str, b: dict) -> str:
+        from kafkalab.storage.errors import StorageError
+
+        epoch = b["producer"][i]["epoch"]
+        try:
+            if epoch < self.machine.current.producer_epoch:
+                self.machine.add_partitions(epoch, [])
+            else:
+                p = next(q for q in self.logs if b["pstate"][q]["epoch"] > epoch)
+                self._append_data(p, b"zombie", epoch, 0)
+        except (KafkaError, StorageError) as e:
+            return f"{i} fenced: {e}"
+        raise ReplayMismatch(step, "fenced", f"{i} (epoch {epoch}) was not fenced")
+
+    def abort_open(self, bc: dict, ac: dict) -> str:
+        if ac["epoch"] > bc["epoch"]:
+            self.machine.timeout_abort()
+            return "the open transaction is aborted with a new epoch"
+        try:
+            self.machine.init_producer_id()
+        except KafkaError as e:
+            return f"InitProducerId aborts the open transaction: {e}"
+        return "nothing changes"
+
+    def producer_step(self, step: int, i: str, b: dict, a: dict) -> str:
+        before, now = b["producer"][i], a["producer"][i]
+        if before["status"] == "ready" and now["status"] == "inTxn":
+            return f"BeginTxn({i})"
+        if before["status"] == "inTxn" and now["status"] == "ready":
+            if a["coordinator"] == b["coordinator"]:
+                return f"EndTxn({i}) of an empty transaction"
+            commit = a["coordinator"]["state"] == "PrepareCommit"
+            self.machine.end_txn(before["epoch"], commit)
+            return f"EndTxn({i}, {'commit' if commit else 'abort'})"
+        added = set(now["parts"]) - set(before["parts"])
+        if added:
+            (p,) = added
+            self.machine.add_partitions(before["epoch"], [p])
+            return f"AddPartitionsToTxn({i}, {p})"
+        raise ReplayMismatch(step, "?", f"no action of the spec explains {i}")
 
 
 def _compare_txn(step, did, machine, ac, logs, after) -> None:
