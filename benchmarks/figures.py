@@ -90,6 +90,9 @@ FIGURES = (
     Figure("groups", "Consumer groups", ("bench_groups.py",)),
     Figure("transactions", "Transactions", ("bench_transactions.py",)),
     Figure("cleaner", "Log cleaner", ("bench_cleaner.py",)),
+    Figure(
+        "cleaner-lz4", "Log cleaner, lz4", ("bench_cleaner.py",), {"KAFKALAB_BENCH_CODEC": "lz4"}
+    ),
     Figure("cleaner-loop", "Log cleaner, the event loop", ("bench_cleaner_loop.py",)),
     Figure("log-manager-duties", "Log manager duties", ("bench_log_manager_duties.py",)),
     Figure(
