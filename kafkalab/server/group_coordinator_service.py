@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from kafkalab.coordinator.group.consumer_group import (
+    ConsumerGroupHeartbeatRequestData,
     ConsumerGroupHeartbeatResult,
     DescribedConsumerGroup,
 )
@@ -212,38 +213,14 @@ class GroupCoordinatorService:
         )
 
     async def consumer_group_heartbeat(
-        self,
-        group_id: str,
-        member_id: str,
-        member_epoch: int,
-        *,
-        instance_id: str | None,
-        rack_id: str | None,
-        rebalance_timeout_ms: int,
-        subscribed_topic_names: list[str] | None,
-        server_assignor: str | None,
-        owned_partitions: list[TopicPartition] | None,
-        client_id: str,
-        client_host: str,
+        self, data: ConsumerGroupHeartbeatRequestData
     ) -> ConsumerGroupHeartbeatResult:
         """KIP-848's one request (call `sync_topic_metadata` first: the coordinator
         assigns partitions of the topics it knows)."""
         c = self.coordinator
         return await self.run(
-            lambda now, request: c.consumer_group_heartbeat(
-                group_id,
-                member_id,
-                member_epoch,
-                instance_id=instance_id,
-                rack_id=rack_id,
-                rebalance_timeout_ms=rebalance_timeout_ms,
-                subscribed_topic_names=subscribed_topic_names,
-                server_assignor=server_assignor,
-                owned_partitions=owned_partitions,
-                client_id=client_id,
-                client_host=client_host,
-                now_ms=now,
-                request=request,
+            lambda now, request: c.handle_consumer_group_heartbeat(
+                data, now_ms=now, request=request
             ),
             ConsumerGroupHeartbeatResult,
         )

@@ -70,10 +70,14 @@ from kafkalab.coordinator.group import coordinator_records as rec
 from kafkalab.coordinator.group.classic_group_manager import ClassicGroupManager
 from kafkalab.coordinator.group.consumer_group import (
     ConsumerGroup,
+    ConsumerGroupHeartbeatRequestData,
     DescribedConsumerGroup,
-    MemberState,
+    TopicMetadata,
 )
-from kafkalab.coordinator.group.consumer_group_manager import ConsumerGroupManager
+from kafkalab.coordinator.group.consumer_group_manager import (
+    ConsumerGroupContext,
+    ConsumerGroupManager,
+)
 from kafkalab.coordinator.group.coordinator_records import (
     GroupKey,
     OffsetAndMetadata,
@@ -91,6 +95,7 @@ from kafkalab.coordinator.group.group_runtime import (
     UNKNOWN_MEMBER_ID,
     AppendKind,
     AppendPayload,
+    ConsumerGroupAppend,
     StaticRejoinAppend,
     SyncAppend,
     TimerKey,
@@ -105,6 +110,7 @@ from kafkalab.coordinator.group.results import (
     Effects,
     ListGroupsResult,
     OffsetFetchResult,
+    Respond,
     TxnMarker,
 )
 from kafkalab.coordinator.runtime import (
@@ -145,13 +151,36 @@ class GroupCoordinator:
         self.groups: dict[str, GroupMetadata] = {}
         # KIP-848 consumer groups, and the topic metadata their assignors need
         self.consumer_groups: dict[str, ConsumerGroup] = {}
-        self.partitions_per_topic: dict[str, int] = {}
-        self.topic_ids: dict[str, uuid.UUID] = {}
+        self.topic_metadata = TopicMetadata()
         self.member_id_factory = member_id_factory
         self.classic_manager = ClassicGroupManager(self, member_id_factory)
         self.offset_manager = OffsetMetadataManager(self)
-        self.consumer_manager = ConsumerGroupManager(self)
+        self.consumer_manager = ConsumerGroupManager(
+            ConsumerGroupContext(
+                groups=self.consumer_groups,
+                topics=self.topic_metadata,
+                runtime=self.runtime,
+                config=self.config,
+                member_id_factory=member_id_factory,
+                partition_for=self.partition_for,
+                group_status=self.group_status,
+                classic_group_in_use=self._classic_group_in_use,
+            )
+        )
         self.group_manager = GroupMetadataManager(self)
+
+    @property
+    def partitions_per_topic(self) -> dict[str, int]:
+        """The cluster's topics and partition counts (update_topic_metadata)."""
+        return self.topic_metadata.partitions_per_topic
+
+    @property
+    def topic_ids(self) -> dict[str, uuid.UUID]:
+        return self.topic_metadata.topic_ids
+
+    def _classic_group_in_use(self, group_id: str) -> bool:
+        group = self.groups.get(group_id)
+        return group is not None and not group.is_(EMPTY)
 
     @property
     def partitions(self) -> CoordinatorRuntimeCore[AppendKind, AppendPayload, TimerKey]:
@@ -202,11 +231,7 @@ class GroupCoordinator:
                     group_id, member_id, None, at, effects
                 )
             case TimerKind.CONSUMER_REVOCATION:
-                epoch = self.consumer_manager.revocation_epochs.pop((group_id, member_id), None)
-                if epoch is not None:
-                    self.consumer_manager.fence_consumer_group_member(
-                        group_id, member_id, epoch, at, effects
-                    )
+                self.consumer_manager.on_revocation_deadline(group_id, member_id, at, effects)
             case TimerKind.EXPIRE_OFFSETS:
                 self.offset_manager.expire_offsets(at, effects)
                 self.schedule(key, at + self.config.offsets_retention_check_interval_ms)
@@ -323,20 +348,7 @@ class GroupCoordinator:
                 continue
             for member in group.members.values():
                 self.classic_manager.rebalance.schedule_heartbeat(group, member, now_ms)
-        for group_id, cg in self.consumer_groups.items():
-            if self.partition_for(group_id) != partition:
-                continue
-            wanted = cg.subscribed_topics()
-            cg.subscription_metadata = {
-                t: n for t, n in self.partitions_per_topic.items() if t in wanted
-            }
-            for member in cg.members.values():
-                self.schedule(
-                    TimerKey(TimerKind.CONSUMER_SESSION, group_id, member.member_id),
-                    now_ms + self.config.group_consumer_session_timeout_ms,
-                )
-                if member.state is MemberState.UNREVOKED_PARTITIONS:
-                    self.consumer_manager.schedule_revocation(group_id, member, now_ms)
+        self.consumer_manager.on_loaded(partition, now_ms)
 
     def on_resign(self, partition: int, epoch: int | None = None) -> Effects:
         """This broker no longer leads the partition: unload its groups (Kafka:
@@ -375,6 +387,8 @@ class GroupCoordinator:
             self.classic_manager.rebalance.complete_sync(payload, error, now_ms, effects)
         elif isinstance(payload, StaticRejoinAppend):
             self.classic_manager.complete_static_rejoin(pending, payload, error, now_ms, effects)
+        elif isinstance(payload, ConsumerGroupAppend):
+            self.consumer_manager.complete_write(append_id, payload, error, now_ms)
         else:  # AppendKind.OFFSETS, AppendKind.TXN_OFFSETS
             self.offset_manager.complete_offset_commit(pending, payload, error, effects)
         return self.end_call(effects, now_ms)
@@ -604,7 +618,22 @@ class GroupCoordinator:
         topic_ids: dict[str, uuid.UUID] | None = None,
         now_ms: int = 0,
     ) -> Effects:
+        """The cluster's topics for the KIP-848 groups (ConsumerGroupManager)."""
         return self.consumer_manager.update_topic_metadata(partitions_per_topic, topic_ids, now_ms)
+
+    def handle_consumer_group_heartbeat(
+        self,
+        data: ConsumerGroupHeartbeatRequestData,
+        *,
+        now_ms: int,
+        request: Hashable | None = None,
+    ) -> Effects:
+        """ConsumerGroupHeartbeat (KIP-848): the answer is always immediate; the
+        records of what changed in the group come before it."""
+        effects = self.begin_call(now_ms, request)
+        result = self.consumer_manager.consumer_group_heartbeat(data, now_ms, effects)
+        effects.append(Respond(effects.request, result))
+        return self.end_call(effects, now_ms)
 
     def consumer_group_heartbeat(
         self,
@@ -612,32 +641,25 @@ class GroupCoordinator:
         member_id: str,
         member_epoch: int,
         *,
-        instance_id: str | None = None,
-        rack_id: str | None = None,
-        rebalance_timeout_ms: int = -1,
-        subscribed_topic_names: list[str] | None = None,
-        server_assignor: str | None = None,
-        owned_partitions: list[TopicPartition] | None = None,
-        client_id: str = "",
-        client_host: str = "",
         now_ms: int,
         request: Hashable | None = None,
+        owned_partitions: Iterable[TopicPartition] | None = None,
+        subscribed_topic_names: Iterable[str] | None = None,
+        **fields: str | int | None,
     ) -> Effects:
-        return self.consumer_manager.consumer_group_heartbeat(
+        """ConsumerGroupHeartbeat stepped by hand (notebooks, tests): the request's
+        fields as keywords (ConsumerGroupHeartbeatRequestData's names)."""
+        data = ConsumerGroupHeartbeatRequestData(
             group_id,
             member_id,
             member_epoch,
-            instance_id=instance_id,
-            rack_id=rack_id,
-            rebalance_timeout_ms=rebalance_timeout_ms,
-            subscribed_topic_names=subscribed_topic_names,
-            server_assignor=server_assignor,
-            owned_partitions=owned_partitions,
-            client_id=client_id,
-            client_host=client_host,
-            now_ms=now_ms,
-            request=request,
+            owned_partitions=None if owned_partitions is None else tuple(owned_partitions),
+            subscribed_topic_names=(
+                None if subscribed_topic_names is None else tuple(subscribed_topic_names)
+            ),
+            **fields,  # the dataclass refuses a name it does not have
         )
+        return self.handle_consumer_group_heartbeat(data, now_ms=now_ms, request=request)
 
     def consumer_group_describe(self, group_id: str) -> DescribedConsumerGroup:
         return self.consumer_manager.consumer_group_describe(group_id)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from kafkalab.coordinator.group.consumer_group import ConsumerGroup
 from kafkalab.coordinator.group.coordinator_records import OffsetAndMetadata
 from kafkalab.coordinator.group.group_metadata import GroupMetadata, GroupState
 from kafkalab.coordinator.runtime import PendingAppend
@@ -36,6 +37,7 @@ class AppendKind(enum.Enum):
     STATIC_REJOIN = "static"  # a restarted static member's new id, in a Stable group
     OFFSETS = "offsets"  # OffsetCommit
     TXN_OFFSETS = "txn_offsets"  # TxnOffsetCommit
+    CONSUMER_GROUP = "consumer_group"  # a KIP-848 group's records (undone if not written)
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,17 @@ class OffsetsAppend:
     producer_id: int = -1  # >= 0: a TxnOffsetCommit of this producer
 
 
-AppendPayload = SyncAppend | StaticRejoinAppend | OffsetsAppend
+@dataclass(frozen=True)
+class ConsumerGroupAppend:
+    """A KIP-848 group's records, already replayed into the group: `before` is the
+    group as it was (None: it did not exist), put back if the write fails (Kafka:
+    the runtime reverts its timeline to the last written offset)."""
+
+    group_id: str
+    before: ConsumerGroup | None
+
+
+AppendPayload = SyncAppend | StaticRejoinAppend | OffsetsAppend | ConsumerGroupAppend
 GroupPendingAppend = PendingAppend[AppendKind, AppendPayload]
 
 
