@@ -442,3 +442,70 @@ def test_consumer_group_records_byte_layout_and_reload():
         ["t"],
         30_000,
     )
+
+
+# -- one replay path: handlers write records, the records change the group ---------------------
+
+
+def test_a_heartbeat_changes_the_group_only_through_its_records():
+    """What a heartbeat did to the group is exactly what replaying its records into
+    the group as it was does: the handler itself never writes the group."""
+    import copy
+
+    c = coordinator()
+    c.complete_appends(c.consumer_group_heartbeat("g", "a", 0, **JOIN, now_ms=0), 0)
+    before = copy.deepcopy(c.consumer_groups["g"])
+    e = c.consumer_group_heartbeat("g", "b", 0, **JOIN, now_ms=1)
+    replayed = {"g": before}
+    for append in e.appends():
+        for k, v in append.records:
+            c.consumer_manager.replay_consumer_group_record(replayed, k, v)
+    after = c.consumer_groups["g"]
+    assert (after.group_epoch, after.assignment_epoch, after.target, after.members) == (
+        before.group_epoch,
+        before.assignment_epoch,
+        before.target,
+        before.members,
+    )
+    assert "b" in after.members and after.group_epoch == 2
+
+
+def test_a_failed_write_puts_the_group_back():
+    c = coordinator()
+    c.complete_appends(c.consumer_group_heartbeat("g", "a", 0, **JOIN, now_ms=0), 0)
+    group = c.consumer_groups["g"]
+    epochs = (group.group_epoch, group.assignment_epoch, dict(group.target))
+    joined = c.consumer_group_heartbeat("g", "b", 0, **JOIN, now_ms=1)
+    assert joined.response.error == E.NONE and "b" in c.consumer_groups["g"].members
+    (append,) = joined.appends()
+    c.append_completed(append.append_id, E.NOT_ENOUGH_REPLICAS, now_ms=1)
+    group = c.consumer_groups["g"]
+    assert "b" not in group.members
+    assert (group.group_epoch, group.assignment_epoch, dict(group.target)) == epochs
+    # b believes it joined; its next heartbeat finds it unknown, and it rejoins
+    assert hb(c, "b", joined.response.member_epoch, now=2).error == E.UNKNOWN_MEMBER_ID
+
+
+def test_a_failed_first_write_leaves_no_group():
+    c = coordinator()
+    (append,) = c.consumer_group_heartbeat("g", "a", 0, **JOIN, now_ms=0).appends()
+    c.append_completed(append.append_id, E.NOT_LEADER_OR_FOLLOWER, now_ms=0)
+    assert "g" not in c.consumer_groups
+    assert c.consumer_group_describe("g").error == E.GROUP_ID_NOT_FOUND
+
+
+def test_a_member_whose_leave_was_not_written_keeps_a_session():
+    """The leave's write fails: the member is back, and its session (cancelled by
+    the leave) is armed again, so it still expires if it is gone."""
+    c = coordinator()
+    c.complete_appends(c.consumer_group_heartbeat("g", "a", 0, **JOIN, now_ms=0), 0)
+    (append,) = c.consumer_group_heartbeat("g", "a", -1, now_ms=1).appends()
+    assert "a" not in c.consumer_groups["g"].members
+    c.append_completed(append.append_id, E.NOT_ENOUGH_REPLICAS, now_ms=1)
+    assert "a" in c.consumer_groups["g"].members
+    session = c.config.group_consumer_session_timeout_ms
+    c.complete_appends(c.tick(1 + session), 1 + session)
+    assert "a" not in c.consumer_groups["g"].members
+
+
+JOIN = {"subscribed_topic_names": ["t"], "rebalance_timeout_ms": 30_000}
