@@ -64,6 +64,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass
 
 from kafkalab.coordinator.group import consumer_group_records as cgrec
 from kafkalab.coordinator.group import coordinator_records as rec
@@ -129,12 +130,28 @@ LoadedRecord = (
 )
 
 
+@dataclass(frozen=True)
+class GroupCoordinatorRecord:
+    """A record of __consumer_offsets-<partition>, as the shard replays it (one
+    GroupCoordinator serves many partitions: the record says whose it is)."""
+
+    partition: int
+    key: bytes | None
+    value: bytes | None
+    producer_id: int = -1  # >= 0: a record of that producer's transaction
+
+
 def default_member_id(client_id: str, group_instance_id: str | None) -> str:
     """Kafka's member ids: `<group.instance.id or client.id>-<UUID>`."""
     return f"{group_instance_id if group_instance_id is not None else client_id}-{uuid.uuid4()}"
 
 
 class GroupCoordinator:
+    """The group coordinator's shard: it implements runtime.CoordinatorShard over
+    GroupCoordinatorRecord (replay, replay_end_transaction_marker, on_loaded,
+    on_unloaded; tests/unit/test_coordinator_shard_protocol.py checks the
+    signatures) and runtime.Coordinator (what the broker's runtime calls)."""
+
     def __init__(
         self,
         config: GroupConfig | None = None,
@@ -168,6 +185,10 @@ class GroupCoordinator:
             )
         )
         self.group_manager = GroupMetadataManager(self)
+        # while a partition loads: the time replay reads (Kafka: the shard's Time),
+        # and the classic groups whose latest group record is not a tombstone
+        self._load_time_ms = 0
+        self._recorded: dict[int, set[str]] = {}
 
     @property
     def partitions_per_topic(self) -> dict[str, int]:
@@ -264,9 +285,7 @@ class GroupCoordinator:
         effects = Effects()
         if not self.partitions.begin_load(partition, epoch):
             return effects
-        for group_id in [g for g in self.groups if self.partition_for(g) == partition]:
-            self.classic_manager.rebalance.unload_group(self.groups.pop(group_id), effects)
-        self.consumer_manager.unload_consumer_groups(partition)
+        self._unload(partition, effects)
         return effects
 
     def complete_load(
@@ -285,27 +304,35 @@ class GroupCoordinator:
         load runs) is stale: nothing is applied and the partition stays unserved."""
         if self.runtime.state(partition) is not CoordinatorState.LOADING:
             return Effects()
-        recorded: set[str] = set()  # classic groups whose latest group record is not a tombstone
+        self._load_time_ms = now_ms
+        self._recorded[partition] = set()
         for item in records:
-            self.replay(partition, item, now_ms, recorded)
-        self.on_loaded(partition, recorded, now_ms)
+            if isinstance(item, TxnMarker):
+                self.replay_end_transaction_marker(item.producer_id, item.committed, partition)
+            else:
+                producer_id = item[2] if len(item) > 2 else -1
+                self.replay(GroupCoordinatorRecord(partition, item[0], item[1], producer_id))
+        self.on_loaded(partition, now_ms)
         self.runtime.complete_load(partition)
         return self.tick(now_ms)
 
-    def replay(self, partition: int, item: LoadedRecord, now_ms: int, recorded: set[str]) -> None:
+    def replay_end_transaction_marker(
+        self, producer_id: int, committed: bool, partition: int | None = None
+    ) -> None:
+        """The marker ending the producer's transaction in `partition` (None: in every
+        partition served here): its offsets replayed so far count or are dropped."""
+        for group in self.groups.values():
+            if partition in (None, self.partition_for(group.group_id)):
+                self.offset_manager.replay_end_transaction_marker(group, producer_id, committed)
+
+    def replay(self, record: GroupCoordinatorRecord) -> None:
         """Apply one record of __consumer_offsets-<partition> (Kafka:
         GroupCoordinatorShard.replay), by its key's type: an offset commit (plain or of
-        a transaction), the marker ending a transaction, a classic group, a KIP-848
-        record. Records of groups another partition serves are skipped."""
-        if isinstance(item, TxnMarker):
-            for group in self.groups.values():
-                if self.partition_for(group.group_id) == partition:
-                    self.offset_manager.replay_end_transaction_marker(
-                        group, item.producer_id, item.committed
-                    )
-            return
-        key, value = item[0], item[1]
-        producer_id = item[2] if len(item) > 2 else -1
+        a transaction), a classic group, a KIP-848 record. Records of groups another
+        partition serves are skipped."""
+        partition, key, value = record.partition, record.key, record.value
+        producer_id, now_ms = record.producer_id, self._load_time_ms
+        recorded = self._recorded.setdefault(partition, set())
         if key is None:
             return
         k = rec.read_key(key)
@@ -328,18 +355,19 @@ class GroupCoordinator:
                 group, (k.topic, k.partition), om, producer_id, seq
             )
         elif isinstance(k, GroupKey) and self.partition_for(k.group) == partition:
-            record = None if value is None else rec.read_group_value(value)
+            group_value = None if value is None else rec.read_group_value(value)
             self.groups[k.group] = self.classic_manager.rebalance.replay_group_metadata(
-                k.group, record, self.groups.get(k.group), now_ms
+                k.group, group_value, self.groups.get(k.group), now_ms
             )
-            if record is None:
+            if group_value is None:
                 recorded.discard(k.group)
             else:
                 recorded.add(k.group)
 
-    def on_loaded(self, partition: int, recorded: set[str], now_ms: int) -> None:
+    def on_loaded(self, partition: int, now_ms: int) -> None:
         """The partition's records are replayed: drop what no record keeps (a group
         deleted, with no offsets left), arm the timers the log does not carry."""
+        recorded = self._recorded.pop(partition, set())
         for group_id in [g for g in self.groups if self.partition_for(g) == partition]:
             group = self.groups[group_id]
             has_offsets = group.offsets or any(group.pending_transactional_offset_commits.values())
@@ -356,10 +384,19 @@ class GroupCoordinator:
         effects = Effects()
         if not self.partitions.resign(partition, epoch):
             return effects
+        self._unload(partition, effects)
+        return effects
+
+    def on_unloaded(self, partition: int) -> None:
+        """Forget the partition's groups (Kafka: GroupCoordinatorShard.onUnloaded),
+        answering no one: on_resign and on_become_leader unload and answer the
+        requests parked on them (NOT_COORDINATOR)."""
+        self._unload(partition, Effects())
+
+    def _unload(self, partition: int, effects: Effects) -> None:
         for group_id in [g for g in self.groups if self.partition_for(g) == partition]:
             self.classic_manager.rebalance.unload_group(self.groups.pop(group_id), effects)
         self.consumer_manager.unload_consumer_groups(partition)
-        return effects
 
     def shutdown(self) -> Effects:
         """The broker stops: every group unloaded, every request refused."""
