@@ -8,8 +8,10 @@ it for KIP-848, `sync_topic_metadata`), built complete in one constructor, and
 typed methods that each run one coordinator call as one request.
 
 The group API modules (apis/group.py, apis/consumer_group.py) call only these
-methods: one per request, with the request's fields as typed parameters and the
-coordinator's typed result back (`run(operation, ResultType)` underneath).
+methods: one per request, with the request's fields as typed parameters (or, for
+ConsumerGroupHeartbeat, the request's data as one frozen dataclass the API module
+builds) and the coordinator's typed result back (`run(operation, ResultType)`
+underneath).
 """
 
 from __future__ import annotations
