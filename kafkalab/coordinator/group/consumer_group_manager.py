@@ -275,11 +275,11 @@ class ConsumerGroupManager:
         effects = Effects()
         self.topics.partitions_per_topic = dict(partitions_per_topic)
         self.topics.topic_ids.update(topic_ids or {})
-        for group_id in list(self.groups):
-            served, draft = self._draft(group_id)
-            wanted = draft.subscribed_topics()
+        for group_id, group in list(self.groups.items()):
+            wanted = group.subscribed_topics()
             now = {t: n for t, n in self.topics.partitions_per_topic.items() if t in wanted}
-            if draft.members and now != draft.subscription_metadata:
+            if group.members and now != group.subscription_metadata:
+                served, draft = self._draft(group_id)
                 draft.bump_group_epoch()
                 self._write_changes(served, draft, now_ms, effects)
         return effects
