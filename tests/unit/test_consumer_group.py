@@ -508,4 +508,31 @@ def test_a_member_whose_leave_was_not_written_keeps_a_session():
     assert "a" not in c.consumer_groups["g"].members
 
 
+def test_a_failed_write_before_one_written_leaves_what_the_log_holds():
+    """Two sessions expire in one tick: two writes in flight. The first is not
+    written, the second is: the group is what loading the log gives (the first
+    member still there, the second gone), not the group before either write."""
+    c, log = coordinator(), []
+    for member in ("a", "b"):
+        c.complete_appends(c.consumer_group_heartbeat("g", member, 0, **JOIN, now_ms=0), 0, log)
+    session = c.config.group_consumer_session_timeout_ms
+    first, second = c.tick(session).appends()
+    c.append_completed(first.append_id, E.NOT_ENOUGH_REPLICAS, now_ms=session)
+    c.append_completed(second.append_id, E.NONE, now_ms=session)
+    log.extend((second.partition, k, v) for k, v in second.records)
+    fresh = coordinator()
+    p = c.partition_for("g")
+    fresh.on_resign(p)
+    fresh.on_become_leader(p, epoch=1)
+    fresh.complete_load(p, [(k, v) for q, k, v in log if q == p], session)
+    live, loaded = c.consumer_groups["g"], fresh.consumer_groups["g"]
+    assert len(live.members) == 1
+    assert (live.group_epoch, live.assignment_epoch, live.target, live.members) == (
+        loaded.group_epoch,
+        loaded.assignment_epoch,
+        loaded.target,
+        loaded.members,
+    )
+
+
 JOIN = {"subscribed_topic_names": ["t"], "rebalance_timeout_ms": 30_000}

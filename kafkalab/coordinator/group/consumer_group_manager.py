@@ -13,8 +13,10 @@ the served group at once by `replay_consumer_group_record`, the function the
 load path uses; nothing else writes a group's epochs, members or assignments.
 So a group after live handling and after loading its records cannot differ.
 Kafka does the same: a write's records are replayed into the shard's timeline
-structures when the write is appended, and reverted if the append fails; here
-a failed append puts back the group as it was before the write
+structures when the write is appended, and reverted if the append fails. Here
+a group with writes in flight keeps the group as the log had it before them and
+their records (PendingWrites); if one fails, the group is rebuilt by replaying
+the others' records onto that, which is what a load of the log will find
 (`complete_write`). What the log does not carry stays in memory, as in Kafka:
 session and revocation deadlines, the partition counts the target was computed
 with, the assignor last used.
@@ -29,7 +31,7 @@ from __future__ import annotations
 import copy
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kafkalab.coordinator.group import consumer_group_records as cgrec
 from kafkalab.coordinator.group.consumer_group import (
@@ -63,6 +65,16 @@ Found = tuple[ConsumerGroupMember, bool] | ConsumerGroupHeartbeatResult
 
 
 @dataclass
+class PendingWrites:
+    """A group's writes not yet completed (soft state): the group as the log had it
+    before the oldest (None: no group), and each write's records, oldest first."""
+
+    base: ConsumerGroup | None
+    records: dict[int, list[cgrec.Record]] = field(default_factory=dict)  # by append id
+    acknowledged: set[int] = field(default_factory=set)
+
+
+@dataclass
 class ConsumerGroupContext:
     """What the KIP-848 manager works on, handed to it by its GroupCoordinator."""
 
@@ -87,8 +99,8 @@ class ConsumerGroupManager:
         self.config = context.config
         # (group, member) -> the epoch a revocation deadline was armed at (soft state)
         self.revocation_epochs: dict[tuple[str, str], int] = {}
-        # group -> its newest write not yet completed: the one a failure may undo
-        self.last_write: dict[str, int] = {}
+        # group -> its writes in flight, to rebuild it from if one fails
+        self.pending_writes: dict[str, PendingWrites] = {}
 
     # ======================================================================================
     # replay: the one path from a record to a group
@@ -189,32 +201,66 @@ class ConsumerGroupManager:
     ) -> None:
         if not records:
             return
-        served = self.groups.get(group_id)
-        undo = ConsumerGroupAppend(group_id, None if served is None else copy.deepcopy(served))
+        pending = self.pending_writes.get(group_id)
+        if pending is None:
+            served = self.groups.get(group_id)
+            pending = self.pending_writes[group_id] = PendingWrites(
+                None if served is None else copy.deepcopy(served)
+            )
         for key, value in records:
             self.replay_consumer_group_record(self.groups, key, value)
         partition = self.context.partition_for(group_id)
-        append_id = self.runtime.add_append(AppendKind.CONSUMER_GROUP, partition, None, undo)
-        self.last_write[group_id] = append_id
+        append_id = self.runtime.add_append(
+            AppendKind.CONSUMER_GROUP, partition, None, ConsumerGroupAppend(group_id)
+        )
+        pending.records[append_id] = records
         effects.append(AppendRecords(partition, tuple(records), now_ms, append_id))
+
+    def _replayed(
+        self, group_id: str, base: ConsumerGroup | None, writes: list[list[cgrec.Record]]
+    ) -> ConsumerGroup | None:
+        """`base` (copied) with the records of `writes` replayed onto it, in order."""
+        groups = {} if base is None else {group_id: copy.deepcopy(base)}
+        for records in writes:
+            for key, value in records:
+                self.replay_consumer_group_record(groups, key, value)
+        return groups.get(group_id)
 
     def complete_write(
         self, append_id: int, write: ConsumerGroupAppend, error: Errors, now_ms: int
     ) -> None:
-        """A write's append completed. Failed, and the group's newest write: the
-        records are not in the log, so the group goes back to what it was (a later
-        write replayed on top of it would have to go too, and is left alone)."""
-        newest = self.last_write.get(write.group_id) == append_id
-        if newest:
-            del self.last_write[write.group_id]
-        if error == Errors.NONE or not newest:
+        """A write's append completed. Acknowledged writes at the front fold into the
+        base. A failed one's records are not in the log: the group is rebuilt as the
+        log has it (the base, then the other writes in flight), and its members'
+        deadlines armed where the failed write had cancelled them."""
+        pending = self.pending_writes.get(write.group_id)
+        if pending is None or append_id not in pending.records:
+            return  # the group was unloaded meanwhile
+        failed = error != Errors.NONE
+        if failed:
+            del pending.records[append_id]
+        else:
+            pending.acknowledged.add(append_id)
+        while pending.records and (oldest := next(iter(pending.records))) in pending.acknowledged:
+            pending.base = self._replayed(write.group_id, pending.base, [pending.records[oldest]])
+            del pending.records[oldest]
+            pending.acknowledged.discard(oldest)
+        if failed:
+            self._rebuild(write.group_id, pending, now_ms)
+        if not pending.records:
+            del self.pending_writes[write.group_id]
+
+    def _rebuild(self, group_id: str, pending: PendingWrites, now_ms: int) -> None:
+        group = self._replayed(group_id, pending.base, list(pending.records.values()))
+        served = self.groups.pop(group_id, None)
+        if group is None:
+            if served is not None:
+                served.dead = True
             return
-        if write.before is None:
-            gone = self.groups.pop(write.group_id, None)
-            if gone is not None:
-                gone.dead = True
-            return
-        self.groups[write.group_id] = group = copy.deepcopy(write.before)
+        if served is not None:  # what no record carries
+            group.preferred_assignor = served.preferred_assignor
+            group.subscription_metadata = served.subscription_metadata
+        self.groups[group_id] = group
         self.arm_deadlines(group, now_ms, only_missing=True)
 
     # ======================================================================================
@@ -252,7 +298,7 @@ class ConsumerGroupManager:
         ]:
             group = self.groups.pop(group_id)
             group.dead = True
-            self.last_write.pop(group_id, None)
+            self.pending_writes.pop(group_id, None)
             for member_id in group.members:
                 self._cancel_deadlines(group_id, member_id)
         if partition is None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from kafkalab.coordinator.group.consumer_group import ConsumerGroup
 from kafkalab.coordinator.group.coordinator_records import OffsetAndMetadata
 from kafkalab.coordinator.group.group_metadata import GroupMetadata, GroupState
 from kafkalab.coordinator.runtime import PendingAppend
@@ -67,12 +66,10 @@ class OffsetsAppend:
 
 @dataclass(frozen=True)
 class ConsumerGroupAppend:
-    """A KIP-848 group's records, already replayed into the group: `before` is the
-    group as it was (None: it did not exist), put back if the write fails (Kafka:
-    the runtime reverts its timeline to the last written offset)."""
+    """A KIP-848 group's records, already replayed into the group; if the append
+    fails, the group is rebuilt from what the log holds (ConsumerGroupManager)."""
 
     group_id: str
-    before: ConsumerGroup | None
 
 
 AppendPayload = SyncAppend | StaticRejoinAppend | OffsetsAppend | ConsumerGroupAppend
