@@ -8,8 +8,10 @@ it for KIP-848, `sync_topic_metadata`), built complete in one constructor, and
 typed methods that each run one coordinator call as one request.
 
 The group API modules (apis/group.py, apis/consumer_group.py) call only these
-methods: one per request, with the request's fields as typed parameters and the
-coordinator's typed result back (`run(operation, ResultType)` underneath).
+methods: one per request, with the request's fields as typed parameters (or, for
+ConsumerGroupHeartbeat, the request's data as one frozen dataclass the API module
+builds) and the coordinator's typed result back (`run(operation, ResultType)`
+underneath).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from kafkalab.coordinator.group.consumer_group import (
+    ConsumerGroupHeartbeatRequestData,
     ConsumerGroupHeartbeatResult,
     DescribedConsumerGroup,
 )
@@ -212,38 +215,14 @@ class GroupCoordinatorService:
         )
 
     async def consumer_group_heartbeat(
-        self,
-        group_id: str,
-        member_id: str,
-        member_epoch: int,
-        *,
-        instance_id: str | None,
-        rack_id: str | None,
-        rebalance_timeout_ms: int,
-        subscribed_topic_names: list[str] | None,
-        server_assignor: str | None,
-        owned_partitions: list[TopicPartition] | None,
-        client_id: str,
-        client_host: str,
+        self, data: ConsumerGroupHeartbeatRequestData
     ) -> ConsumerGroupHeartbeatResult:
         """KIP-848's one request (call `sync_topic_metadata` first: the coordinator
         assigns partitions of the topics it knows)."""
         c = self.coordinator
         return await self.run(
-            lambda now, request: c.consumer_group_heartbeat(
-                group_id,
-                member_id,
-                member_epoch,
-                instance_id=instance_id,
-                rack_id=rack_id,
-                rebalance_timeout_ms=rebalance_timeout_ms,
-                subscribed_topic_names=subscribed_topic_names,
-                server_assignor=server_assignor,
-                owned_partitions=owned_partitions,
-                client_id=client_id,
-                client_host=client_host,
-                now_ms=now,
-                request=request,
+            lambda now, request: c.handle_consumer_group_heartbeat(
+                data, now_ms=now, request=request
             ),
             ConsumerGroupHeartbeatResult,
         )

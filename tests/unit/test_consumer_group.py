@@ -442,3 +442,97 @@ def test_consumer_group_records_byte_layout_and_reload():
         ["t"],
         30_000,
     )
+
+
+# -- one replay path: handlers write records, the records change the group ---------------------
+
+
+def test_a_heartbeat_changes_the_group_only_through_its_records():
+    """What a heartbeat did to the group is exactly what replaying its records into
+    the group as it was does: the handler itself never writes the group."""
+    import copy
+
+    c = coordinator()
+    c.complete_appends(c.consumer_group_heartbeat("g", "a", 0, **JOIN, now_ms=0), 0)
+    before = copy.deepcopy(c.consumer_groups["g"])
+    e = c.consumer_group_heartbeat("g", "b", 0, **JOIN, now_ms=1)
+    replayed = {"g": before}
+    for append in e.appends():
+        for k, v in append.records:
+            c.consumer_manager.replay_consumer_group_record(replayed, k, v)
+    after = c.consumer_groups["g"]
+    assert (after.group_epoch, after.assignment_epoch, after.target, after.members) == (
+        before.group_epoch,
+        before.assignment_epoch,
+        before.target,
+        before.members,
+    )
+    assert "b" in after.members and after.group_epoch == 2
+
+
+def test_a_failed_write_puts_the_group_back():
+    c = coordinator()
+    c.complete_appends(c.consumer_group_heartbeat("g", "a", 0, **JOIN, now_ms=0), 0)
+    group = c.consumer_groups["g"]
+    epochs = (group.group_epoch, group.assignment_epoch, dict(group.target))
+    joined = c.consumer_group_heartbeat("g", "b", 0, **JOIN, now_ms=1)
+    assert joined.response.error == E.NONE and "b" in c.consumer_groups["g"].members
+    (append,) = joined.appends()
+    c.append_completed(append.append_id, E.NOT_ENOUGH_REPLICAS, now_ms=1)
+    group = c.consumer_groups["g"]
+    assert "b" not in group.members
+    assert (group.group_epoch, group.assignment_epoch, dict(group.target)) == epochs
+    # b believes it joined; its next heartbeat finds it unknown, and it rejoins
+    assert hb(c, "b", joined.response.member_epoch, now=2).error == E.UNKNOWN_MEMBER_ID
+
+
+def test_a_failed_first_write_leaves_no_group():
+    c = coordinator()
+    (append,) = c.consumer_group_heartbeat("g", "a", 0, **JOIN, now_ms=0).appends()
+    c.append_completed(append.append_id, E.NOT_LEADER_OR_FOLLOWER, now_ms=0)
+    assert "g" not in c.consumer_groups
+    assert c.consumer_group_describe("g").error == E.GROUP_ID_NOT_FOUND
+
+
+def test_a_member_whose_leave_was_not_written_keeps_a_session():
+    """The leave's write fails: the member is back, and its session (cancelled by
+    the leave) is armed again, so it still expires if it is gone."""
+    c = coordinator()
+    c.complete_appends(c.consumer_group_heartbeat("g", "a", 0, **JOIN, now_ms=0), 0)
+    (append,) = c.consumer_group_heartbeat("g", "a", -1, now_ms=1).appends()
+    assert "a" not in c.consumer_groups["g"].members
+    c.append_completed(append.append_id, E.NOT_ENOUGH_REPLICAS, now_ms=1)
+    assert "a" in c.consumer_groups["g"].members
+    session = c.config.group_consumer_session_timeout_ms
+    c.complete_appends(c.tick(1 + session), 1 + session)
+    assert "a" not in c.consumer_groups["g"].members
+
+
+def test_a_failed_write_before_one_written_leaves_what_the_log_holds():
+    """Two sessions expire in one tick: two writes in flight. The first is not
+    written, the second is: the group is what loading the log gives (the first
+    member still there, the second gone), not the group before either write."""
+    c, log = coordinator(), []
+    for member in ("a", "b"):
+        c.complete_appends(c.consumer_group_heartbeat("g", member, 0, **JOIN, now_ms=0), 0, log)
+    session = c.config.group_consumer_session_timeout_ms
+    first, second = c.tick(session).appends()
+    c.append_completed(first.append_id, E.NOT_ENOUGH_REPLICAS, now_ms=session)
+    c.append_completed(second.append_id, E.NONE, now_ms=session)
+    log.extend((second.partition, k, v) for k, v in second.records)
+    fresh = coordinator()
+    p = c.partition_for("g")
+    fresh.on_resign(p)
+    fresh.on_become_leader(p, epoch=1)
+    fresh.complete_load(p, [(k, v) for q, k, v in log if q == p], session)
+    live, loaded = c.consumer_groups["g"], fresh.consumer_groups["g"]
+    assert len(live.members) == 1
+    assert (live.group_epoch, live.assignment_epoch, live.target, live.members) == (
+        loaded.group_epoch,
+        loaded.assignment_epoch,
+        loaded.target,
+        loaded.members,
+    )
+
+
+JOIN = {"subscribed_topic_names": ["t"], "rebalance_timeout_ms": 30_000}

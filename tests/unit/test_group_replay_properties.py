@@ -1,7 +1,8 @@
 """Live state equals loaded state: the group coordinator driven by random requests
 (classic joins, syncs, heartbeats and leaves, offset commits, transactional offset
-commits and their markers, offset and group deletions, KIP-848 heartbeats, failed
-writes, time) while a list stands in for __consumer_offsets; after every step a
+commits and their markers, offset and group deletions, KIP-848 heartbeats (joins,
+assignments, revocations acknowledged or not, leaves, static members leaving for a
+while and coming back under a new id, topics growing), failed writes, time) while a list stands in for __consumer_offsets; after every step a
 fresh coordinator loads that list, and what it knows must be what the live one
 knows of the same groups:
 
@@ -47,6 +48,7 @@ SUB = {
     "u": encode_subscription(Subscription(("u",))),
 }
 CONSUMER_MEMBERS = ("m1", "m2")
+TOPICS = {"t": 2, "u": 1}
 
 
 def loaded_view(c: GroupCoordinator) -> dict:
@@ -107,7 +109,10 @@ class ReplayMachine(RuleBasedStateMachine):
         ids = itertools.count(1)
         self.member_id_factory = lambda cl, i: f"{i or cl}-{next(ids)}"
         self.c = GroupCoordinator(self.config, member_id_factory=self.member_id_factory)
-        self.c.update_topic_metadata({"t": 2, "u": 1})
+        self.topics = dict(TOPICS)
+        self.c.update_topic_metadata(self.topics)
+        self.static: tuple[str, int] | None = None  # the static member's id and epoch
+        self.static_ids = itertools.count(1)
         self.now = 0
         self.log: list[tuple[int, bytes, bytes | None, int] | tuple[int, TxnMarker]] = []
         self.member_ids: dict[tuple[str, int], str] = {}
@@ -298,6 +303,61 @@ class ReplayMachine(RuleBasedStateMachine):
         else:
             self.epochs.pop(m, None)
 
+    @rule(m=st.sampled_from(CONSUMER_MEMBERS))
+    def consumer_heartbeat_still_owning(self, m):
+        """A member that keeps reporting the partitions it was asked to revoke (its
+        revocation deadline, rebalance.timeout.ms, fences it)."""
+        epoch = self.epochs.get(m)
+        group = self.c.consumer_groups.get("cg")
+        member = None if group is None else group.members.get(m)
+        if epoch is None or member is None:
+            return
+        owned = sorted(member.assigned | member.pending_revocation)
+        result = self.apply(
+            self.c.consumer_group_heartbeat("cg", m, epoch, owned_partitions=owned, now_ms=self.now)
+        ).response
+        if result.error == Errors.NONE:
+            self.epochs[m] = result.member_epoch
+        else:
+            self.epochs.pop(m, None)
+
+    @rule(action=st.sampled_from(["heartbeat", "leave_for_a_while", "come_back"]))
+    def static_consumer(self, action):
+        """A static member (group.instance.id): it leaves for a while with epoch -2,
+        keeping its partitions, and comes back under a new member id."""
+        if self.static is None or action == "come_back":
+            result = self.apply(
+                self.c.consumer_group_heartbeat(
+                    "cg",
+                    f"s{next(self.static_ids)}",
+                    0,
+                    instance_id="static-s",
+                    subscribed_topic_names=["t", "u"],
+                    rebalance_timeout_ms=20_000,
+                    now_ms=self.now,
+                )
+            ).response
+            if result.error == Errors.NONE:  # else its predecessor is still there
+                self.static = (result.member_id, result.member_epoch)
+            return
+        member_id, epoch = self.static
+        if action == "leave_for_a_while":
+            epoch = -2
+        result = self.apply(
+            self.c.consumer_group_heartbeat(
+                "cg", member_id, epoch, instance_id="static-s", now_ms=self.now
+            )
+        ).response
+        stays = result.error == Errors.NONE and epoch != -2
+        self.static = (member_id, result.member_epoch) if stays else None
+
+    @rule(u=st.integers(1, 3))
+    def topics_change(self, u):
+        """A topic grows (or is created again smaller): groups reading it get a new
+        group epoch, written."""
+        self.topics = {"t": 2, "u": u}
+        self.apply(self.c.update_topic_metadata(self.topics, now_ms=self.now))
+
     @rule(
         gid=st.sampled_from(GROUPS),
         tp=st.sampled_from(TPS),
@@ -351,7 +411,7 @@ class ReplayMachine(RuleBasedStateMachine):
         fresh = GroupCoordinator(
             self.config, partitions=[], member_id_factory=self.member_id_factory
         )
-        fresh.update_topic_metadata({"t": 2, "u": 1})
+        fresh.update_topic_metadata(self.topics)
         appends: list[AppendRecords] = []
         for partition in sorted({entry[0] for entry in self.log}):
             fresh.on_become_leader(partition, epoch=1)

@@ -47,9 +47,12 @@ a new instance with the same group.instance.id takes it over).
 from __future__ import annotations
 
 import enum
+import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from kafkalab.coordinator.group.server_assignors import MemberSubscriptionSpec, ServerAssignor
+from kafkalab.errors import Errors
 
 TopicPartition = tuple[str, int]
 LEAVE_GROUP_MEMBER_EPOCH = -1
@@ -156,7 +159,9 @@ class ConsumerGroup:
         self.assignment_epoch = self.group_epoch
         self.preferred_assignor = assignor.name
 
-    def reconcile(self, member: ConsumerGroupMember, owned: list[TopicPartition] | None) -> None:
+    def reconcile(
+        self, member: ConsumerGroupMember, owned: Sequence[TopicPartition] | None
+    ) -> None:
         """Move `member` towards the target (Kafka: CurrentAssignmentBuilder.build).
         `owned` is what the member reported owning in this heartbeat (None: not sent,
         which counts as still owning everything it was asked to revoke)."""
@@ -191,9 +196,50 @@ class ConsumerGroup:
         return member
 
 
+@dataclass
+class TopicMetadata:
+    """The cluster's topics as the KIP-848 groups need them: partition counts for
+    the server assignors, topic ids for the records (which name partitions by id)."""
+
+    partitions_per_topic: dict[str, int] = field(default_factory=dict)
+    topic_ids: dict[str, uuid.UUID] = field(default_factory=dict)
+
+    def topic_id(self, topic: str) -> uuid.UUID:
+        """The topic's id; one made up from its name if the metadata did not say."""
+        if topic not in self.topic_ids:
+            self.topic_ids[topic] = uuid.uuid5(uuid.NAMESPACE_URL, f"kafkalab-topic:{topic}")
+        return self.topic_ids[topic]
+
+    def topic_names(self) -> dict[uuid.UUID, str]:
+        """Topic id -> name, for every topic known or written under a made-up id."""
+        names = {self.topic_id(t): t for t in self.partitions_per_topic}
+        names.update({tid: name for name, tid in self.topic_ids.items()})
+        return names
+
+
+@dataclass(frozen=True)
+class ConsumerGroupHeartbeatRequestData:
+    """A ConsumerGroupHeartbeat request's data (Kafka's ConsumerGroupHeartbeatRequest
+    fields, topic names instead of ids; None: not sent, unchanged since the last
+    heartbeat), built once by the API module and passed through as it is.
+    `owned_partitions` is the request's TopicPartitions: what the member owns now."""
+
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    subscribed_topic_names: tuple[str, ...] | None = None
+    server_assignor: str | None = None
+    owned_partitions: tuple[TopicPartition, ...] | None = None
+    client_id: str = ""  # from the request header
+    client_host: str = ""  # the connection's peer
+
+
 @dataclass(frozen=True)
 class ConsumerGroupHeartbeatResult:
-    error: object  # Errors
+    error: Errors
     member_id: str = ""
     member_epoch: int = 0
     heartbeat_interval_ms: int = 0
@@ -216,7 +262,7 @@ class DescribedConsumerGroupMember:
 
 @dataclass(frozen=True)
 class DescribedConsumerGroup:
-    error: object  # Errors
+    error: Errors
     group_id: str
     state: str = ""
     group_epoch: int = 0

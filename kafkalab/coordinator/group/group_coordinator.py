@@ -64,16 +64,21 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass
 
 from kafkalab.coordinator.group import consumer_group_records as cgrec
 from kafkalab.coordinator.group import coordinator_records as rec
 from kafkalab.coordinator.group.classic_group_manager import ClassicGroupManager
 from kafkalab.coordinator.group.consumer_group import (
     ConsumerGroup,
+    ConsumerGroupHeartbeatRequestData,
     DescribedConsumerGroup,
-    MemberState,
+    TopicMetadata,
 )
-from kafkalab.coordinator.group.consumer_group_manager import ConsumerGroupManager
+from kafkalab.coordinator.group.consumer_group_manager import (
+    ConsumerGroupContext,
+    ConsumerGroupManager,
+)
 from kafkalab.coordinator.group.coordinator_records import (
     GroupKey,
     OffsetAndMetadata,
@@ -91,6 +96,7 @@ from kafkalab.coordinator.group.group_runtime import (
     UNKNOWN_MEMBER_ID,
     AppendKind,
     AppendPayload,
+    ConsumerGroupAppend,
     StaticRejoinAppend,
     SyncAppend,
     TimerKey,
@@ -105,6 +111,7 @@ from kafkalab.coordinator.group.results import (
     Effects,
     ListGroupsResult,
     OffsetFetchResult,
+    Respond,
     TxnMarker,
 )
 from kafkalab.coordinator.runtime import (
@@ -123,12 +130,28 @@ LoadedRecord = (
 )
 
 
+@dataclass(frozen=True)
+class GroupCoordinatorRecord:
+    """A record of __consumer_offsets-<partition>, as the shard replays it (one
+    GroupCoordinator serves many partitions: the record says whose it is)."""
+
+    partition: int
+    key: bytes | None
+    value: bytes | None
+    producer_id: int = -1  # >= 0: a record of that producer's transaction
+
+
 def default_member_id(client_id: str, group_instance_id: str | None) -> str:
     """Kafka's member ids: `<group.instance.id or client.id>-<UUID>`."""
     return f"{group_instance_id if group_instance_id is not None else client_id}-{uuid.uuid4()}"
 
 
 class GroupCoordinator:
+    """The group coordinator's shard: it implements runtime.CoordinatorShard over
+    GroupCoordinatorRecord (replay, replay_end_transaction_marker, on_loaded,
+    on_unloaded; tests/unit/test_coordinator_shard_protocol.py checks the
+    signatures) and runtime.Coordinator (what the broker's runtime calls)."""
+
     def __init__(
         self,
         config: GroupConfig | None = None,
@@ -145,13 +168,40 @@ class GroupCoordinator:
         self.groups: dict[str, GroupMetadata] = {}
         # KIP-848 consumer groups, and the topic metadata their assignors need
         self.consumer_groups: dict[str, ConsumerGroup] = {}
-        self.partitions_per_topic: dict[str, int] = {}
-        self.topic_ids: dict[str, uuid.UUID] = {}
+        self.topic_metadata = TopicMetadata()
         self.member_id_factory = member_id_factory
         self.classic_manager = ClassicGroupManager(self, member_id_factory)
         self.offset_manager = OffsetMetadataManager(self)
-        self.consumer_manager = ConsumerGroupManager(self)
+        self.consumer_manager = ConsumerGroupManager(
+            ConsumerGroupContext(
+                groups=self.consumer_groups,
+                topics=self.topic_metadata,
+                runtime=self.runtime,
+                config=self.config,
+                member_id_factory=member_id_factory,
+                partition_for=self.partition_for,
+                group_status=self.group_status,
+                classic_group_in_use=self._classic_group_in_use,
+            )
+        )
         self.group_manager = GroupMetadataManager(self)
+        # while a partition loads: the time replay reads (Kafka: the shard's Time),
+        # and the classic groups whose latest group record is not a tombstone
+        self._load_time_ms = 0
+        self._recorded: dict[int, set[str]] = {}
+
+    @property
+    def partitions_per_topic(self) -> dict[str, int]:
+        """The cluster's topics and partition counts (update_topic_metadata)."""
+        return self.topic_metadata.partitions_per_topic
+
+    @property
+    def topic_ids(self) -> dict[str, uuid.UUID]:
+        return self.topic_metadata.topic_ids
+
+    def _classic_group_in_use(self, group_id: str) -> bool:
+        group = self.groups.get(group_id)
+        return group is not None and not group.is_(EMPTY)
 
     @property
     def partitions(self) -> CoordinatorRuntimeCore[AppendKind, AppendPayload, TimerKey]:
@@ -202,11 +252,7 @@ class GroupCoordinator:
                     group_id, member_id, None, at, effects
                 )
             case TimerKind.CONSUMER_REVOCATION:
-                epoch = self.consumer_manager.revocation_epochs.pop((group_id, member_id), None)
-                if epoch is not None:
-                    self.consumer_manager.fence_consumer_group_member(
-                        group_id, member_id, epoch, at, effects
-                    )
+                self.consumer_manager.on_revocation_deadline(group_id, member_id, at, effects)
             case TimerKind.EXPIRE_OFFSETS:
                 self.offset_manager.expire_offsets(at, effects)
                 self.schedule(key, at + self.config.offsets_retention_check_interval_ms)
@@ -239,9 +285,7 @@ class GroupCoordinator:
         effects = Effects()
         if not self.partitions.begin_load(partition, epoch):
             return effects
-        for group_id in [g for g in self.groups if self.partition_for(g) == partition]:
-            self.classic_manager.rebalance.unload_group(self.groups.pop(group_id), effects)
-        self.consumer_manager.unload_consumer_groups(partition)
+        self._unload(partition, effects)
         return effects
 
     def complete_load(
@@ -260,27 +304,35 @@ class GroupCoordinator:
         load runs) is stale: nothing is applied and the partition stays unserved."""
         if self.runtime.state(partition) is not CoordinatorState.LOADING:
             return Effects()
-        recorded: set[str] = set()  # classic groups whose latest group record is not a tombstone
+        self._load_time_ms = now_ms
+        self._recorded[partition] = set()
         for item in records:
-            self.replay(partition, item, now_ms, recorded)
-        self.on_loaded(partition, recorded, now_ms)
+            if isinstance(item, TxnMarker):
+                self.replay_end_transaction_marker(item.producer_id, item.committed, partition)
+            else:
+                producer_id = item[2] if len(item) > 2 else -1
+                self.replay(GroupCoordinatorRecord(partition, item[0], item[1], producer_id))
+        self.on_loaded(partition, now_ms)
         self.runtime.complete_load(partition)
         return self.tick(now_ms)
 
-    def replay(self, partition: int, item: LoadedRecord, now_ms: int, recorded: set[str]) -> None:
+    def replay_end_transaction_marker(
+        self, producer_id: int, committed: bool, partition: int | None = None
+    ) -> None:
+        """The marker ending the producer's transaction in `partition` (None: in every
+        partition served here): its offsets replayed so far count or are dropped."""
+        for group in self.groups.values():
+            if partition in (None, self.partition_for(group.group_id)):
+                self.offset_manager.replay_end_transaction_marker(group, producer_id, committed)
+
+    def replay(self, record: GroupCoordinatorRecord) -> None:
         """Apply one record of __consumer_offsets-<partition> (Kafka:
         GroupCoordinatorShard.replay), by its key's type: an offset commit (plain or of
-        a transaction), the marker ending a transaction, a classic group, a KIP-848
-        record. Records of groups another partition serves are skipped."""
-        if isinstance(item, TxnMarker):
-            for group in self.groups.values():
-                if self.partition_for(group.group_id) == partition:
-                    self.offset_manager.replay_end_transaction_marker(
-                        group, item.producer_id, item.committed
-                    )
-            return
-        key, value = item[0], item[1]
-        producer_id = item[2] if len(item) > 2 else -1
+        a transaction), a classic group, a KIP-848 record. Records of groups another
+        partition serves are skipped."""
+        partition, key, value = record.partition, record.key, record.value
+        producer_id, now_ms = record.producer_id, self._load_time_ms
+        recorded = self._recorded.setdefault(partition, set())
         if key is None:
             return
         k = rec.read_key(key)
@@ -303,18 +355,19 @@ class GroupCoordinator:
                 group, (k.topic, k.partition), om, producer_id, seq
             )
         elif isinstance(k, GroupKey) and self.partition_for(k.group) == partition:
-            record = None if value is None else rec.read_group_value(value)
+            group_value = None if value is None else rec.read_group_value(value)
             self.groups[k.group] = self.classic_manager.rebalance.replay_group_metadata(
-                k.group, record, self.groups.get(k.group), now_ms
+                k.group, group_value, self.groups.get(k.group), now_ms
             )
-            if record is None:
+            if group_value is None:
                 recorded.discard(k.group)
             else:
                 recorded.add(k.group)
 
-    def on_loaded(self, partition: int, recorded: set[str], now_ms: int) -> None:
+    def on_loaded(self, partition: int, now_ms: int) -> None:
         """The partition's records are replayed: drop what no record keeps (a group
         deleted, with no offsets left), arm the timers the log does not carry."""
+        recorded = self._recorded.pop(partition, set())
         for group_id in [g for g in self.groups if self.partition_for(g) == partition]:
             group = self.groups[group_id]
             has_offsets = group.offsets or any(group.pending_transactional_offset_commits.values())
@@ -323,20 +376,7 @@ class GroupCoordinator:
                 continue
             for member in group.members.values():
                 self.classic_manager.rebalance.schedule_heartbeat(group, member, now_ms)
-        for group_id, cg in self.consumer_groups.items():
-            if self.partition_for(group_id) != partition:
-                continue
-            wanted = cg.subscribed_topics()
-            cg.subscription_metadata = {
-                t: n for t, n in self.partitions_per_topic.items() if t in wanted
-            }
-            for member in cg.members.values():
-                self.schedule(
-                    TimerKey(TimerKind.CONSUMER_SESSION, group_id, member.member_id),
-                    now_ms + self.config.group_consumer_session_timeout_ms,
-                )
-                if member.state is MemberState.UNREVOKED_PARTITIONS:
-                    self.consumer_manager.schedule_revocation(group_id, member, now_ms)
+        self.consumer_manager.on_loaded(partition, now_ms)
 
     def on_resign(self, partition: int, epoch: int | None = None) -> Effects:
         """This broker no longer leads the partition: unload its groups (Kafka:
@@ -344,10 +384,19 @@ class GroupCoordinator:
         effects = Effects()
         if not self.partitions.resign(partition, epoch):
             return effects
+        self._unload(partition, effects)
+        return effects
+
+    def on_unloaded(self, partition: int) -> None:
+        """Forget the partition's groups (Kafka: GroupCoordinatorShard.onUnloaded),
+        answering no one: on_resign and on_become_leader unload and answer the
+        requests parked on them (NOT_COORDINATOR)."""
+        self._unload(partition, Effects())
+
+    def _unload(self, partition: int, effects: Effects) -> None:
         for group_id in [g for g in self.groups if self.partition_for(g) == partition]:
             self.classic_manager.rebalance.unload_group(self.groups.pop(group_id), effects)
         self.consumer_manager.unload_consumer_groups(partition)
-        return effects
 
     def shutdown(self) -> Effects:
         """The broker stops: every group unloaded, every request refused."""
@@ -375,6 +424,8 @@ class GroupCoordinator:
             self.classic_manager.rebalance.complete_sync(payload, error, now_ms, effects)
         elif isinstance(payload, StaticRejoinAppend):
             self.classic_manager.complete_static_rejoin(pending, payload, error, now_ms, effects)
+        elif isinstance(payload, ConsumerGroupAppend):
+            self.consumer_manager.complete_write(append_id, payload, error, now_ms)
         else:  # AppendKind.OFFSETS, AppendKind.TXN_OFFSETS
             self.offset_manager.complete_offset_commit(pending, payload, error, effects)
         return self.end_call(effects, now_ms)
@@ -604,7 +655,22 @@ class GroupCoordinator:
         topic_ids: dict[str, uuid.UUID] | None = None,
         now_ms: int = 0,
     ) -> Effects:
+        """The cluster's topics for the KIP-848 groups (ConsumerGroupManager)."""
         return self.consumer_manager.update_topic_metadata(partitions_per_topic, topic_ids, now_ms)
+
+    def handle_consumer_group_heartbeat(
+        self,
+        data: ConsumerGroupHeartbeatRequestData,
+        *,
+        now_ms: int,
+        request: Hashable | None = None,
+    ) -> Effects:
+        """ConsumerGroupHeartbeat (KIP-848): the answer is always immediate; the
+        records of what changed in the group come before it."""
+        effects = self.begin_call(now_ms, request)
+        result = self.consumer_manager.consumer_group_heartbeat(data, now_ms, effects)
+        effects.append(Respond(effects.request, result))
+        return self.end_call(effects, now_ms)
 
     def consumer_group_heartbeat(
         self,
@@ -612,32 +678,25 @@ class GroupCoordinator:
         member_id: str,
         member_epoch: int,
         *,
-        instance_id: str | None = None,
-        rack_id: str | None = None,
-        rebalance_timeout_ms: int = -1,
-        subscribed_topic_names: list[str] | None = None,
-        server_assignor: str | None = None,
-        owned_partitions: list[TopicPartition] | None = None,
-        client_id: str = "",
-        client_host: str = "",
         now_ms: int,
         request: Hashable | None = None,
+        owned_partitions: Iterable[TopicPartition] | None = None,
+        subscribed_topic_names: Iterable[str] | None = None,
+        **fields: str | int | None,
     ) -> Effects:
-        return self.consumer_manager.consumer_group_heartbeat(
+        """ConsumerGroupHeartbeat stepped by hand (notebooks, tests): the request's
+        fields as keywords (ConsumerGroupHeartbeatRequestData's names)."""
+        data = ConsumerGroupHeartbeatRequestData(
             group_id,
             member_id,
             member_epoch,
-            instance_id=instance_id,
-            rack_id=rack_id,
-            rebalance_timeout_ms=rebalance_timeout_ms,
-            subscribed_topic_names=subscribed_topic_names,
-            server_assignor=server_assignor,
-            owned_partitions=owned_partitions,
-            client_id=client_id,
-            client_host=client_host,
-            now_ms=now_ms,
-            request=request,
+            owned_partitions=None if owned_partitions is None else tuple(owned_partitions),
+            subscribed_topic_names=(
+                None if subscribed_topic_names is None else tuple(subscribed_topic_names)
+            ),
+            **fields,  # the dataclass refuses a name it does not have
         )
+        return self.handle_consumer_group_heartbeat(data, now_ms=now_ms, request=request)
 
     def consumer_group_describe(self, group_id: str) -> DescribedConsumerGroup:
         return self.consumer_manager.consumer_group_describe(group_id)

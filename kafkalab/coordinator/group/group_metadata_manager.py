@@ -10,14 +10,12 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable
 from typing import TYPE_CHECKING
 
-from kafkalab.coordinator.group import consumer_group_records as cgrec
 from kafkalab.coordinator.group.group_runtime import (
     DEAD,
     EMPTY,
     STABLE,
 )
 from kafkalab.coordinator.group.results import (
-    AppendRecords,
     DeleteGroupsResult,
     DescribedGroup,
     DescribedMember,
@@ -56,27 +54,12 @@ class GroupMetadataManager:
             if error is not None:
                 errors[group_id] = error
                 continue
-            consumer = self.shard.consumer_groups.get(group_id)
-            if consumer is not None:
-                if consumer.members:
-                    errors[group_id] = Errors.NON_EMPTY_GROUP
-                    continue
-                del self.shard.consumer_groups[group_id]
-                consumer.dead = True
-                tombstones = tuple(
-                    (cgrec.encode_key(t, group_id), None)
-                    for t in (
-                        cgrec.TARGET_ASSIGNMENT_METADATA,
-                        cgrec.PARTITION_METADATA,
-                        cgrec.GROUP_METADATA,
-                    )
-                )
-                effects.append(
-                    AppendRecords(self.shard.partition_for(group_id), tombstones, now_ms, None)
-                )
-                if group_id not in self.shard.groups:
-                    errors[group_id] = Errors.NONE
-                    continue
+            consumer = self.shard.consumer_manager.delete_consumer_group(group_id, now_ms, effects)
+            if consumer is not None and (
+                consumer != Errors.NONE or group_id not in self.shard.groups
+            ):
+                errors[group_id] = consumer
+                continue
             group = self.shard.groups.get(group_id)
             if group is None or group.is_(DEAD):
                 errors[group_id] = Errors.GROUP_ID_NOT_FOUND

@@ -36,6 +36,7 @@ class AppendKind(enum.Enum):
     STATIC_REJOIN = "static"  # a restarted static member's new id, in a Stable group
     OFFSETS = "offsets"  # OffsetCommit
     TXN_OFFSETS = "txn_offsets"  # TxnOffsetCommit
+    CONSUMER_GROUP = "consumer_group"  # a KIP-848 group's records (undone if not written)
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,15 @@ class OffsetsAppend:
     producer_id: int = -1  # >= 0: a TxnOffsetCommit of this producer
 
 
-AppendPayload = SyncAppend | StaticRejoinAppend | OffsetsAppend
+@dataclass(frozen=True)
+class ConsumerGroupAppend:
+    """A KIP-848 group's records, already replayed into the group; if the append
+    fails, the group is rebuilt from what the log holds (ConsumerGroupManager)."""
+
+    group_id: str
+
+
+AppendPayload = SyncAppend | StaticRejoinAppend | OffsetsAppend | ConsumerGroupAppend
 GroupPendingAppend = PendingAppend[AppendKind, AppendPayload]
 
 

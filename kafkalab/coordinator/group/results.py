@@ -26,11 +26,12 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Generic, TypeVar
 
 from kafkalab.errors import Errors
 
 TopicPartition = tuple[str, int]
+ResultT_co = TypeVar("ResultT_co", covariant=True)
 
 
 @dataclass(frozen=True)
@@ -160,9 +161,13 @@ class ListGroupsResult:
 
 
 @dataclass(frozen=True)
-class Respond:
+class Respond(Generic[ResultT_co]):
+    """Answer the request whose handle is `request` with `result`: one of the
+    *Result types of the coordinator that made it (None: an answer with no body,
+    as WriteTxnMarkers' end of a transaction)."""
+
     request: Hashable
-    result: Any
+    result: ResultT_co
 
 
 @dataclass(frozen=True)
@@ -193,22 +198,23 @@ class TxnMarker:
     committed: bool
 
 
-class Effects(list):
-    """The effects of one call, in order. `response` is the answer to the call's
-    own request, or None while it waits."""
+class Effects(list[object]):
+    """The effects of one call, in order: Respond, AppendRecords and, from the
+    transaction coordinator, its own kinds. `response` is the answer to the call's
+    own request (of the call's result type), or None while it waits."""
 
     def __init__(self, request: Hashable | None = None) -> None:
         super().__init__()
         self.request = request
 
     @property
-    def response(self) -> Any:
+    def response(self) -> object:
         for effect in self:
             if isinstance(effect, Respond) and effect.request == self.request:
                 return effect.result
         return None
 
-    def responses(self) -> list[Respond]:
+    def responses(self) -> list[Respond[object]]:
         return [e for e in self if isinstance(e, Respond)]
 
     def appends(self) -> list[AppendRecords]:

@@ -64,7 +64,6 @@ class UniformAssignor(ServerAssignor):
 
     def assign(self, members, partitions_per_topic, current):
         order = sorted(members)
-        out: dict[str, list[TopicPartition]] = {m: [] for m in order}
         if not order:
             return {}
         # what each member may keep: existing partitions of topics it reads, once
@@ -80,25 +79,46 @@ class UniformAssignor(ServerAssignor):
             taken.update(keep[m])
         if len({members[m].topics for m in order}) == 1:
             every = _partitions(partitions_per_topic, members[order[0]].topics)
-            min_q, extra = divmod(len(every), len(order))
-            over = 0
-            for m in order:
-                quota = min_q
-                if extra and over < extra and len(keep[m]) > min_q:
-                    quota, over = min_q + 1, over + 1
-                out[m] = keep[m][:quota]
-            assigned = {tp for parts in out.values() for tp in parts}
-            free = [tp for tp in every if tp not in assigned]
-            for tp in free:
-                # members under the minimum first, then those allowed one more
-                under = [m for m in order if len(out[m]) < min_q]
-                if under:
-                    m = under[0]
-                else:
-                    m = next(m for m in order if len(out[m]) == min_q and over < extra)
-                    over += 1
-                out[m].append(tp)
-            return {m: frozenset(parts) for m, parts in out.items()}
+            return self._same_subscriptions(order, every, keep)
+        return self._different_subscriptions(members, partitions_per_topic, order, keep)
+
+    @staticmethod
+    def _same_subscriptions(
+        order: list[str], every: list[TopicPartition], keep: dict[str, list[TopicPartition]]
+    ) -> dict[str, frozenset[TopicPartition]]:
+        """Every member reads the same topics (Kafka: OptimizedUniformAssignmentBuilder):
+        quotas differ by at most one, each member keeps what it had up to its quota."""
+        out: dict[str, list[TopicPartition]] = {}
+        min_q, extra = divmod(len(every), len(order))
+        over = 0
+        for m in order:
+            quota = min_q
+            if extra and over < extra and len(keep[m]) > min_q:
+                quota, over = min_q + 1, over + 1
+            out[m] = keep[m][:quota]
+        assigned = {tp for parts in out.values() for tp in parts}
+        free = [tp for tp in every if tp not in assigned]
+        for tp in free:
+            # members under the minimum first, then those allowed one more
+            under = [m for m in order if len(out[m]) < min_q]
+            if under:
+                m = under[0]
+            else:
+                m = next(m for m in order if len(out[m]) == min_q and over < extra)
+                over += 1
+            out[m].append(tp)
+        return {m: frozenset(parts) for m, parts in out.items()}
+
+    @staticmethod
+    def _different_subscriptions(
+        members: Mapping[str, MemberSubscriptionSpec],
+        partitions_per_topic: Mapping[str, int],
+        order: list[str],
+        keep: dict[str, list[TopicPartition]],
+    ) -> dict[str, frozenset[TopicPartition]]:
+        """Members read different topics (Kafka: GeneralUniformAssignmentBuilder): keep,
+        deal the free partitions to the least loaded eligible member, then even out."""
+        out: dict[str, list[TopicPartition]] = {}
         wanted = set().union(*(members[m].topics for m in order))
         every = _partitions(partitions_per_topic, wanted)
         eligible = {tp: [m for m in order if tp[0] in members[m].topics] for tp in every}

@@ -24,6 +24,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING
 
+from kafkalab.coordinator.group.consumer_group import ConsumerGroupHeartbeatRequestData
 from kafkalab.errors import Errors
 from kafkalab.protocol.header import RequestHeader
 from kafkalab.server.apis.group import AUTHORIZED_OPERATIONS_OMITTED
@@ -82,27 +83,28 @@ async def handle_consumer_group_heartbeat(
     owned_partitions = (
         None
         if owned is None
-        else [
+        else tuple(
             (names[t["topic_id"]], p)
             for t in owned
             if t["topic_id"] in names
             for p in t["partitions"]
-        ]
+        )
     )
     subscribed = body["subscribed_topic_names"]
-    result = await runtime.consumer_group_heartbeat(
+    data = ConsumerGroupHeartbeatRequestData(
         body["group_id"],
         body["member_id"],
         body["member_epoch"],
         instance_id=body["instance_id"],
         rack_id=body["rack_id"],
         rebalance_timeout_ms=body["rebalance_timeout_ms"],
-        subscribed_topic_names=None if subscribed is None else list(subscribed),
+        subscribed_topic_names=None if subscribed is None else tuple(subscribed),
         server_assignor=body["server_assignor"],
         owned_partitions=owned_partitions,
         client_id=header.client_id or "",
         client_host=header.client_host or "",
     )
+    result = await runtime.consumer_group_heartbeat(data)
     out.update(
         error_code=int(result.error),
         error_message=result.error_message,
