@@ -14,11 +14,12 @@ error, reads nothing and moves nothing.
 When it answers, as Kafka's ReplicaManager.fetchMessages decides: it reads first,
 and answers with that read at once when the request does not wait (max_wait_ms
 <= 0), asks for nothing, read at least `min_bytes`, or met an error on any
-partition (a refused follower partition too). Otherwise it waits in the delayed-fetch purgatory (DelayedFetch, which
-says what answers it before max_wait_ms: enough bytes below the HW, an error, a
-fetch offset past the HW or on an older segment), and is read again then. Every
-requested partition is in the answer (kafka-python drops a response that leaves
-one out); sessions (KIP-227) are not kept: session 0.
+partition (a refused follower partition too). Otherwise it waits in the
+delayed-fetch purgatory (DelayedFetch says what answers it before max_wait_ms:
+enough bytes below the HW, an error, a fetch offset past the HW or on an older
+segment), and is read again then. Every requested partition is in the answer
+(kafka-python drops a response that leaves one out); sessions (KIP-227) are not
+kept: session 0.
 """
 
 from __future__ import annotations
