@@ -2,21 +2,34 @@
 
 Kafka's class: kafka.server.DelayedFetch. Watched under every partition it
 asks for; an append (or, for consumers, a high watermark move) calls
-`check_and_complete` on that partition and the fetch tries again. An error on
-any partition (this broker stopped leading it, the offset is out of range)
-answers at once, and so does a fetch with `min_bytes` 0 (as in Kafka: nothing
-readable is already enough). `on_done()` runs exactly once, and reads what is
-there then.
+`check_and_complete` on that partition and the fetch tries again. It decides as
+Kafka's `tryComplete` does, from where the fetch starts on disk and where the
+asker may read to (the HW, the LSO under read_committed, the LEO for a follower),
+without reading any records:
+
+- an error on any partition (this broker stopped leading it, the offset is out
+  of range) answers at once;
+- a fetch offset past that end (a consumer ahead of a new leader's HW) answers
+  at once, with nothing;
+- a fetch offset on an older segment than that end (the consumer is catching up,
+  or the segment just rolled) answers at once: a read stops at its segment's end,
+  so waiting for more bytes there would only wait out max_wait_ms;
+- otherwise each partition counts the bytes between its fetch offset and that
+  end, at most its partition_max_bytes, and the fetch answers once they reach
+  `min_bytes` (0 at once, even with nothing to send).
+
+`on_done()` runs exactly once, and reads what is there then.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
-from kafkalab.errors import Errors
+from kafkalab.errors import Errors, KafkaError
 from kafkalab.replication.delayed_operation import DelayedOperation
-from kafkalab.storage.log_segment import FetchDataInfo
+from kafkalab.storage.log_segment import FetchDataInfo, LogOffsetMetadata
 from kafkalab.storage.transaction_index import AbortedTxn
 from kafkalab.storage.unified_log import FetchIsolation
 
@@ -48,8 +61,19 @@ class FetchPartition:
     max_bytes: int
 
 
-#: ReplicaManager.read(topic, partition, offset, max_bytes, min_one_message, isolation)
-ReadFn = Callable[[str, int, int, int, bool, FetchIsolation], ReadResult]
+class FetchOffsets(Protocol):
+    """What a DelayedFetch asks the leader (ReplicaManager has both); each raises
+    the KafkaError a client should see when this broker cannot answer."""
+
+    def offset_metadata(self, tp: tuple[str, int], offset: int) -> LogOffsetMetadata:
+        """Where `offset` starts on disk (OFFSET_OUT_OF_RANGE outside the log)."""
+        ...
+
+    def fetch_offset_snapshot(
+        self, tp: tuple[str, int], isolation: FetchIsolation
+    ) -> LogOffsetMetadata:
+        """Where a fetch with `isolation` may read to, and where that is on disk."""
+        ...
 
 
 class DelayedFetch(DelayedOperation):
@@ -59,26 +83,41 @@ class DelayedFetch(DelayedOperation):
         min_bytes: int,
         isolation: FetchIsolation,
         partitions: list[FetchPartition],
-        read: ReadFn,
+        leader: FetchOffsets,
         on_done: Callable[[], None],
     ) -> None:
         super().__init__(max_wait_ms)
         self.min_bytes = min_bytes
         self.isolation = isolation
         self.partitions = partitions
-        self.read = read
+        self.leader = leader
         self.on_done = on_done
+        # where each fetch starts on disk, found once (Kafka: startOffsetMetadata)
+        self._starts: dict[tuple[str, int], LogOffsetMetadata] = {}
+
+    def _start(self, p: FetchPartition) -> LogOffsetMetadata:
+        tp = (p.topic, p.partition)
+        start = self._starts.get(tp)
+        if start is None:
+            start = self._starts[tp] = self.leader.offset_metadata(tp, p.fetch_offset)
+        return start
 
     def try_complete(self) -> bool:
-        available = 0
+        accumulated = 0
         for p in self.partitions:
-            result = self.read(
-                p.topic, p.partition, p.fetch_offset, p.max_bytes, True, self.isolation
-            )
-            if result.error != Errors.NONE:
+            try:
+                end = self.leader.fetch_offset_snapshot((p.topic, p.partition), self.isolation)
+                start = self._start(p)
+            except KafkaError:
                 return self.force_complete()  # errors are answered at once
-            available += result.size
-        if available >= self.min_bytes:  # min_bytes 0: at once, even with nothing to send
+            if start.message_offset > end.message_offset:
+                return self.force_complete()  # ahead of what it may read
+            if start.message_offset < end.message_offset:
+                if start.segment_base_offset < end.segment_base_offset:
+                    return self.force_complete()  # on an older segment
+                available = end.relative_position_in_segment - start.relative_position_in_segment
+                accumulated += min(available, p.max_bytes)
+        if accumulated >= self.min_bytes:  # min_bytes 0: at once, even with nothing to send
             return self.force_complete()
         return False
 

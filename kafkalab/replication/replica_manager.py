@@ -34,8 +34,9 @@ from kafkalab.replication.delayed_fetch import ReadResult
 from kafkalab.replication.delayed_operation import DelayedOperationPurgatory
 from kafkalab.replication.delayed_produce import AppendResult
 from kafkalab.replication.partition import IsrChange, Partition, Role, TruncationRule
-from kafkalab.storage.errors import RecordValidationError
+from kafkalab.storage.errors import OffsetOutOfRangeError, RecordValidationError
 from kafkalab.storage.log_manager import LogManager
+from kafkalab.storage.log_segment import LogOffsetMetadata
 from kafkalab.storage.producer_state_manager import ProducerStateEntry
 from kafkalab.storage.unified_log import AppendOrigin, FetchIsolation
 
@@ -267,6 +268,24 @@ class ReplicaManager:
         return ReadResult(
             Errors.NONE, log.high_watermark, log.log_start_offset, last_stable, info, aborted
         )
+
+    def offset_metadata(self, tp: TopicPartition, offset: int) -> LogOffsetMetadata:
+        """Where `offset` starts on disk in `tp`, which this broker leads (a
+        DelayedFetch's start: Kafka keeps the one its first read found).
+        OFFSET_OUT_OF_RANGE outside [log start offset, LEO]."""
+        log = self.leader_partition(tp).log
+        if not log.log_start_offset <= offset <= log.log_end_offset:
+            raise OffsetOutOfRangeError(offset, log.log_start_offset, log.log_end_offset)
+        return log.offset_metadata(offset)
+
+    def fetch_offset_snapshot(
+        self, tp: TopicPartition, isolation: FetchIsolation
+    ) -> LogOffsetMetadata:
+        """Where a fetch with `isolation` may read to in `tp`, and where that is on
+        disk: the HW, the LSO (read_committed) or the LEO (a follower). Kafka:
+        Partition.fetchOffsetSnapshot; leader only, as `read`."""
+        log = self.leader_partition(tp).log
+        return log.offset_metadata(log.last_fetchable_offset(isolation))
 
     def active_producer_state(self, tp: TopicPartition) -> list[ProducerStateEntry]:
         """The producers the leader of `tp` knows, oldest id first (Kafka:

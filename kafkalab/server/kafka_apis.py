@@ -9,6 +9,7 @@ one module per API family:
     apis/metadata.py      Metadata (auto-creating topics when allowed)
     apis/topics.py        CreateTopics, DeleteTopics
     apis/configs.py       DescribeConfigs (a topic's configs and their sources)
+    apis/cluster.py       DescribeCluster (the brokers, the controller, the cluster id)
     apis/produce.py       Produce (acks=all waits in a DelayedProduce)
     apis/fetch.py         Fetch (waits in a DelayedFetch; followers report their LEO)
     apis/list_offsets.py  ListOffsets
@@ -48,6 +49,7 @@ from kafkalab.protocol.header import RequestHeader
 from kafkalab.replication.replica_manager import ReplicaManager
 from kafkalab.server.apis import (
     api_versions,
+    cluster,
     configs,
     consumer_group,
     epochs,
@@ -79,6 +81,7 @@ HANDLERS: dict[ApiKeys, Handler] = {
     ApiKeys.CREATE_TOPICS: topics.handle_create_topics,
     ApiKeys.DELETE_TOPICS: topics.handle_delete_topics,
     ApiKeys.DESCRIBE_CONFIGS: configs.handle_describe_configs,
+    ApiKeys.DESCRIBE_CLUSTER: cluster.handle_describe_cluster,
     ApiKeys.INIT_PRODUCER_ID: txn.handle_init_producer_id,
     ApiKeys.ADD_PARTITIONS_TO_TXN: txn.handle_add_partitions_to_txn,
     ApiKeys.ADD_OFFSETS_TO_TXN: txn.handle_add_offsets_to_txn,

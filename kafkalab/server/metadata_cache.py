@@ -49,6 +49,11 @@ class MetadataCache(Protocol):
 
     def alive_brokers(self) -> list[BrokerRegistration]: ...
 
+    def registered_brokers(self) -> list[BrokerRegistration]:
+        """Every broker registered with the controller, fenced ones too (each says
+        whether it is: DescribeCluster v2 lists them when asked, KIP-1073)."""
+        ...
+
     def broker_epoch(self, broker_id: int) -> int | None:
         """The epoch of the broker's current registration with the controller (fenced
         or not); None when no such broker is registered (a standalone broker has none)."""
@@ -80,6 +85,9 @@ class KRaftMetadataCache:
 
     def alive_brokers(self) -> list[BrokerRegistration]:
         return [b for b in self.listener.image.brokers.values() if not b.fenced]
+
+    def registered_brokers(self) -> list[BrokerRegistration]:
+        return list(self.listener.image.brokers.values())
 
     def broker_epoch(self, broker_id: int) -> int | None:
         reg = self.listener.image.brokers.get(broker_id)
@@ -146,6 +154,9 @@ class StandaloneMetadataCache:
                 self.config.node_id, host, port, "", 0, fenced=False, endpoints=self.endpoints()
             )
         ]
+
+    def registered_brokers(self) -> list[BrokerRegistration]:
+        return self.alive_brokers()  # itself, never fenced
 
     def broker_epoch(self, broker_id: int) -> int | None:
         return None  # no controller: no broker is registered, so none follows us

@@ -288,7 +288,7 @@ def test_delayed_fetch_outcomes(world):
             min_bytes,
             FetchIsolation.HIGH_WATERMARK,
             [FetchPartition(*TP, offset, 1 << 20)],
-            leader.read,
+            leader,
             on_done=lambda: answered.append(True),
         )
         if leader.delayed_fetch.try_complete_else_watch(op, [TP]):

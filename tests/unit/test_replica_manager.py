@@ -106,7 +106,7 @@ def test_read_committed_waits_on_the_lso_and_names_aborted_transactions(tmp_path
     assert committed.aborted_transactions == []
     done = []
     op = DelayedFetch(
-        500, 1, FetchIsolation.TXN_COMMITTED, [FetchPartition("t", 0, 0, 1 << 20)], rm.read,
+        500, 1, FetchIsolation.TXN_COMMITTED, [FetchPartition("t", 0, 0, 1 << 20)], rm,
         lambda: done.append(True),
     )  # fmt: skip
     assert not rm.delayed_fetch.try_complete_else_watch(op, [tp])
@@ -172,11 +172,40 @@ def test_a_fetch_asking_for_min_bytes_0_is_answered_at_once_even_when_empty(tmp_
     def fetch(min_bytes):
         return DelayedFetch(
             500, min_bytes, FetchIsolation.HIGH_WATERMARK, [FetchPartition("t", 0, 0, 1 << 20)],
-            rm.read, lambda: answered.append(min_bytes),
+            rm, lambda: answered.append(min_bytes),
         )  # fmt: skip
 
     # Kafka's DelayedFetch: complete once the bytes readable reach min_bytes; 0 >= 0.
     assert rm.delayed_fetch.try_complete_else_watch(fetch(0), [("t", 0)])
     assert not rm.delayed_fetch.try_complete_else_watch(fetch(1), [("t", 0)])
     assert answered == [0]  # the min_bytes=1 fetch waits for data (or its max_wait_ms)
+    rm.shutdown()
+
+
+def test_a_consumer_fetching_past_the_high_watermark_is_answered_at_once(tmp_path):
+    """Kafka's DelayedFetch, case F: a fetch offset past what the asker may read (a
+    consumer ahead of a new leader's HW) answers at once, with nothing, rather than
+    waiting out max_wait_ms; at the HW itself it waits for bytes."""
+    from kafkalab.replication.delayed_fetch import DelayedFetch, FetchPartition
+
+    rm = manager(tmp_path)
+    tp = ("t", 0)
+    rm.make_leader(tp, 0, [1, 2], [1, 2], 0)
+    assert rm.append_records("t", 0, build_batch([b"a"]), required_acks=-1).error == Errors.NONE
+    assert (rm.partition(tp).log.high_watermark, rm.partition(tp).log.log_end_offset) == (0, 1)
+    answered = []
+
+    def fetch(offset, isolation=FetchIsolation.HIGH_WATERMARK):
+        return DelayedFetch(
+            500, 1, isolation, [FetchPartition("t", 0, offset, 1 << 20)], rm,
+            lambda: answered.append((offset, isolation)),
+        )  # fmt: skip
+
+    assert rm.delayed_fetch.try_complete_else_watch(fetch(1), [tp])  # past the HW
+    assert not rm.delayed_fetch.try_complete_else_watch(fetch(0), [tp])  # at the HW
+    # a follower reads to the LEO: offset 1 is its end, so it waits too
+    assert not rm.delayed_fetch.try_complete_else_watch(fetch(1, FetchIsolation.LOG_END), [tp])
+    assert answered == [(1, FetchIsolation.HIGH_WATERMARK)]
+    rm.update_follower_fetch_state(tp, 2, 1)  # HW 1: the consumer's bytes are readable
+    assert answered[1:] == [(0, FetchIsolation.HIGH_WATERMARK)]
     rm.shutdown()

@@ -9,6 +9,7 @@ fetch           Fetch (1), OffsetForLeaderEpoch (23)
 list_offsets    ListOffsets (2)
 topics          CreateTopics (19), DeleteTopics (20)
 configs         DescribeConfigs (32)
+cluster         DescribeCluster (60)
 controller      BrokerRegistration (62), BrokerHeartbeat (63), AlterPartition (56),
                 AllocateProducerIds (67);
                 CONTROLLER_APIS, what the controller's listener serves
@@ -49,6 +50,11 @@ from kafkalab.protocol.messages.api_versions import (
     API_VERSIONS_REQUEST,
     API_VERSIONS_RESPONSE,
     api_versions_body,
+)
+from kafkalab.protocol.messages.cluster import (
+    DESCRIBE_CLUSTER_API,
+    DESCRIBE_CLUSTER_REQUEST,
+    DESCRIBE_CLUSTER_RESPONSE,
 )
 from kafkalab.protocol.messages.configs import (
     DESCRIBE_CONFIGS_API,
@@ -179,8 +185,12 @@ APIS.update(CONSUMER_GROUP_APIS)
 APIS[ApiKeys.DESCRIBE_PRODUCERS] = DESCRIBE_PRODUCERS_API
 APIS.update(TXN_COORDINATOR_APIS)
 APIS[ApiKeys.DESCRIBE_CONFIGS] = DESCRIBE_CONFIGS_API
+APIS[ApiKeys.DESCRIBE_CLUSTER] = DESCRIBE_CLUSTER_API
 
 __all__ = [
+    "DESCRIBE_CLUSTER_API",
+    "DESCRIBE_CLUSTER_REQUEST",
+    "DESCRIBE_CLUSTER_RESPONSE",
     "DESCRIBE_CONFIGS_API",
     "DESCRIBE_CONFIGS_REQUEST",
     "DESCRIBE_CONFIGS_RESPONSE",

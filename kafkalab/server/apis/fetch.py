@@ -9,10 +9,17 @@ follower_error: on the inter-broker listener, from a broker registered in the
 epoch it names) and only for partitions it is a replica of (Kafka's
 Partition.followerReplicaOrThrow: UNKNOWN_LEADER_EPOCH when the request names a
 leader epoch, else NOT_LEADER_OR_FOLLOWER); anything else is answered with that
-error, reads nothing and moves nothing. With less than `min_bytes` to return, it waits in the delayed-fetch
-purgatory up to `max_wait_ms`, and the append (or HW move) that brings data
-answers it. Every requested partition is in the answer (kafka-python drops a
-response that leaves one out); sessions (KIP-227) are not kept: session 0.
+error, reads nothing and moves nothing.
+
+When it answers, as Kafka's ReplicaManager.fetchMessages decides: it reads first,
+and answers with that read at once when the request does not wait (max_wait_ms
+<= 0), asks for nothing, read at least `min_bytes`, or met an error on any
+partition (a refused follower partition too). Otherwise it waits in the
+delayed-fetch purgatory (DelayedFetch says what answers it before max_wait_ms:
+enough bytes below the HW, an error, a fetch offset past the HW or on an older
+segment), and is read again then. Every requested partition is in the answer
+(kafka-python drops a response that leaves one out); sessions (KIP-227) are not
+kept: session 0.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from kafkalab.errors import Errors
 from kafkalab.protocol.header import RequestHeader
-from kafkalab.replication.delayed_fetch import DelayedFetch, FetchPartition
+from kafkalab.replication.delayed_fetch import DelayedFetch, FetchPartition, ReadResult
 from kafkalab.replication.partition import Role
 from kafkalab.server.socket_server import CLOSE_CONNECTION
 from kafkalab.storage.unified_log import FetchIsolation
@@ -83,18 +90,23 @@ def handle_fetch(apis: KafkaApis, header: RequestHeader, body: dict) -> Any:
         if refused:
             partitions = [p for p in partitions if (p.topic, p.partition) not in refused]
     isolation = fetch_isolation(body)
-    future = None
+    first = read_partitions(apis, body, partitions, isolation)
+    if (
+        body["max_wait_ms"] <= 0
+        or not partitions
+        or sum(result.size for _, result in first) >= body["min_bytes"]
+        or refused  # a follower's partition it may not fetch is an error read
+        or any(result.error != Errors.NONE for _, result in first)
+    ):
+        return fetch_response(first, isolation, refused)
+    future = asyncio.get_running_loop().create_future()
 
     def answer() -> None:
-        if future is not None and not future.done():
-            future.set_result(fetch_response(apis, body, partitions, isolation, refused))
+        if not future.done():
+            again = read_partitions(apis, body, partitions, isolation)
+            future.set_result(fetch_response(again, isolation, refused))
 
-    op = DelayedFetch(
-        body["max_wait_ms"], body["min_bytes"], isolation, partitions, rm.read, answer
-    )
-    if body["max_wait_ms"] <= 0 or not partitions or op.try_complete():
-        return fetch_response(apis, body, partitions, isolation, refused)
-    future = asyncio.get_running_loop().create_future()
+    op = DelayedFetch(body["max_wait_ms"], body["min_bytes"], isolation, partitions, rm, answer)
     keys = [(p.topic, p.partition) for p in partitions]
     rm.delayed_fetch.try_complete_else_watch(op, keys)
     return future
@@ -107,19 +119,35 @@ def _aborted(result) -> list[dict]:
     ]
 
 
+def read_partitions(
+    apis: KafkaApis, body: dict, partitions: list[FetchPartition], isolation: FetchIsolation
+) -> list[tuple[FetchPartition, ReadResult]]:
+    """Read every requested partition now (Kafka: ReplicaManager.readFromLog): at most
+    max_bytes in all, but the first partition with data returns at least one
+    whole batch."""
+    remaining = body["max_bytes"]
+    min_one = True
+    results = []
+    for p in partitions:
+        limit = max(0, min(p.max_bytes, remaining))
+        result = apis.replica_manager.read(
+            p.topic, p.partition, p.fetch_offset, limit, min_one, isolation
+        )
+        if result.size:
+            remaining -= result.size
+            min_one = False
+        results.append((p, result))
+    return results
+
+
 def fetch_response(
-    apis: KafkaApis,
-    body: dict,
-    partitions: list[FetchPartition],
+    results: list[tuple[FetchPartition, ReadResult]],
     isolation: FetchIsolation,
     refused: dict[tuple[str, int], Errors] | None = None,
 ) -> dict:
-    """Read every requested partition now (Kafka: ReplicaManager.readFromLog): at most
-    max_bytes in all, but the first partition with data returns at least one
-    whole batch. `refused` partitions are answered with their error alone."""
-    remaining = body["max_bytes"]
+    """The response for what `read_partitions` read; `refused` partitions are
+    answered with their error alone."""
     read_committed = isolation == FetchIsolation.TXN_COMMITTED
-    min_one = True
     topics: dict[str, list[dict]] = {}
     for (topic, partition), error in (refused or {}).items():
         topics.setdefault(topic, []).append(
@@ -134,17 +162,11 @@ def fetch_response(
                 "records": b"",
             }
         )
-    for p in partitions:
-        limit = max(0, min(p.max_bytes, remaining))
-        result = apis.replica_manager.read(
-            p.topic, p.partition, p.fetch_offset, limit, min_one, isolation
-        )
+    for p, result in results:
         records = None
         if result.info is not None and result.size:
             # pinned: the response is sent later, maybe after this segment is closed
             records = result.info.records.pinned()
-            remaining -= result.size
-            min_one = False
         topics.setdefault(p.topic, []).append(
             {
                 "partition_index": p.partition,
