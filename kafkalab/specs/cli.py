@@ -44,6 +44,24 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=_main)
 
 
+def kraft_table_of(path: Path, trace):
+    """A KafkaRaft trace as a table, each step named by the action instance that
+    takes it when the trace's MC file is one of specs/checks.toml's."""
+    from kafkalab.specs.runner import CounterexampleDoesNotFollow, follow_trace
+    from kafkalab.specs.trace_actions import KRAFT_ACTIONS
+    from kafkalab.viz.traces import kraft_table
+
+    source = Path(trace.meta.get("source", "")).name
+    module = next((c.module for c in load_checks() if c.module.name == source), None)
+    steps = None
+    if module is not None:
+        try:
+            steps = follow_trace(module, json.loads(path.read_text()), KRAFT_ACTIONS)
+        except CounterexampleDoesNotFollow:
+            steps = None  # a trace of an older spec: shown as it is
+    return kraft_table(trace, steps)
+
+
 def _progress(distinct: int, depth: int, queue: int) -> None:
     print(f"  ... {distinct:,} distinct states, depth {depth}, {queue:,} queued", file=sys.stderr)
 
@@ -59,9 +77,7 @@ def _main(args: argparse.Namespace) -> int:
 
         trace = load_trace(args.trace)
         if "votedFor" in trace.variables:
-            from kafkalab.viz.traces import kraft_table
-
-            print(kraft_table(trace).to_string())
+            print(kraft_table_of(args.trace, trace).to_string())
             return 0
         table = transactions_table if "coordinator" in trace.variables else replication_table
         print(table(trace).to_string())

@@ -7,8 +7,9 @@ Apalache where it is installed or with the built-in checker (kafkalab.specs.tla)
     result.counterexample                                      # ITF JSON (a dict) or None
     result.as_expected                                         # verdict == checks.toml's expect
 
-A counterexample can also be followed through the spec itself, without any
-implementation (`follow_counterexample`): it must start in an initial state,
+A trace can also be followed through the spec itself, without any
+implementation (`follow_trace`, naming each step by the action that takes it;
+`follow_counterexample`): it must start in an initial state,
 take only steps of the next-state relation and break the invariant the check
 expects in its last state and no earlier one. That is how CI keeps a stored
 counterexample honest for a spec whose implementation cannot replay it yet.
@@ -241,29 +242,22 @@ class CounterexampleDoesNotFollow(AssertionError):
     the expected invariant: the spec changed under it; check again and --save."""
 
 
-def follow_counterexample(
-    spec: str | SpecCheck, itf: dict, actions: dict[str, int] | None = None
-) -> list[str]:
-    """Follow the ITF counterexample `itf` through the spec of check `spec` (with
-    the constants of its ConstInit): the first state is initial, each state
-    follows from the one before by Next, the expected invariant holds in every
-    state but the last and fails there. Returns a name for each step: with
-    `actions` ({action name: number of parameters}, the parameters ranging over
-    the first set-valued constant), the action instance that takes it, e.g.
-    'RequestVote("c2", "c3")'; otherwise 'Next'."""
-    from itertools import product
-
+def follow_trace(module: str | Path, itf: dict, actions: dict[str, int] | None = None) -> list[str]:
+    """Follow the ITF trace `itf` through the spec `module` (an MC_*.tla, with
+    the constants of its ConstInit): the first state must be initial and each
+    state follow from the one before by Next, or CounterexampleDoesNotFollow.
+    Returns a name for each step: with `actions` ({action name: number of
+    parameters}, the parameters ranging over the first set-valued constant), the
+    action instance that takes it, e.g. 'RequestVote("c2", "c3")'; otherwise
+    'Next'."""
     from kafkalab.specs.tla import load_module, solve_constants
     from kafkalab.specs.tla.itf import itf_from_json
 
-    c = find_check(spec) if isinstance(spec, str) else spec
-    if c.expect == "ok":
-        raise ValueError(f"{c.name} expects no violation: it has no counterexample to follow")
-    mod = load_module(str(c.module))
+    mod = load_module(str(module))
     constants = solve_constants(mod, "ConstInit", None)
     states = itf_from_json(itf)["states"]
     if not states:
-        raise CounterexampleDoesNotFollow("the counterexample has no states")
+        raise CounterexampleDoesNotFollow("the trace has no states")
     if states[0] not in mod.initial_states("Init", constants):
         raise CounterexampleDoesNotFollow("its first state is not an initial state of the spec")
     params = next((sorted(v) for v in constants.values() if isinstance(v, frozenset) and v), [])
@@ -271,16 +265,38 @@ def follow_counterexample(
     for i, (before, after) in enumerate(zip(states, states[1:], strict=False), start=1):
         if after not in [s for _, s in mod.successors(before, "Next", constants)]:
             raise CounterexampleDoesNotFollow(f"step {i} is not a step of Next")
-        found = "Next"
-        for action, arity in (actions or {}).items():
-            for args in product(params, repeat=arity):
-                call = f"{action}({', '.join(repr(a).replace(chr(39), chr(34)) for a in args)})"
-                if any(s == after for _, s in mod.successors(before, call, constants)):
-                    found = call
-                    break
-            if found != "Next":
-                break
-        names.append(found)
+        names.append(_action_taking(mod, constants, before, after, actions or {}, params))
+    return names
+
+
+def _action_taking(mod, constants, before, after, actions, params) -> str:
+    from itertools import product
+
+    for action, arity in actions.items():
+        for args in product(params, repeat=arity):
+            literals = ", ".join(f'"{a}"' if isinstance(a, str) else str(a) for a in args)
+            call = f"{action}({literals})"
+            if any(s == after for _, s in mod.successors(before, call, constants)):
+                return call
+    return "Next"
+
+
+def follow_counterexample(
+    spec: str | SpecCheck, itf: dict, actions: dict[str, int] | None = None
+) -> list[str]:
+    """Follow the ITF counterexample `itf` through the spec of check `spec`
+    (`follow_trace`), and check that it breaks the invariant the check expects
+    in its last state and in no earlier one. Returns the names of its steps."""
+    from kafkalab.specs.tla import load_module, solve_constants
+    from kafkalab.specs.tla.itf import itf_from_json
+
+    c = find_check(spec) if isinstance(spec, str) else spec
+    if c.expect == "ok":
+        raise ValueError(f"{c.name} expects no violation: it has no counterexample to follow")
+    names = follow_trace(c.module, itf, actions)
+    mod = load_module(str(c.module))
+    constants = solve_constants(mod, "ConstInit", None)
+    states = itf_from_json(itf)["states"]
     for i, st in enumerate(states):
         holds = mod.evaluate(c.expect, constants, st)
         if holds is not (i < len(states) - 1):

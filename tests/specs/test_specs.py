@@ -19,6 +19,7 @@ import pytest
 from kafkalab.specs.replay import (
     ReplayMismatch,
     random_trace,
+    random_walk,
     replay_replication,
     replay_transactions,
 )
@@ -29,6 +30,7 @@ from kafkalab.specs.runner import (
     apalache_command,
     find_check,
     follow_counterexample,
+    follow_trace,
     load_checks,
     run_check,
 )
@@ -162,6 +164,18 @@ def test_the_correct_kraft_model_elects_and_commits():
     ]:
         result = builtin_check(str(module), invariants=[reachable], cinit="ConstInit")
         assert result.verdict == "violation", reachable
+
+
+@pytest.mark.parametrize("name", ["kraft/restarts", "kraft/hw-before-own-epoch"])
+def test_every_kraft_step_is_named_by_one_action_of_next(name):
+    """Random walks through the spec: each step is taken by an action instance in
+    KRAFT_ACTIONS (what a replay will map onto the Raft module's calls), so the
+    table covers the spec's Next."""
+    module = find_check(name).module
+    for seed in range(5):
+        walk = random_walk(module, 30, seed)
+        steps = follow_trace(module, walk, KRAFT_ACTIONS)
+        assert len(steps) == len(walk["states"]) - 1 and "Next" not in steps
 
 
 MODELS = sorted(SPECS_DIR.glob("*/MC_*.tla"))
