@@ -151,6 +151,19 @@ def test_a_kraft_counterexample_that_no_longer_follows_the_spec_is_refused():
         follow_counterexample(check, shortened)
 
 
+def test_a_former_leader_that_forgot_its_vote_still_votes_for_no_rival():
+    """What specs/kraft/README.md says of PersistElectionState = FALSE: the
+    counterexample is a voter's lost vote; a former leader that comes back
+    Unattached does not vote for a rival in its epoch, as its LeaderChange record
+    makes every rival's log older (the model keeps logs whole)."""
+    module = find_check("kraft/vote-not-persisted").module
+    led_and_voted_for_another = (
+        '\\A v \\in Voters : <<epoch[v], v>> \\in elected => votedFor[v] \\in {v, "none"}'
+    )
+    result = builtin_check(str(module), invariants=[led_and_voted_for_another], cinit="ConstInit")
+    assert result.verdict == "ok" and result.distinct_states > 10_000
+
+
 def test_the_correct_kraft_model_elects_and_commits():
     """The correct configuration's "holds" is not vacuous: within its bounds a
     leader is elected in every epoch up to MaxEpoch, records are committed, and
