@@ -228,6 +228,11 @@ def _compare(step, label, action, args, after, parts, ids) -> None:
 def random_trace(module: str | Path, steps: int, seed: int) -> Trace:
     """A random walk of up to `steps` steps through a spec (its MC_*.tla with a
     ConstInit): a trace to replay when the spec has no counterexample to offer."""
+    return load_trace(random_walk(module, steps, seed))
+
+
+def random_walk(module: str | Path, steps: int, seed: int) -> dict:
+    """The same random walk as an ITF document (TLA+ values kept exact)."""
     import random
 
     from kafkalab.specs.tla import load_module, solve_constants
@@ -246,7 +251,7 @@ def random_trace(module: str | Path, steps: int, seed: int) -> Trace:
         states.append(state)
     doc = trace_to_itf(mod.variables, states, source=Path(module).name)
     doc["#meta"]["constants"] = {k: v for k, v in constants.items() if isinstance(v, str | int)}
-    return load_trace(doc)
+    return doc
 
 
 # -- transactions ---------------------------------------------------------------------------

@@ -7,6 +7,13 @@ Apalache where it is installed or with the built-in checker (kafkalab.specs.tla)
     result.counterexample                                      # ITF JSON (a dict) or None
     result.as_expected                                         # verdict == checks.toml's expect
 
+A trace can also be followed through the spec itself, without any
+implementation (`follow_trace`, naming each step by the action that takes it;
+`follow_counterexample`): it must start in an initial state,
+take only steps of the next-state relation and break the invariant the check
+expects in its last state and no earlier one. That is how CI keeps a stored
+counterexample honest for a spec whose implementation cannot replay it yet.
+
 Apalache is found as `apalache-mc` on PATH or in $APALACHE_HOME/bin. It checks
 one invariant per run (`--inv`), with `--cinit=ConstInit`, and `--length` (its
 bound on the number of steps, 10 by default here as in Apalache); its ITF
@@ -228,3 +235,73 @@ def _run_apalache(c: SpecCheck, length: int) -> SpecResult:
         outputs[-1][-2000:],
         length=length,  # Apalache checks executions of up to `length` steps
     )
+
+
+class CounterexampleDoesNotFollow(AssertionError):
+    """A counterexample is not (or no longer) a behaviour of its spec that breaks
+    the expected invariant: the spec changed under it; check again and --save."""
+
+
+def follow_trace(module: str | Path, itf: dict, actions: dict[str, int] | None = None) -> list[str]:
+    """Follow the ITF trace `itf` through the spec `module` (an MC_*.tla, with
+    the constants of its ConstInit): the first state must be initial and each
+    state follow from the one before by Next, or CounterexampleDoesNotFollow.
+    Returns a name for each step: with `actions` ({action name: number of
+    parameters}, the parameters ranging over the first set-valued constant), the
+    action instance that takes it, e.g. 'RequestVote("c2", "c3")'; otherwise
+    'Next'."""
+    from kafkalab.specs.tla import load_module, solve_constants
+    from kafkalab.specs.tla.itf import itf_from_json
+
+    mod = load_module(str(module))
+    constants = solve_constants(mod, "ConstInit", None)
+    states = itf_from_json(itf)["states"]
+    if not states:
+        raise CounterexampleDoesNotFollow("the trace has no states")
+    if states[0] not in mod.initial_states("Init", constants):
+        raise CounterexampleDoesNotFollow("its first state is not an initial state of the spec")
+    params = next((sorted(v) for v in constants.values() if isinstance(v, frozenset) and v), [])
+    names = []
+    for i, (before, after) in enumerate(zip(states, states[1:], strict=False), start=1):
+        if after not in [s for _, s in mod.successors(before, "Next", constants)]:
+            raise CounterexampleDoesNotFollow(f"step {i} is not a step of Next")
+        names.append(_action_taking(mod, constants, before, after, actions or {}, params))
+    return names
+
+
+def _action_taking(mod, constants, before, after, actions, params) -> str:
+    from itertools import product
+
+    for action, arity in actions.items():
+        for args in product(params, repeat=arity):
+            literals = ", ".join(f'"{a}"' if isinstance(a, str) else str(a) for a in args)
+            call = f"{action}({literals})"
+            if any(s == after for _, s in mod.successors(before, call, constants)):
+                return call
+    return "Next"
+
+
+def follow_counterexample(
+    spec: str | SpecCheck, itf: dict, actions: dict[str, int] | None = None
+) -> list[str]:
+    """Follow the ITF counterexample `itf` through the spec of check `spec`
+    (`follow_trace`), and check that it breaks the invariant the check expects
+    in its last state and in no earlier one. Returns the names of its steps."""
+    from kafkalab.specs.tla import load_module, solve_constants
+    from kafkalab.specs.tla.itf import itf_from_json
+
+    c = find_check(spec) if isinstance(spec, str) else spec
+    if c.expect == "ok":
+        raise ValueError(f"{c.name} expects no violation: it has no counterexample to follow")
+    names = follow_trace(c.module, itf, actions)
+    mod = load_module(str(c.module))
+    constants = solve_constants(mod, "ConstInit", None)
+    states = itf_from_json(itf)["states"]
+    for i, st in enumerate(states):
+        holds = mod.evaluate(c.expect, constants, st)
+        if holds is not (i < len(states) - 1):
+            where = "the last state" if i == len(states) - 1 else f"state {i}"
+            raise CounterexampleDoesNotFollow(
+                f"{c.expect} {'holds' if holds else 'fails'} in {where} of the counterexample"
+            )
+    return names

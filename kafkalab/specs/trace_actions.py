@@ -13,6 +13,19 @@ from kafkalab.specs.trace import Trace
 #: The spec's value for "no leader".
 NONE = "none"
 
+#: The actions of KafkaRaft's Next, with their number of voter parameters: a
+#: KafkaRaft step is named by the action instance that takes it
+#: (kafkalab.specs.runner.follow_counterexample).
+KRAFT_ACTIONS = {
+    "Timeout": 1,
+    "RequestVote": 2,
+    "BeginQuorumEpoch": 2,
+    "Resign": 1,
+    "ClientWrite": 1,
+    "Fetch": 1,
+    "Restart": 1,
+}
+
 
 def infer_action(before: dict, after: dict) -> tuple[str, tuple]:
     """Which KafkaReplication action leads from `before` to `after` (each action

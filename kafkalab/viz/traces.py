@@ -48,6 +48,38 @@ def replication_table(trace: Trace):
     return pd.DataFrame(rows).set_index(["step", "replica"])
 
 
+def kraft_table(trace: Trace, steps: list[str] | None = None):
+    """One row per step and voter of a KafkaRaft trace: the step's name (from
+    `steps`, e.g. follow_counterexample's, else the trace's own), the voter's
+    role, epoch, vote, known leader, log (the epoch of each record), LEO and HW."""
+    import pandas as pd
+
+    rows = []
+    for step, state in enumerate(trace.states):
+        if step == 0:
+            action = ""
+        elif steps is not None:
+            action = steps[step - 1]
+        else:
+            action = trace.actions[step] or ""
+        for v in sorted(state["log"]):
+            rows.append(
+                {
+                    "step": step,
+                    "action": action,
+                    "voter": v,
+                    "role": state["role"][v],
+                    "epoch": state["epoch"][v],
+                    "voted for": state["votedFor"][v],
+                    "leader": state["leader"][v],
+                    "log": " ".join(f"e{e}" for e in state["log"][v]),
+                    "LEO": len(state["log"][v]),
+                    "HW": state["hw"][v],
+                }
+            )
+    return pd.DataFrame(rows).set_index(["step", "voter"])
+
+
 def replication_graph(trace: Trace, step: int = -1, title: str = ""):
     """Step `step` of a KafkaReplication trace: each replica's log as cells
     (record id, coloured by epoch; a thick border below its HW), what it believes,
