@@ -32,7 +32,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import dataclasses
 import gc
+import json
 import os
 import socket
 import struct
@@ -86,6 +88,9 @@ class FuzzReport:
     closed_by_broker: int = 0
     hung_up: int = 0
     timed_out: int = 0
+    # the hostile frames behind those, by "ApiName/mutation": a parked request
+    # (a long poll, a rebalance, acks within a timeout) holds the probe back
+    timed_out_by: dict[str, int] = field(default_factory=dict)
     undecodable_responses: list[str] = field(default_factory=list)
     valid_refused: list[str] = field(default_factory=list)
     broker_exceptions: list[str] = field(default_factory=list)
@@ -531,6 +536,9 @@ class Fuzzer:
             return await asyncio.wait_for(self._answers(reader, hostile), self.timeout)
         except TimeoutError:
             self.report.timed_out += 1
+            api = APIS.get(hostile.api_key)
+            what = f"{api.name if api else hostile.api_key}/{hostile.kind}"
+            self.report.timed_out_by[what] = self.report.timed_out_by.get(what, 0) + 1
             return False
 
     async def _answers(self, reader: asyncio.StreamReader, hostile) -> bool:
@@ -738,6 +746,15 @@ def main(argv: list[str] | None = None) -> int:
         max_seconds=args.max_seconds,
     )
     print(report.table())
+    if report.timed_out_by:
+        slowest = sorted(report.timed_out_by.items(), key=lambda kv: -kv[1])
+        print(
+            "no answer within the timeout, by API/mutation: "
+            + ", ".join(f"{k} {v}" for k, v in slowest)
+        )
+    out = Path(__file__).parent / "results"
+    out.mkdir(exist_ok=True)
+    (out / "fuzz.json").write_text(json.dumps(dataclasses.asdict(report), indent=1, default=str))
     return 0 if report.ok else 1
 
 
