@@ -3,7 +3,9 @@ messages are ours, every voter is stepped by hand (no sockets, no threads).
 
 A crashed voter loses its in-flight messages (its connections die with it) and is
 rebuilt on restart from what survives a crash: its RaftLog and its
-QuorumStateStore. `cut` holds the links (a, b) that drop everything."""
+QuorumStateStore. `cut` holds the links (a, b) that drop everything; a `paused`
+voter (SIGSTOP) keeps its state but neither polls nor receives (what is sent to it
+is lost, as by a connection that times out)."""
 
 from __future__ import annotations
 
@@ -41,6 +43,7 @@ class RaftNetwork:
         self.clients: dict[int, KafkaRaftClient] = {}
         self.incarnation = dict.fromkeys(self.voters, 0)
         self.down: set[int] = set()
+        self.paused: set[int] = set()
         self.cut: set[frozenset[int]] = set()
         self.in_flight: list[RaftMessage] = []
         for v in self.voters:
@@ -82,11 +85,11 @@ class RaftNetwork:
     # -- stepping ----------------------------------------------------------------------------
 
     def poll(self, v: int) -> None:
-        if v not in self.down:
+        if v not in self.down and v not in self.paused:
             self.in_flight.extend(self.clients[v].poll(self.now))
 
     def deliver(self, message: RaftMessage) -> None:
-        if message.destination_id in self.down or message.source_id in self.down:
+        if message.destination_id in self.down | self.paused or message.source_id in self.down:
             return
         if frozenset((message.source_id, message.destination_id)) in self.cut:
             return
