@@ -158,7 +158,7 @@ class KRaftQuorum(RuleBasedStateMachine):
 
 
 KRaftQuorum.TestCase.settings = settings(
-    max_examples=300,
+    max_examples=150,
     stateful_step_count=80,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
