@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from kafkalab.raft.kafka_raft_client import KafkaRaftClient
 from kafkalab.raft.quorum_config import QuorumConfig
 from kafkalab.raft.quorum_state_store import MemoryQuorumStateStore, QuorumStateStore
-from kafkalab.raft.raft_log import RaftLog
+from kafkalab.raft.raft_log import LogEntry, RaftLog
 from kafkalab.raft.raft_message import RaftMessage
 
 # short request timeout: a dropped request is retried well before the fetch timeout
@@ -132,3 +132,10 @@ class RaftNetwork:
         return leader is not None and all(
             c.epoch == leader.epoch and c.leader_id == leader.local_id for c in self.live()
         )
+
+
+def check_log_matching(a: tuple[LogEntry, ...], b: tuple[LogEntry, ...]) -> None:
+    for i in range(min(len(a), len(b)) - 1, -1, -1):
+        if a[i].epoch == b[i].epoch:
+            assert a[: i + 1] == b[: i + 1], f"logs agree on epoch at offset {i} but not before"
+            return

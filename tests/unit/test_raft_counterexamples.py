@@ -7,6 +7,9 @@ prove nothing; these show the rule is what keeps the property.
                   committed: the Raft paper's Figure 8, three voters
     KIP-595       a vote granted before `quorum-state` is fsynced, then a power failure:
                   two leaders in one epoch
+    KAFKA-10527   a leader restarted with the tail of its log lost (appended, fetched
+                  by the followers, not yet flushed) leads its old epoch again: two
+                  different records at one (offset, epoch), LogMatching broken
 """
 
 from __future__ import annotations
@@ -17,9 +20,10 @@ from dataclasses import replace
 import pytest
 
 from kafkalab.raft.leader_state import LeaderState
+from kafkalab.raft.quorum_state import QuorumState, ResignedState
 from kafkalab.raft.quorum_state_store import MemoryQuorumStateStore
 from kafkalab.raft.raft_message import RaftMessage, VoteRequest
-from tests.unit.raft_harness import TEST_CONFIG, RaftNetwork
+from tests.unit.raft_harness import TEST_CONFIG, RaftNetwork, check_log_matching
 
 ONE_ENTRY_A_FETCH = replace(TEST_CONFIG, fetch_max_entries=1)
 
@@ -173,3 +177,69 @@ def test_vote_fsynced_before_it_is_granted_one_leader_an_epoch():
 def test_vote_not_persisted_before_a_power_failure_two_leaders_in_one_epoch():
     leaders = two_candidates_one_voter_power_failure(lambda _v: UnsyncedQuorumStateStore())
     assert leaders == {1: {1, 2}}  # ElectionSafety broken
+
+
+def leader_restarts_with_its_unflushed_tail_lost(net: RaftNetwork) -> tuple[int, int]:
+    """The leader appends a and b, the followers fetch them, the leader crashes before
+    its own copy reached the disk and restarts, then writes c if it can. Returns
+    (leader id, its old epoch)."""
+    net.run_until(net.has_stable_leader, max_ms=10_000)
+    leader = net.leader()
+    lid, epoch = leader.local_id, leader.epoch
+    leader.append(["a", "b"], net.now)
+    net.run_until(lambda: all(c.log.end_offset == 3 for c in net.live()), max_ms=5_000)
+    net.crash(lid)
+    net.logs[lid].truncate_to(1)  # only its LeaderChange was flushed
+    restarted = net.restart(lid)
+    if restarted.is_leader():
+        restarted.append(["c"], net.now)
+    return lid, epoch
+
+
+def test_kafka_10527_restarted_leader_never_writes_in_its_old_epoch():
+    net = RaftNetwork(seed=3)
+    lid, epoch = leader_restarts_with_its_unflushed_tail_lost(net)
+    assert net.clients[lid].state_name == "resigned"
+    net.run_until(
+        lambda: (
+            net.has_stable_leader()
+            and len({c.log.entries for c in net.live()}) == 1
+            and net.clients[lid].log.end_offset >= 4
+        ),
+        max_ms=20_000,
+    )
+    assert net.leader().epoch > epoch
+    assert [e.record for e in net.clients[lid].log.entries][1:3] == ["a", "b"]
+    logs = [net.logs[v].entries for v in net.voters]
+    for i, a in enumerate(logs):
+        for b in logs[i + 1 :]:
+            check_log_matching(a, b)
+
+
+def test_kafka_10527_a_leader_resuming_its_epoch_breaks_log_matching(monkeypatch):
+    resume = QuorumState.initialize
+
+    def initialize_as_leader_again(self, log_end, now_ms):
+        state = resume(self, log_end, now_ms)
+        if isinstance(state, ResignedState):  # the bug: it leads its stored epoch again
+            self._state = LeaderState(
+                self.local_id,
+                state.epoch,
+                log_end.offset,
+                self.voters,
+                self.voters,
+                self.config.check_quorum_timeout_ms,
+                now_ms,
+            )
+        return self._state
+
+    monkeypatch.setattr(QuorumState, "initialize", initialize_as_leader_again)
+    net = RaftNetwork(seed=3)
+    lid, epoch = leader_restarts_with_its_unflushed_tail_lost(net)
+    entries = net.logs[lid].entries
+    assert (entries[1].epoch, entries[1].record) == (epoch, "c")
+    follower = next(v for v in net.voters if v != lid)
+    assert net.logs[follower].entries[1].epoch == epoch
+    assert net.logs[follower].entries[1].record == "a"  # same (offset, epoch), another record
+    with pytest.raises(AssertionError, match="logs agree on epoch"):
+        check_log_matching(entries, net.logs[follower].entries)

@@ -24,17 +24,10 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from kafkalab.raft.raft_log import LogEntry
-from tests.unit.raft_harness import TEST_CONFIG, RaftNetwork
+from tests.unit.raft_harness import TEST_CONFIG, RaftNetwork, check_log_matching
 
 # one entry a Fetch: followers hold every length of a leader's tail, not only all of it
 CONFIG = replace(TEST_CONFIG, fetch_max_entries=1)
-
-
-def check_log_matching(a: tuple[LogEntry, ...], b: tuple[LogEntry, ...]) -> None:
-    for i in range(min(len(a), len(b)) - 1, -1, -1):
-        if a[i].epoch == b[i].epoch:
-            assert a[: i + 1] == b[: i + 1], f"logs agree on epoch at offset {i} but not before"
-            return
 
 
 class KRaftQuorum(RuleBasedStateMachine):
