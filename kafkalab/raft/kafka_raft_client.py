@@ -19,9 +19,13 @@ reorder and duplicate them.
 
 An election, as Kafka 4.x runs it (KIP-595, KIP-996): a voter whose election
 timeout (Unattached) or fetch timeout (Follower) expires turns Prospective and
-asks every voter for a pre-vote for epoch + 1; a voter grants it if the asker's
-log is at least as up to date as its own and it has not heard from a leader
-within the fetch timeout. With a majority of pre-votes the voter becomes
+asks every voter for a pre-vote, in its current epoch (VoteRequest v2, PreVote);
+a voter grants it if the asker's log is at least as up to date as its own and,
+if it is a Follower, it has not fetched from its leader since it became one
+(KAFKA-17641: so two voters that each lost the leader cannot send each other
+back to following it forever) nor within the fetch timeout. A pre-vote moves
+nobody's vote; one in a newer epoch moves the voter to that epoch, as any
+request does. With a majority of pre-votes the voter becomes
 Candidate: it persists epoch + 1 and its vote for itself, then asks for votes; a
 voter grants one vote an epoch, persisted before the answer leaves. With a
 majority the candidate becomes Leader, appends a LeaderChange record (the first
@@ -240,8 +244,9 @@ class KafkaRaftClient:
         self, state: ProspectiveState | CandidateState, pre_vote: bool, now_ms: int
     ) -> list[RaftMessage | None]:
         end = self.log.end_offset_and_epoch()
-        epoch = state.epoch + 1 if pre_vote else state.epoch
-        req = VoteRequest(epoch, self.local_id, end.epoch, end.offset, pre_vote, self.cluster_id)
+        req = VoteRequest(
+            state.epoch, self.local_id, end.epoch, end.offset, pre_vote, self.cluster_id
+        )
         answered = state.granted | state.rejected
         return [self._send(v, req, now_ms) for v in self._others() if v not in answered]
 
@@ -409,25 +414,27 @@ class KafkaRaftClient:
         def answer(error: Errors = Errors.NONE, granted: bool = False) -> VoteResponse:
             return VoteResponse(error, q.leader_id, q.epoch, granted)
 
-        if (
-            req.last_offset < 0
-            or req.last_offset_epoch < 0
-            or (req.last_offset_epoch >= req.candidate_epoch)
-        ):
+        # a pre-vote carries the asker's current epoch, a real vote the epoch it runs in
+        too_new = req.last_offset_epoch > req.replica_epoch or (
+            not req.pre_vote and req.last_offset_epoch == req.replica_epoch
+        )
+        if req.last_offset < 0 or req.last_offset_epoch < 0 or too_new:
             return answer(Errors.INVALID_REQUEST)
-        if req.candidate_id not in self.voters:
+        if req.replica_id not in self.voters:
             return answer(Errors.INCONSISTENT_VOTER_SET)
-        if req.candidate_epoch < q.epoch or (req.pre_vote and req.candidate_epoch == q.epoch):
+        if req.replica_epoch < q.epoch:
             return answer(Errors.FENCED_LEADER_EPOCH)
-        if not req.pre_vote and req.candidate_epoch > q.epoch:
-            q.transition_to_unattached(req.candidate_epoch, now_ms)
+        if req.replica_epoch > q.epoch:
+            # a newer epoch, also from a pre-vote (KAFKA-17641): this voter moves to it,
+            # casting no vote
+            q.transition_to_unattached(req.replica_epoch, now_ms)
         theirs = OffsetAndEpoch(req.last_offset, req.last_offset_epoch)
         up_to_date = theirs >= self.log.end_offset_and_epoch()
-        granted = q.state.can_grant_vote(req.candidate_id, up_to_date, req.pre_vote, now_ms)
+        granted = q.state.can_grant_vote(req.replica_id, up_to_date, req.pre_vote, now_ms)
         if granted and not req.pre_vote:
             state = q.state
-            if isinstance(state, UnattachedState) and state.voted_id != req.candidate_id:
-                q.transition_to_unattached_voted(req.candidate_epoch, req.candidate_id, now_ms)
+            if isinstance(state, UnattachedState) and state.voted_id != req.replica_id:
+                q.transition_to_unattached_voted(req.replica_epoch, req.replica_id, now_ms)
         return answer(granted=granted)
 
     def handle_vote_response(

@@ -7,7 +7,7 @@ implementations. The states, as in Kafka 4.x (KIP-996):
                   (Kafka 4.x folded VotedState into UnattachedState with a votedKey;
                   so do we: there is no separate Voted state)
     Prospective   the election timeout (or fetch timeout) expired: asks the voters for
-                  pre-votes for epoch + 1, changing nobody's state (KIP-996)
+                  pre-votes, which change nobody's vote (KIP-996)
     Candidate     a majority granted pre-votes: the epoch is bumped and persisted with a
                   vote for itself, and real votes are asked for
     Leader        a majority voted for it in its epoch (leader_state.py)
@@ -152,7 +152,7 @@ class UnattachedState:
 
 @dataclass
 class ProspectiveState:
-    """Asking for pre-votes for epoch + 1. `leader_id` is the leader it followed in
+    """Asking for pre-votes (to run in epoch + 1). `leader_id` is the leader it followed in
     `epoch` (-1: none), to go back to if the pre-vote fails; `voted_id` the vote it
     cast in `epoch`, kept."""
 
@@ -227,8 +227,9 @@ class FollowerState:
     def can_grant_vote(
         self, candidate_id: int, log_up_to_date: bool, pre_vote: bool, now_ms: int
     ) -> bool:
-        # KIP-996: a voter that still hears from its leader refuses pre-votes, so a voter
-        # cut off alone cannot disturb a healthy quorum; a real vote in this epoch never
+        # KIP-996: a voter that hears from its leader refuses pre-votes, so a voter cut
+        # off alone cannot disturb a healthy quorum; one that has not fetched since it
+        # became Follower grants them (KAFKA-17641); a real vote in this epoch, never
         return pre_vote and log_up_to_date and not self.has_heard_from_leader(now_ms)
 
 

@@ -7,8 +7,9 @@ with the fields KRaft uses (ReplicaId, CurrentLeaderEpoch, FetchOffset,
 LastFetchedEpoch; in the answer CurrentLeader, HighWatermark, DivergingEpoch).
 Each holds the one partition of the metadata topic (`__cluster_metadata-0`)
 flattened: the Topics/Partitions arrays of the wire carry exactly one entry for
-KRaft. Field names are the JSONs' in snake_case; `pre_vote` is VoteRequest's
-PreVote (KIP-996, version 2). Directory ids and endpoints (KIP-853) are not
+KRaft. Field names are the JSONs' in snake_case, as of Kafka 4.0: VoteRequest v2
+(KIP-996, KAFKA-17641) added PreVote and renamed CandidateEpoch/CandidateId to
+ReplicaEpoch/ReplicaId (same wire positions). Directory ids and endpoints (KIP-853) are not
 here: the voter set is static in this step.
 
 A RaftMessage is the envelope (Kafka: RaftRequest.Outbound / RaftResponse.Inbound):
@@ -28,8 +29,8 @@ from kafkalab.raft.raft_log import LogEntry, OffsetAndEpoch
 
 @dataclass(frozen=True)
 class VoteRequest:
-    candidate_epoch: int  # the epoch the sender runs in (for a pre-vote: the one it would)
-    candidate_id: int
+    replica_epoch: int  # the epoch the sender runs in (a pre-vote: its current epoch)
+    replica_id: int
     last_offset_epoch: int  # the epoch of the last record in its log
     last_offset: int  # its log end offset
     pre_vote: bool = False  # KIP-996: a vote that changes nobody's state

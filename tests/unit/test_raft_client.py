@@ -220,14 +220,20 @@ def test_follower_state_refuses_pre_votes_while_it_hears_from_its_leader():
     assert not state.can_grant_vote(3, True, False, 10**9)  # never a real vote in its epoch
 
 
-def test_pre_vote_changes_nobodys_epoch_or_vote():
-    """KIP-996: a granted pre-vote is not persisted and moves no epoch."""
+def test_pre_vote_casts_no_vote():
+    """KIP-996 (KAFKA-17641): a granted pre-vote is not a vote: in the voter's epoch it
+    changes nothing and writes nothing; from a newer epoch it moves the voter to that
+    epoch, as any request does, still without a vote."""
     store = MemoryQuorumStateStore()
     voter = client(2, store)
     writes = store.writes
-    [resp] = [m for m in voter.handle(vote(1, 7, pre_vote=True), 0) if m.is_request is False]
+    [resp] = voter.handle(vote(1, 0, pre_vote=True), 0)
     assert resp.data.vote_granted
     assert voter.epoch == 0 and voter.quorum.state.voted_id == -1 and store.writes == writes
+    [resp] = voter.handle(vote(1, 7, pre_vote=True, cid=2), 0)
+    assert resp.data.vote_granted and resp.data.leader_epoch == 7
+    assert store.read_election_state().voted_id == -1
+    assert voter.handle(vote(3, 7, cid=3), 0)[0].data.vote_granted  # its vote is still free
 
 
 def test_diverging_follower_truncates_its_uncommitted_tail_and_catches_up():

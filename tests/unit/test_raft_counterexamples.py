@@ -157,7 +157,7 @@ def two_candidates_one_voter_power_failure(
         and isinstance(m.data, VoteRequest)
         and not m.data.pre_vote
     ]
-    assert late.data.candidate_epoch == 1
+    assert late.data.replica_epoch == 1
     net.stores[3].power_failure()
     net.restart(3)
     net.deliver(late)

@@ -155,7 +155,7 @@ class KRaftQuorum(RuleBasedStateMachine):
 
 
 KRaftQuorum.TestCase.settings = settings(
-    max_examples=150,
+    max_examples=100,
     stateful_step_count=80,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
