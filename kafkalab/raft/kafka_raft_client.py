@@ -498,17 +498,22 @@ class KafkaRaftClient:
             and state.epoch == req.leader_epoch
         ):
             successors = list(req.preferred_successors)
-            if self.local_id in successors:
-                position = successors.index(self.local_id)
-                backoff = min(
-                    self.config.election_backoff_max_ms,
-                    self.config.retry_backoff_ms * (2**position) if position else 0,
-                )
-            else:
-                backoff = self.config.election_backoff_max_ms
+            position = successors.index(self.local_id) if self.local_id in successors else -1
+            backoff = self._strict_exponential_election_backoff_ms(position, len(successors))
             state.last_fetch_ms = None  # the leader is gone: pre-votes may be granted
             state.fetch_deadline_ms = min(state.fetch_deadline_ms, now_ms + backoff)
         return EndQuorumEpochResponse(Errors.NONE, q.leader_id, q.epoch)
+
+    def _strict_exponential_election_backoff_ms(self, position: int, successors: int) -> int:
+        """0 for the first preferred successor, the maximum for a voter not named, and
+        in between a base of max >> (successors - 1) doubled per place (Kafka:
+        strictExponentialElectionBackoffMs)."""
+        top = self.config.election_backoff_max_ms
+        if position == 0:
+            return 0
+        if position < 0 or position >= successors:
+            return top
+        return min(top, (top >> (successors - 1)) << (position - 1))
 
     def handle_end_quorum_epoch_response(
         self, source: int, resp: EndQuorumEpochResponse, now_ms: int

@@ -93,11 +93,18 @@ class ElectionState:
         voter set when the file (version 1) does not name it."""
         raw_voters = data.get("currentVoters")
         if isinstance(raw_voters, list):
-            voters = [int(v["voterId"]) for v in raw_voters]
+            voters = [int(v["voterId"]) for v in raw_voters if isinstance(v, dict)]
+
+        def integer(name: str, default: int) -> int:
+            value = data.get(name, default)
+            if not isinstance(value, int):
+                raise ValueError(f"quorum-state field {name} is {value!r}, not an integer")
+            return value
+
         return cls(
-            epoch=int(data.get("leaderEpoch", -1)),  # type: ignore[call-overload]
-            leader_id=int(data.get("leaderId", UNKNOWN_LEADER)),  # type: ignore[call-overload]
-            voted_id=int(data.get("votedId", NOT_VOTED)),  # type: ignore[call-overload]
+            epoch=integer("leaderEpoch", -1),
+            leader_id=integer("leaderId", UNKNOWN_LEADER),
+            voted_id=integer("votedId", NOT_VOTED),
             voters=frozenset(voters),
         )
 
@@ -148,7 +155,10 @@ class FileQuorumStateStore:
                 f"{self.path}: data_version ({version}) is not within the min "
                 f"({LOWEST_SUPPORTED_VERSION}) and max ({HIGHEST_SUPPORTED_VERSION}) supported"
             )
-        return ElectionState.from_quorum_state_data(data)
+        try:
+            return ElectionState.from_quorum_state_data(data)
+        except ValueError as e:
+            raise QuorumStateStoreError(f"cannot read {self.path}: {e}") from e
 
     def write_election_state(self, state: ElectionState) -> None:
         line = json.dumps(state.to_quorum_state_data(self.version), separators=(",", ":"))

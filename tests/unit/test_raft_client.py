@@ -304,6 +304,17 @@ def test_graceful_resign_sends_end_quorum_epoch_and_the_next_election_is_fast():
     assert took < TEST_CONFIG.fetch_timeout_ms
 
 
+def test_end_quorum_epoch_backoff_by_place_among_preferred_successors():
+    """Kafka's strictExponentialElectionBackoffMs: the first successor at once, the
+    others later by place, a voter not named after the longest backoff."""
+    c = client(1)
+    top = TEST_CONFIG.election_backoff_max_ms
+    assert c._strict_exponential_election_backoff_ms(0, 4) == 0
+    assert c._strict_exponential_election_backoff_ms(1, 4) == top >> 3
+    assert c._strict_exponential_election_backoff_ms(3, 4) == (top >> 3) << 2
+    assert c._strict_exponential_election_backoff_ms(-1, 4) == top
+
+
 def test_responses_that_are_not_awaited_are_dropped():
     """Kafka's RequestManager: a duplicated or stale response changes nothing."""
     net = RaftNetwork(seed=8)

@@ -58,7 +58,16 @@ def test_quorum_state_file_version_1_as_kip_853_kafka_writes_it_is_read(tmp_path
     assert (state.epoch, state.leader_id, state.voted_id) == (7, 2, 2)
 
 
-@pytest.mark.parametrize("content", ["", "not json", '{"leaderEpoch":1}', '{"data_version":9}'])
+@pytest.mark.parametrize(
+    "content",
+    [
+        "",
+        "not json",
+        '{"leaderEpoch":1}',
+        '{"data_version":9}',
+        '{"leaderEpoch":"x","data_version":0}',
+    ],
+)
 def test_unreadable_quorum_state_file_is_a_typed_error(tmp_path, content):
     (tmp_path / QUORUM_STATE_FILE).write_text(content)
     with pytest.raises(QuorumStateStoreError) as e:
