@@ -81,6 +81,9 @@ class LeaderState:
         return self.local_id
 
     def election_state(self, voters: frozenset[int]) -> ElectionState:
+        """The leader and its own vote of this epoch. Kafka's LeaderState persists the
+        leader alone and drops the self-vote (KAFKA-18389 proposes keeping it); we keep
+        it, so the file never says less than the voter did."""
         return ElectionState(self.epoch, self.local_id, self.local_id, voters)
 
     def can_grant_vote(

@@ -4,12 +4,13 @@ Kafka's classes: org.apache.kafka.raft.QuorumState and the EpochState
 implementations. The states, as in Kafka 4.x (KIP-996):
 
     Unattached    no leader known in this epoch; carries the vote cast in it, if any
-                  (Kafka 4.x folded VotedState into UnattachedState with a votedKey;
-                  so do we: there is no separate Voted state)
+                  (Kafka folded VotedState into UnattachedState with a votedKey,
+                  KAFKA-17067, in 4.0; so do we: there is no separate Voted state)
     Prospective   the election timeout (or fetch timeout) expired: asks the voters for
                   pre-votes, which change nobody's vote (KIP-996)
     Candidate     a majority granted pre-votes: the epoch is bumped and persisted with a
-                  vote for itself, and real votes are asked for
+                  vote for itself, and real votes are asked for (only Prospective
+                  leads to Candidate, KAFKA-17642; a sole voter passes through it)
     Leader        a majority voted for it in its epoch (leader_state.py)
     Follower      fetches from the leader of its epoch
     Resigned      was the leader of this epoch and stepped down (check-quorum, a
