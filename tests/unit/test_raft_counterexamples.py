@@ -7,6 +7,8 @@ prove nothing; these show the rule is what keeps the property.
                   committed: the Raft paper's Figure 8, three voters
     KIP-595       a vote granted before `quorum-state` is fsynced, then a power failure:
                   two leaders in one epoch
+    KAFKA-15489   without check-quorum, a leader cut off from every voter stays Leader
+                  forever (a liveness bug, not a safety one: the others elect another)
     KAFKA-10527   a leader restarted with the tail of its log lost (appended, fetched
                   by the followers, not yet flushed) leads its old epoch again: two
                   different records at one (offset, epoch), LogMatching broken
@@ -243,3 +245,14 @@ def test_kafka_10527_a_leader_resuming_its_epoch_breaks_log_matching(monkeypatch
     assert net.logs[follower].entries[1].record == "a"  # same (offset, epoch), another record
     with pytest.raises(AssertionError, match="logs agree on epoch"):
         check_log_matching(entries, net.logs[follower].entries)
+
+
+def test_kafka_15489_without_check_quorum_a_cut_off_leader_never_resigns(monkeypatch):
+    monkeypatch.setattr(LeaderState, "time_until_check_quorum_expires", lambda self, now_ms: 1)
+    net = RaftNetwork(seed=4)
+    net.run_until(net.has_stable_leader, max_ms=10_000)
+    old = net.leader()
+    net.isolate(old.local_id)
+    net.run(10 * TEST_CONFIG.check_quorum_timeout_ms)
+    assert old.is_leader()  # still answering as the leader of its old epoch
+    assert max(c.epoch for c in net.live() if c is not old) > old.epoch
