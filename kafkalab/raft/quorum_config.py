@@ -1,0 +1,48 @@
+"""QuorumConfig: the timeouts of a KRaft voter (Kafka: org.apache.kafka.raft.QuorumConfig).
+
+Defaults are Kafka's `controller.quorum.*` defaults:
+
+    election_timeout_ms      controller.quorum.election.timeout.ms (1000): an Unattached,
+                             Prospective, Candidate or Resigned voter waits a random time
+                             in [timeout, 2 * timeout) before its next step
+    fetch_timeout_ms         controller.quorum.fetch.timeout.ms (2000): a Follower that has
+                             not fetched from its leader for this long starts an election;
+                             a Leader that has not been fetched from by a majority for 1.5x
+                             this long resigns (check-quorum, KAFKA-15489)
+    election_backoff_max_ms  controller.quorum.election.backoff.max.ms (1000)
+    retry_backoff_ms         controller.quorum.retry.backoff.ms (20)
+    request_timeout_ms       controller.quorum.request.timeout.ms (2000): an unanswered
+                             request is forgotten and may be sent again
+    fetch_max_entries        how many entries one Fetch response carries (Kafka bounds bytes)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class QuorumConfig:
+    election_timeout_ms: int = 1000
+    fetch_timeout_ms: int = 2000
+    election_backoff_max_ms: int = 1000
+    retry_backoff_ms: int = 20
+    request_timeout_ms: int = 2000
+    fetch_max_entries: int = 100
+
+    def __post_init__(self) -> None:
+        for name in ("election_timeout_ms", "fetch_timeout_ms", "request_timeout_ms"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.fetch_max_entries <= 0:
+            raise ValueError(f"fetch_max_entries must be > 0, got {self.fetch_max_entries}")
+
+    @property
+    def check_quorum_timeout_ms(self) -> int:
+        """Kafka: LeaderState.CHECK_QUORUM_TIMEOUT_FACTOR (1.5) x fetch timeout."""
+        return int(self.fetch_timeout_ms * 1.5)
+
+    @property
+    def begin_quorum_epoch_timeout_ms(self) -> int:
+        """How often a leader repeats BeginQuorumEpoch to a voter that has not answered."""
+        return max(1, self.fetch_timeout_ms // 2)
