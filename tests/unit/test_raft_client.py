@@ -7,6 +7,7 @@ import json
 import random
 
 import pytest
+from raft_harness import TEST_CONFIG, RaftNetwork
 
 from kafkalab.errors import Errors
 from kafkalab.raft.errors import (
@@ -31,7 +32,6 @@ from kafkalab.raft.raft_message import (
     VoteRequest,
     VoteResponse,
 )
-from tests.unit.raft_harness import TEST_CONFIG, RaftNetwork
 
 VOTERS = (1, 2, 3)
 

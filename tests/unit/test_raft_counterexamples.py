@@ -20,12 +20,12 @@ from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
+from raft_harness import TEST_CONFIG, RaftNetwork, check_log_matching
 
 from kafkalab.raft.leader_state import LeaderState
 from kafkalab.raft.quorum_state import QuorumState, ResignedState
 from kafkalab.raft.quorum_state_store import MemoryQuorumStateStore
 from kafkalab.raft.raft_message import RaftMessage, VoteRequest
-from tests.unit.raft_harness import TEST_CONFIG, RaftNetwork, check_log_matching
 
 ONE_ENTRY_A_FETCH = replace(TEST_CONFIG, fetch_max_entries=1)
 

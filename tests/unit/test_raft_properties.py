@@ -22,9 +22,9 @@ from dataclasses import replace
 from hypothesis import HealthCheck, settings, target
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from raft_harness import TEST_CONFIG, RaftNetwork, check_log_matching
 
 from kafkalab.raft.raft_log import LogEntry
-from tests.unit.raft_harness import TEST_CONFIG, RaftNetwork, check_log_matching
 
 # one entry a Fetch: followers hold every length of a leader's tail, not only all of it
 CONFIG = replace(TEST_CONFIG, fetch_max_entries=1)
