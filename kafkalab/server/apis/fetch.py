@@ -72,6 +72,11 @@ def handle_fetch(apis: KafkaApis, header: RequestHeader, body: dict) -> Any:
             for t in body["topics"]
             for p in t["partitions"]
         }
+        starts = {
+            (t["topic"], p["partition"]): p["log_start_offset"]
+            for t in body["topics"]
+            for p in t["partitions"]
+        }
         for p in partitions:
             tp = (p.topic, p.partition)
             part = rm.partition(tp)
@@ -86,7 +91,7 @@ def handle_fetch(apis: KafkaApis, header: RequestHeader, body: dict) -> Any:
                     else Errors.NOT_LEADER_OR_FOLLOWER
                 )
             else:
-                rm.update_follower_fetch_state(tp, replica_id, p.fetch_offset)
+                rm.update_follower_fetch_state(tp, replica_id, p.fetch_offset, starts[tp])
         if refused:
             partitions = [p for p in partitions if (p.topic, p.partition) not in refused]
     isolation = fetch_isolation(body)
