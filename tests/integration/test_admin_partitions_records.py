@@ -1,5 +1,5 @@
-"""CreatePartitions (37) and DeleteRecords (21) through confluent-kafka's AdminClient,
-against one broker: a topic grows and its new partition is written and read; records
+"""CreatePartitions (37) and DeleteRecords (21) through confluent-kafka's AdminClient
+(and kafka-python's, the teaching Admin and the CLI), against one broker: a topic grows and its new partition is written and read; records
 below an offset go (the log start offset moves, ListOffsets earliest answers it,
 segments wholly below it are deleted, and a restarted broker still starts there);
 and every error Kafka answers for them."""
@@ -15,6 +15,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from kafka import KafkaAdminClient
+from kafka import TopicPartition as KTopicPartition
+from kafka.errors import InvalidPartitionsError
 
 from kafkalab.client.admin import Admin
 from kafkalab.errors import Errors
@@ -288,3 +291,19 @@ def test_cli_delete_records_reads_kafkas_json(broker, tmp_path):
     refused = kafkalab("delete-records", "-b", bs, "--offset-json-file", str(spec))
     assert refused.returncode == 1
     assert "partition: cli-trimmed-0\terror: OFFSET_OUT_OF_RANGE" in refused.stdout
+
+
+def test_kafka_pythons_admin_grows_and_trims(broker):
+    create(broker, "kp", 1)
+    produce(broker, "kp", 8)
+    client = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
+    try:
+        client.create_partitions({"kp": 2})
+        assert partition_count(broker, "kp") == 2
+        with pytest.raises(InvalidPartitionsError):
+            client.create_partitions({"kp": 1})
+        deleted = client.delete_records({KTopicPartition("kp", 0): 5})
+        assert deleted[KTopicPartition("kp", 0)]["low_watermark"] == 5
+    finally:
+        client.close()
+    assert watermarks(broker, "kp") == (5, 8)
