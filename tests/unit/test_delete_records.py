@@ -9,10 +9,15 @@ from __future__ import annotations
 import pytest
 
 from kafkalab.errors import Errors, KafkaError
+from kafkalab.protocol.header import RequestHeader
 from kafkalab.records import SimpleRecord, build_batch
 from kafkalab.replication.delayed_delete_records import DelayedDeleteRecords
 from kafkalab.replication.partition import Partition
 from kafkalab.replication.replica_manager import ReplicaManager
+from kafkalab.server.apis.fetch import handle_fetch
+from kafkalab.server.config import KafkaConfig
+from kafkalab.server.inter_broker_connection import replica_fetch_request
+from kafkalab.server.kafka_apis import KafkaApis
 from kafkalab.storage import LogConfig, LogManager, UnifiedLog
 
 
@@ -142,3 +147,20 @@ def test_the_delayed_delete_records_waits_for_the_followers_log_start(tmp_path):
     assert not rm.delayed_delete_records.try_complete_else_watch(op, [("t", 0)])
     rm.make_follower(("t", 0), 2, 2, [1, 2], [1, 2], 1)  # leadership moved meanwhile
     assert lost[0][("t", 0)].error == Errors.NOT_LEADER_OR_FOLLOWER
+
+
+def test_a_followers_fetch_request_tells_the_leader_its_log_start_offset(tmp_path):
+    """The Fetch handler passes the follower's log_start_offset (Fetch v5+) on to the
+    leader's Partition, which is what the low watermark is made of."""
+    rm = ReplicaManager(LogManager(tmp_path / "leader", LogConfig()), Timers(), broker_id=1)
+    part = rm.make_leader(("t", 0), 1, [1, 2], [1, 2], 0)
+    for i in range(4):
+        rm.append_records("t", 0, build_batch([SimpleRecord(b"v%d" % i)]), 1)
+    apis = KafkaApis(KafkaConfig(), rm, None, None)  # type: ignore[arg-type]
+    body = replica_fetch_request(2, [("t", 0, 4, 1, 2)], max_wait_ms=0, min_bytes=0)
+    response = handle_fetch(apis, RequestHeader(1, 11, 1, "broker-2"), body)
+    assert response["responses"][0]["partitions"][0]["error_code"] == 0
+    assert part.remote[2].log_start_offset == 2 and part.remote[2].log_end_offset == 4
+    older = replica_fetch_request(2, [("t", 0, 4, 1)], max_wait_ms=0, min_bytes=0)  # says none
+    handle_fetch(apis, RequestHeader(1, 11, 2, "broker-2"), older)
+    assert part.remote[2].log_start_offset == 2
