@@ -1,5 +1,6 @@
-"""The teaching Admin client (Kafka: Admin / KafkaAdminClient): topics, and consumer
-groups as kafka-consumer-groups.sh sees them.
+"""The teaching Admin client (Kafka: Admin / KafkaAdminClient): topics (created, grown
+with CreatePartitions, trimmed with DeleteRecords), and consumer groups as
+kafka-consumer-groups.sh sees them.
 
 Groups live on their coordinators: FindCoordinator names the broker that leads
 the group's __consumer_offsets partition, and DescribeGroups, OffsetFetch,
@@ -145,6 +146,68 @@ class Admin:
         (result,) = response["responses"]
         if result["error_code"]:
             raise KafkaError(result["error_code"], name)
+
+    def create_partitions(
+        self,
+        name: str,
+        count: int,
+        assignments: list[list[int]] | None = None,
+        validate_only: bool = False,
+    ) -> None:
+        """CreatePartitions: grow `name` to `count` partitions (`assignments`: the
+        replicas of each new partition, else the controller places them); raises
+        KafkaError with the broker's code and message."""
+        body = {
+            "topics": [
+                {
+                    "name": name,
+                    "count": count,
+                    "assignments": None
+                    if assignments is None
+                    else [{"broker_ids": list(a)} for a in assignments],
+                }
+            ],
+            "timeout_ms": 30_000,
+            "validate_only": validate_only,
+        }
+        response = self.client.any_connection().request(ApiKeys.CREATE_PARTITIONS, body)
+        (result,) = response["results"]
+        if result["error_code"]:
+            raise KafkaError(result["error_code"], result.get("error_message") or name)
+
+    def delete_records(
+        self, offsets: dict[tuple[str, int], int], timeout_ms: int = 30_000
+    ) -> dict[tuple[str, int], int | KafkaError]:
+        """DeleteRecords: move each partition's log start offset to the offset given
+        (-1: its high watermark), one request to each leader. Answers each
+        partition's new low watermark, or the KafkaError the broker answered."""
+        by_leader: dict[int | None, dict[str, list[dict]]] = {}
+        for (topic, partition), offset in offsets.items():
+            self.client.refresh_metadata([topic], allow_auto_topic_creation=False)
+            leader = self.client.partitions.get(topic, {}).get(partition)
+            # a partition nobody leads (or no such topic): any broker answers for it
+            key = leader if leader is not None and leader >= 0 else None
+            by_leader.setdefault(key, {}).setdefault(topic, []).append(
+                {"partition_index": partition, "offset": offset}
+            )
+        out: dict[tuple[str, int], int | KafkaError] = {}
+        for leader, topics in by_leader.items():
+            connection = (
+                self.client.any_connection() if leader is None else self.client.connection(leader)
+            )
+            body = {
+                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+                "timeout_ms": timeout_ms,
+            }
+            for t in connection.request(ApiKeys.DELETE_RECORDS, body)["topics"]:
+                for p in t["partitions"]:
+                    tp = (t["name"], p["partition_index"])
+                    out[tp] = (
+                        KafkaError(p["error_code"], f"DeleteRecords {tp[0]}-{tp[1]}")
+                        if p["error_code"]
+                        else p["low_watermark"]
+                    )
+        return out
 
     def list_topics(self) -> dict[str, int]:
         """topic -> number of partitions."""

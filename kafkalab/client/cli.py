@@ -1,12 +1,16 @@
-"""`kafkalab produce`, `kafkalab consume`, `kafkalab topics`, `kafkalab groups`:
-kcat-like tools (and kafka-topics.sh / kafka-consumer-groups.sh-like ones) on the
-teaching client.
+"""`kafkalab produce`, `kafkalab consume`, `kafkalab topics`, `kafkalab groups`,
+`kafkalab delete-records`: kcat-like tools (and kafka-topics.sh /
+kafka-consumer-groups.sh / kafka-delete-records.sh-like ones) on the teaching client.
 
     printf 'k1:hello\\nk2:world\\n' | kafkalab produce -b 127.0.0.1:9092 -t demo -K :
     kafkalab consume -b 127.0.0.1:9092 -t demo -o beginning -e -f '%p/%o %k=%s\\n'
     kafkalab consume -b ... -t demo -o s@1700000000000 -c 10
     kafkalab consume -b ... -t demo -G my-group -o beginning -e   # as a group member
     kafkalab topics -b ... --create demo --partitions 3 --config retention.ms=60000
+    kafkalab topics -b ... --alter --topic demo --partitions 6 [--replica-assignment 1:2,2:3,3:1]
+    kafkalab delete-records -b ... --offset-json-file offsets.json
+        (Kafka's format: {"partitions": [{"topic": "demo", "partition": 0, "offset": 10}],
+         "version": 1}; offset -1: up to the high watermark)
     kafkalab groups -b ... --list | --describe G | --delete G
     kafkalab groups -b ... --reset-offsets G --topic demo --to-earliest --execute
     kafkalab consume -b ... -t demo -o beginning -e --isolation read_committed
@@ -20,6 +24,7 @@ Format tokens (as kcat's -f): %t topic, %p partition, %o offset, %k key, %s valu
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 
@@ -72,16 +77,43 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
     )
     c.set_defaults(func=_consume)
 
-    t = subparsers.add_parser("topics", help="list, create, delete topics (kafka-topics.sh)")
+    t = subparsers.add_parser(
+        "topics", help="list, create, delete topics, add partitions (kafka-topics.sh)"
+    )
     t.add_argument("-b", "--bootstrap-servers", required=True)
     group = t.add_mutually_exclusive_group(required=True)
     group.add_argument("--list", action="store_true")
     group.add_argument("--create", metavar="TOPIC")
     group.add_argument("--delete", metavar="TOPIC")
-    t.add_argument("--partitions", type=int, default=1)
+    group.add_argument(
+        "--alter", action="store_true", help="with --topic and --partitions: add partitions"
+    )
+    t.add_argument("--topic", help="with --alter: the topic")
+    t.add_argument(
+        "--partitions", type=int, help="with --create: how many (1); with --alter: the new count"
+    )
     t.add_argument("--replication-factor", type=int, default=1)
+    t.add_argument(
+        "--replica-assignment",
+        metavar="B:B,B:B",
+        help="with --alter: the replicas of each new partition, as kafka-topics.sh takes them "
+        "(partitions separated by commas, brokers by colons)",
+    )
     t.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
     t.set_defaults(func=_topics)
+
+    r = subparsers.add_parser(
+        "delete-records",
+        help="move partitions' log start offsets forward (kafka-delete-records.sh)",
+    )
+    r.add_argument("-b", "--bootstrap-servers", required=True)
+    r.add_argument(
+        "--offset-json-file",
+        required=True,
+        help='{"partitions": [{"topic": T, "partition": P, "offset": O}], "version": 1}; '
+        "offset -1 deletes up to the high watermark",
+    )
+    r.set_defaults(func=_delete_records)
 
     g = subparsers.add_parser("groups", help="list, describe, reset, delete consumer groups")
     g.add_argument("-b", "--bootstrap-servers", required=True)
@@ -288,11 +320,23 @@ def _topics(args: argparse.Namespace) -> int:
             elif args.create:
                 admin.create_topic(
                     args.create,
-                    args.partitions,
+                    1 if args.partitions is None else args.partitions,
                     args.replication_factor,
                     _pairs(args.config, "--config"),
                 )
                 print(f"created topic {args.create}")
+            elif args.alter:
+                if not args.topic or args.partitions is None:
+                    print("error: --alter needs --topic and --partitions", file=sys.stderr)
+                    return 1
+                assignment = None
+                if args.replica_assignment:
+                    assignment = [
+                        [int(b) for b in part.split(":")]
+                        for part in args.replica_assignment.split(",")
+                    ]
+                admin.create_partitions(args.topic, args.partitions, assignment)
+                print(f"partitions of topic {args.topic}: {args.partitions}")
             else:
                 admin.delete_topic(args.delete)
                 print(f"deleted topic {args.delete}")
@@ -303,6 +347,30 @@ def _topics(args: argparse.Namespace) -> int:
 
 
 __all__ = ["add_subcommand"]
+
+
+def _delete_records(args: argparse.Namespace) -> int:
+    """kafka-delete-records.sh: the offsets from Kafka's JSON file, each partition's
+    new low watermark or error printed as Kafka's tool prints them."""
+    try:
+        with open(args.offset_json_file, encoding="utf-8") as f:
+            spec = json.load(f)
+        offsets = {(p["topic"], int(p["partition"])): int(p["offset"]) for p in spec["partitions"]}
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        print(f"error: {args.offset_json_file}: {e!r}", file=sys.stderr)
+        return 1
+    print("Executing records delete operation")
+    with Admin(args.bootstrap_servers) as admin:
+        results = admin.delete_records(offsets)
+    print("Records delete operation completed:")
+    failed = False
+    for (topic, partition), result in sorted(results.items()):
+        if isinstance(result, KafkaError):
+            failed = True
+            print(f"partition: {topic}-{partition}\terror: {result}")
+        else:
+            print(f"partition: {topic}-{partition}\tlow_watermark: {result}")
+    return 1 if failed else 0
 
 
 def _groups(args: argparse.Namespace) -> int:

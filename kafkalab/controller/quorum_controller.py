@@ -327,6 +327,121 @@ class QuorumController:
         ]
         self._write(*records)
 
+    def create_partitions(
+        self,
+        name: str,
+        count: int,
+        assignments: list[list[int]] | None = None,
+        validate_only: bool = False,
+    ) -> list[dict]:
+        """Grow topic `name` to `count` partitions (Kafka: ReplicationControlManager.
+        createPartitions): one PartitionRecord a new partition, placed by the
+        rack-unaware assignment or, with `assignments` (one replica list a new
+        partition), where the caller says; each new partition has the topic's
+        replication factor, its ISR is its unfenced replicas, its leader the first
+        of them. Raises KafkaError with Kafka's code and message; with
+        `validate_only`, checks and writes nothing. Returns the records written."""
+        topic = self.topics.get(name)
+        if topic is None:
+            raise KafkaError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"no topic named '{name}'")
+        current = len(topic.partitions)
+        if count < current:
+            raise KafkaError(
+                Errors.INVALID_PARTITIONS,
+                f"The topic {name} currently has {current} partition(s); {count} would not "
+                "be an increase.",
+            )
+        if count == current:
+            raise KafkaError(
+                Errors.INVALID_PARTITIONS, f"Topic already has {current} partition(s)."
+            )
+        additional = count - current
+        if additional > MAX_PARTITIONS_PER_BATCH:
+            raise KafkaError(
+                Errors.POLICY_VIOLATION,
+                f"Excessively large number of partitions per request ({additional}; at most "
+                f"{MAX_PARTITIONS_PER_BATCH}): create them in several requests",
+            )
+        factor = len(topic.partitions[min(topic.partitions)].replicas)
+        alive = self.alive()
+        if assignments is not None:
+            if len(assignments) != additional:
+                raise KafkaError(
+                    Errors.INVALID_REPLICA_ASSIGNMENT,
+                    f"Attempted to add {additional} additional partition(s), but only "
+                    f"{len(assignments)} assignment(s) were specified.",
+                )
+            placed = {}
+            for i, replicas in enumerate(assignments):
+                p = current + i
+                if not replicas:
+                    raise KafkaError(
+                        Errors.INVALID_REPLICA_ASSIGNMENT,
+                        f"The manual partition assignment includes an empty replica list "
+                        f"(partition {p}).",
+                    )
+                if len(set(replicas)) != len(replicas):
+                    raise KafkaError(
+                        Errors.INVALID_REPLICA_ASSIGNMENT,
+                        f"The manual partition assignment {replicas} of partition {p} names "
+                        "a broker more than once.",
+                    )
+                unknown = [b for b in replicas if b not in self.brokers]
+                if unknown:
+                    raise KafkaError(
+                        Errors.INVALID_REPLICA_ASSIGNMENT,
+                        f"The manual partition assignment includes broker {unknown[0]}, but "
+                        "no such broker is registered.",
+                    )
+                if len(replicas) != factor:
+                    raise KafkaError(
+                        Errors.INVALID_REPLICA_ASSIGNMENT,
+                        f"The manual partition assignment includes a partition with "
+                        f"{len(replicas)} replica(s), but this is not consistent with previous "
+                        f"partitions, which have {factor} replica(s).",
+                    )
+                if not set(replicas) & alive:
+                    raise KafkaError(
+                        Errors.INVALID_REPLICA_ASSIGNMENT,
+                        f"All brokers specified in the manual partition assignment for "
+                        f"partition {p} are fenced or in controlled shutdown.",
+                    )
+                placed[p] = list(replicas)
+        else:
+            if factor > len(alive):
+                raise KafkaError(
+                    Errors.INVALID_REPLICATION_FACTOR,
+                    f"Unable to replicate the partition {factor} time(s): only {len(alive)} "
+                    "broker(s) are unfenced.",
+                )
+            ordered = sorted(alive)
+            fresh = assign_replicas_rack_unaware(
+                ordered,
+                additional,
+                factor,
+                self._rng.randrange(len(ordered)),
+                self._rng.randrange(len(ordered)),
+            )
+            placed = {current + i: replicas for i, replicas in fresh.items()}
+        records = []
+        for p, replicas in placed.items():
+            isr = [b for b in replicas if b in alive]
+            records.append(
+                {
+                    "type": "PartitionRecord",
+                    "topic": name,
+                    "partition": p,
+                    "replicas": replicas,
+                    "isr": isr,
+                    "leader": isr[0],
+                    "leader_epoch": 0,
+                    "partition_epoch": 0,
+                }
+            )
+        if not validate_only:
+            self._write(*records)
+        return records
+
     def delete_topic(self, name: str) -> None:
         if name not in self.topics:
             raise KafkaError(Errors.UNKNOWN_TOPIC_OR_PARTITION, name)

@@ -82,6 +82,7 @@ class ReplicaState:
     last_caught_up_time_ms: int = 0
     last_fetch_time_ms: int = 0
     last_fetch_leader_log_end_offset: int = 0  # the leader's LEO at that fetch
+    log_start_offset: int = -1  # as its last fetch said (-1: not known yet)
 
 
 @dataclass
@@ -198,11 +199,13 @@ class Partition:
         return info
 
     def update_follower_fetch_state(
-        self, broker_id: int, fetch_offset: int, now_ms: int
+        self, broker_id: int, fetch_offset: int, now_ms: int, log_start_offset: int = -1
     ) -> IsrChange | None:
         """A follower fetched from `fetch_offset`: everything below it is on the
-        follower, so that is its LEO (Kafka: updateFollowerFetchState). Moves
-        the HW and may propose adding the follower to the ISR."""
+        follower, so that is its LEO (Kafka: updateFollowerFetchState); its log
+        start offset, when the fetch says it (-1: not said), is what DeleteRecords
+        waits for (`low_watermark`). Moves the HW and may propose adding the
+        follower to the ISR."""
         self.require_leader()
         replica = self.remote.get(broker_id)
         if replica is None:
@@ -224,6 +227,8 @@ class Partition:
         replica.last_fetch_leader_log_end_offset = leader_leo
         replica.last_fetch_time_ms = now_ms
         replica.log_end_offset = fetch_offset
+        if log_start_offset >= 0:
+            replica.log_start_offset = log_start_offset
         change = self._maybe_expand_isr(replica)
         self.maybe_increment_high_watermark()
         return change
@@ -309,6 +314,38 @@ class Partition:
             self.log.update_high_watermark(new_hw)
             return True
         return False
+
+    def delete_records_on_leader(self, offset: int) -> int:
+        """DeleteRecords on the leader (Kafka: Partition.deleteRecordsOnLeader): move
+        the log start offset to `offset` (-1: the high watermark) and return the
+        offset asked for. POLICY_VIOLATION on a compact-only topic, whose records
+        only the cleaner removes; OFFSET_OUT_OF_RANGE below 0 or past the HW."""
+        self.require_leader()
+        if not self.log.config.delete:
+            raise KafkaError(
+                Errors.POLICY_VIOLATION,
+                f"Records of partition {self.topic}-{self.partition} can not be deleted due "
+                "to the configured policy (cleanup.policy without delete)",
+            )
+        target = self.log.high_watermark if offset == -1 else offset
+        if target < 0:
+            raise KafkaError(
+                Errors.OFFSET_OUT_OF_RANGE,
+                f"The offset {target} for partition {self.topic}-{self.partition} is not valid",
+            )
+        self.log.maybe_increment_log_start_offset(target)  # OFFSET_OUT_OF_RANGE past the HW
+        return target
+
+    def low_watermark(self, alive: Callable[[int], bool]) -> int:
+        """The smallest log start offset over this leader and every follower on a live
+        broker, as their fetches said (Kafka: lowWatermarkIfLeader): a DeleteRecords
+        is done once it reaches the offset asked for."""
+        self.require_leader()
+        low = self.log.log_start_offset
+        for replica in self.remote.values():
+            if alive(replica.broker_id):
+                low = min(low, replica.log_start_offset)
+        return low
 
     def require_leader(self) -> None:
         if self.role != Role.LEADER:
@@ -482,10 +519,18 @@ class Partition:
         retention): drop everything and start again at `offset`."""
         self.log.truncate_fully_and_start_at(offset)
 
-    def append_records_to_follower(self, records: bytes | bytearray, leader_hw: int) -> None:
-        """Append what the leader sent and learn its HW (never past our LEO)."""
+    def append_records_to_follower(
+        self, records: bytes | bytearray, leader_hw: int, leader_log_start_offset: int = -1
+    ) -> None:
+        """Append what the leader sent and learn its HW (never past our LEO) and its
+        log start offset (DeleteRecords on the leader: never past our HW; Kafka:
+        processPartitionData's maybeIncrementLogStartOffset)."""
         if records:
             self.log.append_as_follower(records)
         self.log.update_high_watermark(
             max(self.log.high_watermark, min(leader_hw, self.log.log_end_offset))
         )
+        if leader_log_start_offset > self.log.log_start_offset:
+            self.log.maybe_increment_log_start_offset(
+                min(leader_log_start_offset, self.log.high_watermark)
+            )

@@ -18,6 +18,9 @@ standalone broker leading everything itself): `make_leader`, `make_follower`,
 - ISR changes the leaders want (a follower caught up, or fell behind for
   `replica.lag.time.max.ms`: the isr-expiration task) go to the
   AlterPartitionManager given as `alter_partition`.
+- DeleteRecords (`delete_records`) moves a leader's log start offset, then waits
+  in the delayed-delete-records purgatory (DelayedDeleteRecords) until every
+  follower on a live broker (`broker_alive`) reports it moved too.
 - Leadership listeners (`add_leadership_listener`) hear every election and
   resignation: the group and transaction coordinators load and unload their
   state topics' partitions there, as Kafka's do (onElection / onResignation).
@@ -30,6 +33,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from kafkalab.errors import Errors, KafkaError
+from kafkalab.replication.delayed_delete_records import DeleteRecordsResult
 from kafkalab.replication.delayed_fetch import ReadResult
 from kafkalab.replication.delayed_operation import DelayedOperationPurgatory
 from kafkalab.replication.delayed_produce import AppendResult
@@ -74,6 +78,10 @@ class ReplicaManager:
         self._schedule = schedule
         self.delayed_fetch = DelayedOperationPurgatory("Fetch", schedule)
         self.delayed_produce = DelayedOperationPurgatory("Produce", schedule)
+        self.delayed_delete_records = DelayedOperationPurgatory("DeleteRecords", schedule)
+        #: is this broker registered and unfenced? (a follower on a dead broker does not
+        #: hold DeleteRecords back; the broker sets it from its MetadataCache)
+        self.broker_alive: Callable[[int], bool] = lambda broker_id: True
         self.partitions: dict[TopicPartition, Partition] = {}
         self.truncation_rule = TruncationRule(truncation_rule)  # kafkalab.follower.truncation.rule
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
@@ -297,15 +305,21 @@ class ReplicaManager:
     # -- the leader's view of its followers ---------------------------------------------------
 
     def update_follower_fetch_state(
-        self, tp: TopicPartition, broker_id: int, fetch_offset: int
+        self, tp: TopicPartition, broker_id: int, fetch_offset: int, log_start_offset: int = -1
     ) -> IsrChange | None:
         """A follower fetched: the HW may move, which may answer waiting produces and
-        fetches; an ISR expansion the leader wants goes to the controller."""
+        fetches; a new log start offset may answer a waiting DeleteRecords; an ISR
+        expansion the leader wants goes to the controller."""
         part = self.partitions[tp]
         hw = part.log.high_watermark
         replica = part.remote.get(broker_id)
         leo = replica.log_end_offset if replica is not None else None
-        change = part.update_follower_fetch_state(broker_id, fetch_offset, self.clock())
+        start = replica.log_start_offset if replica is not None else None
+        change = part.update_follower_fetch_state(
+            broker_id, fetch_offset, self.clock(), log_start_offset
+        )
+        if replica is not None and replica.log_start_offset != start:
+            self.delayed_delete_records.check_and_complete(tp)
         if part.log.high_watermark != hw:
             self._hw_moved(tp)
         elif change is not None or leo != fetch_offset:
@@ -313,6 +327,27 @@ class ReplicaManager:
         if change is not None and self.alter_partition is not None:
             self.alter_partition(change)
         return change
+
+    # -- DeleteRecords ------------------------------------------------------------------------
+
+    def delete_records_on_leader(self, tp: TopicPartition, offset: int) -> DeleteRecordsResult:
+        """Move the log start offset of `tp`, which this broker leads, to `offset` (-1:
+        the HW) (Kafka: deleteRecordsOnLocalLog). The result's `required_offset` is
+        what the low watermark must reach before the request is answered; segments
+        wholly below the new start go at the LogManager's next retention pass, and
+        the log-start-offset checkpoint follows at its next checkpoint."""
+        try:
+            part = self.leader_partition(tp)
+            target = part.delete_records_on_leader(offset)
+        except KafkaError as e:
+            return DeleteRecordsResult(e.code)
+        self._changed.add(tp)
+        self.delayed_fetch.check_and_complete(tp)
+        return DeleteRecordsResult(Errors.NONE, target, required_offset=target)
+
+    def low_watermark(self, tp: TopicPartition) -> int:
+        """The smallest log start offset over the live replicas of `tp` (leader only)."""
+        return self.leader_partition(tp).low_watermark(self.broker_alive)
 
     def maybe_shrink_isr(self) -> list[IsrChange]:
         """Kafka's isr-expiration task: on every partition this broker leads, propose
@@ -350,10 +385,12 @@ class ReplicaManager:
         self._changed.add(tp)
         self.delayed_produce.check_and_complete(tp)
         self.delayed_fetch.check_and_complete(tp)
+        self.delayed_delete_records.check_and_complete(tp)
 
     def shutdown(self) -> None:
         if self._isr_expiration is not None:
             self._isr_expiration.cancel()
         self.delayed_produce.shutdown()
         self.delayed_fetch.shutdown()
+        self.delayed_delete_records.shutdown()
         self.log_manager.shutdown()

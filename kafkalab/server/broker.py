@@ -165,6 +165,9 @@ class KafkaBroker:
         self.producer_ids = producer_ids
         metadata = self._kraft_metadata(controller) if controller else self._standalone_metadata()
         self.replica_manager.partition_exists = metadata.contains_partition
+        self.replica_manager.broker_alive = lambda broker_id: any(
+            b.broker_id == broker_id for b in metadata.alive_brokers()
+        )
         self._start_coordinators(metadata, producer_ids)
         self.metadata_cache = metadata
         self.apis = KafkaApis(

@@ -8,6 +8,7 @@ controller's APIs:
     BrokerHeartbeat (63)     a broker is alive (the first one unfences it)
     AlterPartition (56)      a leader changes its ISR
     CreateTopics / DeleteTopics (19, 20)
+    CreatePartitions (37)    grow a topic (new PartitionRecords)
     Fetch (1)                brokers read `__cluster_metadata-0`, the metadata log,
                              from the offset they have, like any partition
 
@@ -63,6 +64,7 @@ class ControllerApis:
             ApiKeys.API_VERSIONS: self.api_versions,
             ApiKeys.CREATE_TOPICS: self.create_topics,
             ApiKeys.DELETE_TOPICS: self.delete_topics,
+            ApiKeys.CREATE_PARTITIONS: self.create_partitions,
             ApiKeys.ALTER_PARTITION: self.alter_partition,
             ApiKeys.BROKER_REGISTRATION: self.register_broker,
             ApiKeys.BROKER_HEARTBEAT: self.heartbeat,
@@ -211,6 +213,31 @@ class ControllerApis:
             except KafkaError as e:
                 out.append({"name": name, "error_code": int(e.code)})
         return {"throttle_time_ms": 0, "responses": out}
+
+    def create_partitions(self, body: dict) -> dict:
+        """Each topic grown, or Kafka's error for it; the other topics of the
+        request go on (Kafka: ControllerApis.handleCreatePartitions)."""
+        out = []
+        seen: set[str] = set()
+        for t in body["topics"]:
+            error, message = Errors.NONE, None
+            try:
+                if t["name"] in seen:
+                    raise KafkaError(
+                        Errors.INVALID_REQUEST, f"Duplicate topic name {t['name']} in the request."
+                    )
+                seen.add(t["name"])
+                assignments = t["assignments"]
+                self.controller.create_partitions(
+                    t["name"],
+                    t["count"],
+                    None if assignments is None else [a["broker_ids"] for a in assignments],
+                    body["validate_only"],
+                )
+            except KafkaError as e:
+                error, message = e.code, e.message
+            out.append({"name": t["name"], "error_code": int(error), "error_message": message})
+        return {"throttle_time_ms": 0, "results": out}
 
     def fetch(self, body: dict) -> Any:
         """Only the metadata log can be fetched here; it is readable up to its end

@@ -95,22 +95,23 @@ class InterBrokerConnection:
 
 def replica_fetch_request(
     replica_id: int,
-    partitions: list[tuple[str, int, int, int]],
+    partitions: list[tuple[str, int, int, int]] | list[tuple[str, int, int, int, int]],
     max_wait_ms: int,
     min_bytes: int,
     partition_max_bytes: int = 1 << 20,
 ) -> dict:
     """A Fetch v11 body from a replica: `partitions` as (topic, partition, fetch
-    offset, current leader epoch or -1). A follower's fetch offset is its log end
-    offset, which is how its leader learns it."""
+    offset, current leader epoch or -1[, log start offset]). A follower's fetch
+    offset is its log end offset, and its log start offset is where its log
+    begins, which is how its leader learns both (the latter for DeleteRecords)."""
     topics: dict[str, list[dict]] = {}
-    for topic, partition, fetch_offset, leader_epoch in partitions:
+    for topic, partition, fetch_offset, leader_epoch, *start in partitions:
         topics.setdefault(topic, []).append(
             {
                 "partition": partition,
                 "current_leader_epoch": leader_epoch,
                 "fetch_offset": fetch_offset,
-                "log_start_offset": -1,
+                "log_start_offset": start[0] if start else -1,
                 "partition_max_bytes": partition_max_bytes,
             }
         )

@@ -7,7 +7,8 @@ one module per API family:
 
     apis/api_versions.py  ApiVersions
     apis/metadata.py      Metadata (auto-creating topics when allowed)
-    apis/topics.py        CreateTopics, DeleteTopics
+    apis/topics.py        CreateTopics, DeleteTopics, CreatePartitions
+    apis/delete_records.py DeleteRecords (waits in a DelayedDeleteRecords)
     apis/configs.py       DescribeConfigs (a topic's configs and their sources)
     apis/cluster.py       DescribeCluster (the brokers, the controller, the cluster id)
     apis/produce.py       Produce (acks=all waits in a DelayedProduce)
@@ -52,6 +53,7 @@ from kafkalab.server.apis import (
     cluster,
     configs,
     consumer_group,
+    delete_records,
     epochs,
     fetch,
     group,
@@ -80,6 +82,8 @@ HANDLERS: dict[ApiKeys, Handler] = {
     ApiKeys.API_VERSIONS: api_versions.handle_api_versions,
     ApiKeys.CREATE_TOPICS: topics.handle_create_topics,
     ApiKeys.DELETE_TOPICS: topics.handle_delete_topics,
+    ApiKeys.CREATE_PARTITIONS: topics.handle_create_partitions,
+    ApiKeys.DELETE_RECORDS: delete_records.handle_delete_records,
     ApiKeys.DESCRIBE_CONFIGS: configs.handle_describe_configs,
     ApiKeys.DESCRIBE_CLUSTER: cluster.handle_describe_cluster,
     ApiKeys.INIT_PRODUCER_ID: txn.handle_init_producer_id,

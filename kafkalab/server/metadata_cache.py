@@ -74,6 +74,10 @@ class MetadataCache(Protocol):
         """A DeleteTopics request body in, its response body out."""
         ...
 
+    async def create_partitions(self, body: dict) -> dict:
+        """A CreatePartitions request body in, its response body out."""
+        ...
+
 
 class KRaftMetadataCache:
     def __init__(self, listener: BrokerMetadataListener, controller: InterBrokerConnection) -> None:
@@ -113,6 +117,21 @@ class KRaftMetadataCache:
         response = await self.controller.request(ApiKeys.DELETE_TOPICS, 3, body)
         deleted = {t["name"] for t in response["responses"] if t["error_code"] == 0}
         await self.listener.wait_until(lambda image: not deleted & image.topics.keys(), 10)
+        return response
+
+    async def create_partitions(self, body: dict) -> dict:
+        response = await self.controller.request(ApiKeys.CREATE_PARTITIONS, 1, body)
+        wanted = {t["name"]: t["count"] for t in body["topics"]}
+        grown = {r["name"] for r in response["results"] if r["error_code"] == 0}
+        if grown and not body["validate_only"]:
+            # Answer once the new partitions are in our image (a client may ask us next).
+            def applied(image) -> bool:
+                return all(
+                    name in image.topics and len(image.topics[name].partitions) >= wanted[name]
+                    for name in grown
+                )
+
+            await self.listener.wait_until(applied, 10)
         return response
 
 
@@ -227,6 +246,62 @@ class StandaloneMetadataCache:
                     error, message = Errors.INVALID_CONFIG, e.message
             out.append({"name": name, "error_code": int(error), "error_message": message})
         return {"throttle_time_ms": 0, "topics": out}
+
+    async def create_partitions(self, body: dict) -> dict:
+        """Grow topics of this broker, the only one there is: new partitions it leads,
+        with the topic's configs; an assignment may name this broker only."""
+        existing = self.topics()
+        me = self.config.node_id
+        overrides = self.replica_manager.log_manager.topic_configs
+        out = []
+        for t in body["topics"]:
+            name, count, assignments = t["name"], t["count"], t["assignments"]
+            error, message = Errors.NONE, None
+            current = len(existing[name].partitions) if name in existing else 0
+            if name not in existing:
+                error, message = Errors.UNKNOWN_TOPIC_OR_PARTITION, f"no topic named '{name}'"
+            elif count < current:
+                error, message = (
+                    Errors.INVALID_PARTITIONS,
+                    f"The topic {name} currently has {current} partition(s); {count} would "
+                    "not be an increase.",
+                )
+            elif count == current:
+                error, message = (
+                    Errors.INVALID_PARTITIONS,
+                    (f"Topic already has {current} partition(s)."),
+                )
+            elif count - current > MAX_PARTITIONS_PER_BATCH:
+                error, message = (
+                    Errors.POLICY_VIOLATION,
+                    (
+                        f"Excessively large number of partitions per request ({count - current}; "
+                        f"at most {MAX_PARTITIONS_PER_BATCH}): create them in several requests"
+                    ),
+                )
+            elif assignments is not None and len(assignments) != count - current:
+                error, message = (
+                    Errors.INVALID_REPLICA_ASSIGNMENT,
+                    (
+                        f"Attempted to add {count - current} additional partition(s), but only "
+                        f"{len(assignments)} assignment(s) were specified."
+                    ),
+                )
+            elif assignments is not None and any(a["broker_ids"] != [me] for a in assignments):
+                bad = next(a["broker_ids"] for a in assignments if a["broker_ids"] != [me])
+                error, message = (
+                    Errors.INVALID_REPLICA_ASSIGNMENT,
+                    (
+                        f"The manual partition assignment {bad} is not [{me}]: broker {me} is the "
+                        "only broker, and the topic's replication factor is 1."
+                    ),
+                )
+            if error == Errors.NONE and not body["validate_only"]:
+                configs = dict(overrides.get(name, {}))
+                for p in range(current, count):
+                    self._lead((name, p), configs or None)
+            out.append({"name": name, "error_code": int(error), "error_message": message})
+        return {"throttle_time_ms": 0, "results": out}
 
     async def delete_topics(self, body: dict) -> dict:
         existing = self.topics()

@@ -246,7 +246,16 @@ class ReplicaFetcherManager:
             partitions = [self.replica_manager.partitions[tp] for tp in tps]
             body = replica_fetch_request(
                 self.broker_id,
-                [(p.topic, p.partition, p.log.log_end_offset, p.leader_epoch) for p in partitions],
+                [
+                    (
+                        p.topic,
+                        p.partition,
+                        p.log.log_end_offset,
+                        p.leader_epoch,
+                        p.log.log_start_offset,
+                    )
+                    for p in partitions
+                ],
                 max_wait_ms=self.fetch_wait_max_ms,
                 min_bytes=1,
             )
@@ -288,7 +297,7 @@ class ReplicaFetcherManager:
                     before = (log_.log_end_offset, log_.high_watermark, log_.log_start_offset)
                     try:
                         part.append_records_to_follower(
-                            bytes(p["records"] or b""), p["high_watermark"]
+                            bytes(p["records"] or b""), p["high_watermark"], p["log_start_offset"]
                         )
                     except Exception as e:  # a diverged or corrupt fetch: refetch
                         log.warning("%s-%d: follower append failed: %s", *tp, e)

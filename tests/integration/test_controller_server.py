@@ -134,7 +134,17 @@ def controller(tmp_path):
 def test_brokers_register_heartbeat_and_read_the_metadata_log(controller):
     client = Client(controller.server.address)
     versions = {k["api_key"] for k in client.call(18, 0, {})["api_keys"]}
-    assert versions == {1, 18, 19, 20, 56, 62, 63, 67}  # 67: AllocateProducerIds
+    assert versions == {
+        1,
+        18,
+        19,
+        20,
+        37,
+        56,
+        62,
+        63,
+        67,
+    }  # 37: CreatePartitions, 67: AllocateProducerIds
     epochs = {b: client.register(b) for b in (1, 2, 3)}
     assert sorted(epochs.values()) == list(epochs.values())  # epochs are log offsets
     for b, e in epochs.items():
@@ -284,3 +294,50 @@ def test_a_busy_controller_does_not_fence_brokers_whose_heartbeats_wait(controll
         beating.join(10)
     kinds = [r["type"] for r in client.metadata_records()]
     assert "FenceBrokerRecord" not in kinds
+
+
+@pytest.mark.parametrize("version", [1, 3])  # v3: flexible
+def test_create_partitions_over_the_wire_writes_partition_records(controller, version):
+    client = Client(controller.server.address)
+    epochs = {b: client.register(b) for b in (1, 2)}
+    for b, e in epochs.items():
+        client.heartbeat(b, e)
+    topic = {
+        "name": "t",
+        "num_partitions": 1,
+        "replication_factor": 2,
+        "assignments": [],
+        "configs": [],
+    }
+    client.call(19, 4, {"topics": [topic], "timeout_ms": 1000, "validate_only": False})
+    start = len(client.metadata_records())
+
+    def grow(topics, validate_only=False):
+        body = {"topics": topics, "timeout_ms": 1000, "validate_only": validate_only}
+        return {r["name"]: r for r in client.call(37, version, body)["results"]}
+
+    dry = grow([{"name": "t", "count": 3, "assignments": None}], validate_only=True)
+    assert dry["t"]["error_code"] == 0 and len(client.metadata_records()) == start
+    answer = grow(
+        [
+            {
+                "name": "t",
+                "count": 3,
+                "assignments": [{"broker_ids": [2, 1]}, {"broker_ids": [1, 2]}],
+            },
+            {"name": "missing", "count": 2, "assignments": None},
+        ]
+    )
+    assert answer["t"]["error_code"] == 0
+    assert answer["missing"]["error_code"] == Errors.UNKNOWN_TOPIC_OR_PARTITION
+    new = client.metadata_records(0)[start:]
+    assert [(r["type"], r["partition"], r["replicas"], r["leader"]) for r in new] == [
+        ("PartitionRecord", 1, [2, 1], 2),
+        ("PartitionRecord", 2, [1, 2], 1),
+    ]
+    fewer = grow([{"name": "t", "count": 2, "assignments": None}])["t"]
+    assert fewer["error_code"] == Errors.INVALID_PARTITIONS
+    assert (
+        fewer["error_message"]
+        == "The topic t currently has 3 partition(s); 2 would not be an increase."
+    )

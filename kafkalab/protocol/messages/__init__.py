@@ -7,7 +7,8 @@ metadata        Metadata (3)
 produce         Produce (0)
 fetch           Fetch (1), OffsetForLeaderEpoch (23)
 list_offsets    ListOffsets (2)
-topics          CreateTopics (19), DeleteTopics (20)
+topics          CreateTopics (19), DeleteTopics (20), CreatePartitions (37)
+delete_records  DeleteRecords (21)
 configs         DescribeConfigs (32)
 cluster         DescribeCluster (60)
 controller      BrokerRegistration (62), BrokerHeartbeat (63), AlterPartition (56),
@@ -79,6 +80,11 @@ from kafkalab.protocol.messages.controller import (
     BROKER_REGISTRATION_RESPONSE,
     CONTROLLER_APIS,
 )
+from kafkalab.protocol.messages.delete_records import (
+    DELETE_RECORDS_API,
+    DELETE_RECORDS_REQUEST,
+    DELETE_RECORDS_RESPONSE,
+)
 from kafkalab.protocol.messages.fetch import (
     FETCH_API,
     FETCH_REQUEST,
@@ -133,6 +139,9 @@ from kafkalab.protocol.messages.produce import (
     PRODUCE_RESPONSE,
 )
 from kafkalab.protocol.messages.topics import (
+    CREATE_PARTITIONS_API,
+    CREATE_PARTITIONS_REQUEST,
+    CREATE_PARTITIONS_RESPONSE,
     CREATE_TOPICS_API,
     CREATE_TOPICS_REQUEST,
     CREATE_TOPICS_RESPONSE,
@@ -186,6 +195,8 @@ APIS[ApiKeys.DESCRIBE_PRODUCERS] = DESCRIBE_PRODUCERS_API
 APIS.update(TXN_COORDINATOR_APIS)
 APIS[ApiKeys.DESCRIBE_CONFIGS] = DESCRIBE_CONFIGS_API
 APIS[ApiKeys.DESCRIBE_CLUSTER] = DESCRIBE_CLUSTER_API
+APIS[ApiKeys.CREATE_PARTITIONS] = CREATE_PARTITIONS_API
+APIS[ApiKeys.DELETE_RECORDS] = DELETE_RECORDS_API
 
 __all__ = [
     "DESCRIBE_CLUSTER_API",
@@ -217,10 +228,16 @@ __all__ = [
     "CONSUMER_GROUP_HEARTBEAT_REQUEST",
     "CONSUMER_GROUP_HEARTBEAT_RESPONSE",
     "CONTROLLER_APIS",
+    "CREATE_PARTITIONS_API",
+    "CREATE_PARTITIONS_REQUEST",
+    "CREATE_PARTITIONS_RESPONSE",
     "CREATE_TOPICS_API",
     "CREATE_TOPICS_REQUEST",
     "CREATE_TOPICS_RESPONSE",
     "DELETE_GROUPS_REQUEST",
+    "DELETE_RECORDS_API",
+    "DELETE_RECORDS_REQUEST",
+    "DELETE_RECORDS_RESPONSE",
     "DELETE_GROUPS_RESPONSE",
     "DELETE_TOPICS_API",
     "DELETE_TOPICS_REQUEST",

@@ -9,7 +9,11 @@ from kafkalab.protocol.api_keys import ApiKeys
 from kafkalab.protocol.messages.api import Api
 from kafkalab.protocol.messages.api_versions import API_VERSIONS_API
 from kafkalab.protocol.messages.fetch import FETCH_API
-from kafkalab.protocol.messages.topics import CREATE_TOPICS_API, DELETE_TOPICS_API
+from kafkalab.protocol.messages.topics import (
+    CREATE_PARTITIONS_API,
+    CREATE_TOPICS_API,
+    DELETE_TOPICS_API,
+)
 from kafkalab.protocol.schema import Field as F
 from kafkalab.protocol.schema import Message
 from kafkalab.protocol.types import (
@@ -178,6 +182,7 @@ CONTROLLER_APIS: dict[ApiKeys, Api] = {
         API_VERSIONS_API,
         CREATE_TOPICS_API,
         DELETE_TOPICS_API,
+        CREATE_PARTITIONS_API,
         Api(
             ApiKeys.ALTER_PARTITION,
             "AlterPartition",

@@ -1,11 +1,11 @@
-"""CreateTopics (19) and DeleteTopics (20): the admin APIs for topics."""
+"""CreateTopics (19), DeleteTopics (20) and CreatePartitions (37): the admin APIs for topics."""
 
 from __future__ import annotations
 
 from kafkalab.protocol.api_keys import ApiKeys
 from kafkalab.protocol.messages.api import Api
+from kafkalab.protocol.schema import NULL, Message
 from kafkalab.protocol.schema import Field as F
-from kafkalab.protocol.schema import Message
 from kafkalab.protocol.types import (
     BOOL,
     INT16,
@@ -109,4 +109,57 @@ DELETE_TOPICS_API = Api(
     3,
     DELETE_TOPICS_REQUEST,
     DELETE_TOPICS_RESPONSE,
+)
+
+# -- CreatePartitions (37) -----------------------------------------------------------------
+
+CREATE_PARTITIONS_REQUEST = Message(
+    ApiKeys.CREATE_PARTITIONS,
+    "CreatePartitionsRequest",
+    [
+        F(
+            "topics",
+            [
+                F("name", STRING),
+                F("count", INT32),
+                F(
+                    "assignments",
+                    [
+                        F("broker_ids", ArrayOf(INT32)),
+                    ],
+                    nullable="0+",
+                ),
+            ],
+        ),
+        F("timeout_ms", INT32),
+        F("validate_only", BOOL),
+    ],
+    flexible_from=2,
+)
+
+CREATE_PARTITIONS_RESPONSE = Message(
+    ApiKeys.CREATE_PARTITIONS,
+    "CreatePartitionsResponse",
+    [
+        F("throttle_time_ms", INT32),
+        F(
+            "results",
+            [
+                F("name", STRING),
+                F("error_code", INT16),
+                F("error_message", STRING, nullable="0+", default=NULL),
+            ],
+        ),
+    ],
+    flexible_from=2,
+)
+
+# Kafka 4.0 serves v0-v3 (v3 may answer THROTTLING_QUOTA_EXCEEDED; no quotas here).
+CREATE_PARTITIONS_API = Api(
+    ApiKeys.CREATE_PARTITIONS,
+    "CreatePartitions",
+    0,
+    3,
+    CREATE_PARTITIONS_REQUEST,
+    CREATE_PARTITIONS_RESPONSE,
 )

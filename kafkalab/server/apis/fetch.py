@@ -67,11 +67,14 @@ def handle_fetch(apis: KafkaApis, header: RequestHeader, body: dict) -> Any:
     refused: dict[tuple[str, int], Errors] = {}
     if replica_id >= 0:
         error = apis.follower_error(header, replica_id)
-        epochs = {
-            (t["topic"], p["partition"]): p["current_leader_epoch"]
-            for t in body["topics"]
-            for p in t["partitions"]
-        }
+        # the leader epoch the follower fetches in, and its log start offset (which a
+        # DeleteRecords waits for), by partition
+        epochs: dict[tuple[str, int], int] = {}
+        starts: dict[tuple[str, int], int] = {}
+        for t in body["topics"]:
+            for fp in t["partitions"]:
+                key = (t["topic"], fp["partition"])
+                epochs[key], starts[key] = fp["current_leader_epoch"], fp["log_start_offset"]
         for p in partitions:
             tp = (p.topic, p.partition)
             part = rm.partition(tp)
@@ -86,7 +89,7 @@ def handle_fetch(apis: KafkaApis, header: RequestHeader, body: dict) -> Any:
                     else Errors.NOT_LEADER_OR_FOLLOWER
                 )
             else:
-                rm.update_follower_fetch_state(tp, replica_id, p.fetch_offset)
+                rm.update_follower_fetch_state(tp, replica_id, p.fetch_offset, starts[tp])
         if refused:
             partitions = [p for p in partitions if (p.topic, p.partition) not in refused]
     isolation = fetch_isolation(body)

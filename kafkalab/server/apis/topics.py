@@ -1,7 +1,7 @@
-"""CreateTopics (19) and DeleteTopics (20).
+"""CreateTopics (19), DeleteTopics (20) and CreatePartitions (37).
 
-Kafka: KafkaApis.handleCreateTopicsRequest / handleDeleteTopicsRequest, which a
-KRaft broker forwards to the controller. Here the MetadataCache does whichever
+Kafka: KafkaApis.handleCreateTopicsRequest / handleDeleteTopicsRequest /
+handleCreatePartitionsRequest, which a KRaft broker forwards to the controller. Here the MetadataCache does whichever
 applies: forward to the controller, or (a standalone broker) create the logs.
 """
 
@@ -21,6 +21,10 @@ def handle_create_topics(apis: KafkaApis, header: RequestHeader, body: dict) -> 
 
 def handle_delete_topics(apis: KafkaApis, header: RequestHeader, body: dict) -> Any:
     return apis.metadata_cache.delete_topics(body)
+
+
+def handle_create_partitions(apis: KafkaApis, header: RequestHeader, body: dict) -> Any:
+    return apis.metadata_cache.create_partitions(body)
 
 
 def create_topics_request(
