@@ -361,45 +361,10 @@ def produce_batches(opts: WriteOptions, batches: Iterable, flush_timeout_s: floa
             failures.append(f"{msg.topic()}-{msg.partition()}: {err}")
 
     producer = Producer({**opts.producer_config(), "on_delivery": on_delivery})
-    produce, poll = producer.produce, producer.poll
     written = 0
     for batch in batches:
-        names = batch.schema.names
-        n = batch.num_rows
-        values = batch.column(names.index("value")).to_pylist()
-        keys = batch.column(names.index("key")).to_pylist() if "key" in names else [None] * n
-        if opts.topic is not None:
-            topics = None
-        else:
-            topics = batch.column(names.index("topic")).to_pylist()
-            if None in topics:
-                raise KafkaWriteError(
-                    "Null topic present in the data. Use the 'topic' option to set a topic."
-                )
-        parts = batch.column(names.index("partition")).to_pylist() if "partition" in names else None
-        headers = batch.column(names.index("headers")).to_pylist() if "headers" in names else None
-        topic = opts.topic
-        if topics is None and parts is None and headers is None:
-            # The hot path: one topic, the producer's partitioner, no headers.
-            for value, key in zip(values, keys, strict=True):
-                try:
-                    produce(topic, value, key)
-                except BufferError:
-                    _produce_when_room(producer, topic, value, key)
-        else:
-            for i in range(n):
-                kwargs = {}
-                if parts is not None and parts[i] is not None:
-                    kwargs["partition"] = parts[i]
-                if headers is not None and headers[i]:
-                    kwargs["headers"] = [(h["key"], h["value"]) for h in headers[i]]
-                t = topic if topics is None else topics[i]
-                try:
-                    produce(t, values[i], keys[i], **kwargs)
-                except BufferError:
-                    _produce_when_room(producer, t, values[i], keys[i], **kwargs)
-        written += n
-        poll(0)
+        written += produce_batch(producer, opts.topic, batch)
+        producer.poll(0)
         if failures:
             break
     remaining = producer.flush(flush_timeout_s)
@@ -414,6 +379,47 @@ def produce_batches(opts: WriteOptions, batches: Iterable, flush_timeout_s: floa
             f"(brokers {opts.bootstrap_servers}); check that the brokers are up"
         )
     return written
+
+
+def produce_batch(producer, topic: str | None, batch) -> int:
+    """Hand every row of one Arrow record batch to `producer.produce()` (columns
+    value, and optionally key, topic, partition, headers; `topic` is the sink's
+    topic option, None to take each row's). Returns the number of rows."""
+    names = batch.schema.names
+    n = batch.num_rows
+    values = batch.column(names.index("value")).to_pylist()
+    keys = batch.column(names.index("key")).to_pylist() if "key" in names else [None] * n
+    if topic is not None:
+        topics = None
+    else:
+        topics = batch.column(names.index("topic")).to_pylist()
+        if None in topics:
+            raise KafkaWriteError(
+                "Null topic present in the data. Use the 'topic' option to set a topic."
+            )
+    parts = batch.column(names.index("partition")).to_pylist() if "partition" in names else None
+    headers = batch.column(names.index("headers")).to_pylist() if "headers" in names else None
+    produce = producer.produce
+    if topics is None and parts is None and headers is None:
+        # The hot path: one topic, the producer's partitioner, no headers.
+        for value, key in zip(values, keys, strict=True):
+            try:
+                produce(topic, value, key)
+            except BufferError:
+                _produce_when_room(producer, topic, value, key)
+    else:
+        for i in range(n):
+            kwargs = {}
+            if parts is not None and parts[i] is not None:
+                kwargs["partition"] = parts[i]
+            if headers is not None and headers[i]:
+                kwargs["headers"] = [(h["key"], h["value"]) for h in headers[i]]
+            t = topic if topics is None else topics[i]
+            try:
+                produce(t, values[i], keys[i], **kwargs)
+            except BufferError:
+                _produce_when_room(producer, t, values[i], keys[i], **kwargs)
+    return n
 
 
 def _produce_when_room(producer, topic, value, key, **kwargs) -> None:

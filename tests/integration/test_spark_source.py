@@ -278,6 +278,30 @@ def test_delivery_failure_fails_the_task_with_kafkas_error(spark, broker):
     assert "MSG_SIZE_TOO_LARGE" in str(info.value) or "too large" in str(info.value).lower()
 
 
+def test_a_full_producer_queue_waits_and_loses_or_repeats_no_record(broker):
+    """The executors' local producer queue fills (here at 7 messages): the sink
+    waits for room and goes on at the very record that did not fit, keyed or not."""
+    pa = pytest.importorskip("pyarrow")
+    from kafkalab.spark.kafka_io import produce_batches
+    from kafkalab.spark.options import WriteOptions
+
+    bs = broker.bootstrap_servers
+    create_topic(bs, "full-queue", partitions=1)
+    n = 2000
+    values = [b"v%d" % i for i in range(n)]
+    keys = [b"k%d" % i for i in range(n // 2)]
+    opts = WriteOptions(bs, "full-queue", {"queue.buffering.max.messages": "7"})
+    keyed = [pa.array(values[: n // 2], pa.binary()), pa.array(keys, pa.binary())]
+    batches = [
+        pa.RecordBatch.from_arrays(keyed, names=["value", "key"]),
+        pa.RecordBatch.from_arrays([pa.array(values[n // 2 :], pa.binary())], names=["value"]),
+    ]
+    assert produce_batches(opts, batches) == n
+    got = consume_all(bs, "full-queue", 1)
+    assert [m.value() for m in got] == values
+    assert [m.key() for m in got] == keys + [None] * (n // 2)
+
+
 def test_offsets_gone_after_retention_follow_fail_on_data_loss(spark, broker):
     bs = broker.bootstrap_servers
     create_topic(
