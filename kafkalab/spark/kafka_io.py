@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import gc
 import time
+from collections import deque
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from itertools import chain
+from itertools import chain, repeat
+from operator import length_hint
 
 from kafkalab.spark.errors import KafkaDataLossError, KafkaSourceOptionError, KafkaWriteError
 from kafkalab.spark.offsets import (
@@ -388,7 +390,7 @@ def produce_batch(producer, topic: str | None, batch) -> int:
     names = batch.schema.names
     n = batch.num_rows
     values = batch.column(names.index("value")).to_pylist()
-    keys = batch.column(names.index("key")).to_pylist() if "key" in names else [None] * n
+    keys = batch.column(names.index("key")).to_pylist() if "key" in names else None
     if topic is not None:
         topics = None
     else:
@@ -399,15 +401,13 @@ def produce_batch(producer, topic: str | None, batch) -> int:
             )
     parts = batch.column(names.index("partition")).to_pylist() if "partition" in names else None
     headers = batch.column(names.index("headers")).to_pylist() if "headers" in names else None
-    produce = producer.produce
     if topics is None and parts is None and headers is None:
         # The hot path: one topic, the producer's partitioner, no headers.
-        for value, key in zip(values, keys, strict=True):
-            try:
-                produce(topic, value, key)
-            except BufferError:
-                _produce_when_room(producer, topic, value, key)
+        _produce_all(producer, topic, values, keys)
     else:
+        produce = producer.produce
+        if keys is None:
+            keys = [None] * n
         for i in range(n):
             kwargs = {}
             if parts is not None and parts[i] is not None:
@@ -420,6 +420,27 @@ def produce_batch(producer, topic: str | None, batch) -> int:
             except BufferError:
                 _produce_when_room(producer, t, values[i], keys[i], **kwargs)
     return n
+
+
+def _produce_all(producer, topic: str, values: list, keys: list | None) -> None:
+    """produce() every value (with its key) to `topic`, in order, from a loop in C:
+    map() calls produce() with no Python bytecode run per record. A full local
+    queue raises BufferError out of map(); the values' list iterator, whose
+    length hint is what it has left, tells which record did not fit: that one
+    waits for room, and map() goes on with the rest."""
+    produce = producer.produce
+    rest = iter(values)
+    keys_rest = None if keys is None else iter(keys)
+    while True:
+        try:
+            if keys_rest is None:
+                deque(map(produce, repeat(topic), rest), maxlen=0)
+            else:
+                deque(map(produce, repeat(topic), rest, keys_rest), maxlen=0)
+            return
+        except BufferError:
+            i = len(values) - length_hint(rest) - 1
+            _produce_when_room(producer, topic, values[i], None if keys is None else keys[i])
 
 
 def _produce_when_room(producer, topic, value, key, **kwargs) -> None:
