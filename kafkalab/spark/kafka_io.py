@@ -9,6 +9,7 @@ Message API requires.
 
 from __future__ import annotations
 
+import atexit
 import gc
 import time
 from collections import deque
@@ -203,14 +204,35 @@ def check_data_loss(message: str, fail_on_data_loss: bool) -> None:
     warnings.warn(f"{message} (failOnDataLoss=false: skipping)", stacklevel=2)
 
 
-def read_range(opts: ReadOptions, r: OffsetRange, schema) -> Iterator:
+# Executor consumers a Python worker keeps between a streaming query's
+# micro-batches (Spark reuses its Python workers: spark.python.worker.reuse),
+# one per consumer configuration, unassigned while idle: a worker runs one task
+# at a time, so one is all it needs. Closed when the worker exits.
+_IDLE_CONSUMERS: dict[tuple, object] = {}
+
+
+def _close_idle_consumers() -> None:
+    while _IDLE_CONSUMERS:
+        _IDLE_CONSUMERS.popitem()[1].close()
+
+
+atexit.register(_close_idle_consumers)
+
+
+def read_range(opts: ReadOptions, r: OffsetRange, schema, reuse: bool = False) -> Iterator:
     """Yield Arrow record batches of `schema` holding records [from, until) of one
     topic partition, read with a librdkafka consumer assigned to it.
 
     Records below `until` that are not there yet (a new leader whose high
     watermark still lags after a failover) are waited for, up to
     kafkaConsumer.pollTimeoutMs; offsets that are gone (retention) or never come
-    are data loss, handled as failOnDataLoss says."""
+    are data loss, handled as failOnDataLoss says.
+
+    `reuse` (the streaming reader): take this worker's idle consumer of the same
+    configuration if it has one, and give it back, unassigned, once the range has
+    been read, so that a micro-batch does not pay for a new consumer's start
+    (its threads, connections and metadata). A read that fails or stops early
+    closes its consumer."""
     import numpy as np
     from confluent_kafka import Consumer, KafkaError, Message
     from confluent_kafka import TopicPartition as TP
@@ -219,7 +241,12 @@ def read_range(opts: ReadOptions, r: OffsetRange, schema) -> Iterator:
     if start >= until:
         return
     name = f"{r.topic}-{r.partition}"
-    consumer = Consumer(opts.consumer_config("executor"))
+    config = opts.consumer_config("executor")
+    key = tuple(sorted((k, str(v)) for k, v in config.items()))
+    consumer = _IDLE_CONSUMERS.pop(key, None) if reuse else None
+    if consumer is None:
+        consumer = Consumer(config)
+    read_all = False
     try:
         consumer.assign([TP(r.topic, r.partition, start)])
         columns = _Columns(r.topic, r.partition, schema)
@@ -279,8 +306,13 @@ def read_range(opts: ReadOptions, r: OffsetRange, schema) -> Iterator:
                     opts.fail_on_data_loss,
                 )
                 return
+        read_all = True
     finally:
-        consumer.close()
+        if reuse and read_all and key not in _IDLE_CONSUMERS:
+            consumer.unassign()
+            _IDLE_CONSUMERS[key] = consumer
+        else:
+            consumer.close()
 
 
 @contextmanager
