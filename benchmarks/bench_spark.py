@@ -20,7 +20,10 @@ with the real read's number of input partitions, whose reader yields one
 prebuilt Arrow batch of kafkalab's schema and shape (key, value of 100 B,
 topic, partition, offset, timestamp, timestampType; MESSAGES_PER_CONSUME rows)
 again and again. What Spark CPU the floor uses per record is what Spark itself
-costs; the rest of the real job's is kafkalab's Python and librdkafka.
+costs; the rest of the real job's is kafkalab's Python and librdkafka. The
+"Spark source only" row splits the write's floor: the same DataFrame written
+to Spark's built-in `noop` sink, so only making its rows (in the JVM) is
+measured, no Arrow batches and no Python worker.
 
     make bench                                            # or:
     .venv/bin/python benchmarks/bench_spark.py            # 10,000,000 records, 3 runs
@@ -322,6 +325,7 @@ def main() -> int:
                 "subscribe", "bench-warmup"
             ).load().selectExpr("count(*)").collect()
             warm.write.format("bench_floor").option("records", 200_000).mode("append").save()
+            warm.write.format("noop").mode("overwrite").save()
             spark.read.format("bench_floor").option("records", 200_000).option(
                 "partitions", read_tasks
             ).load().selectExpr("count(*)").collect()
@@ -352,6 +356,9 @@ def main() -> int:
                 with Meter(cluster, jvm_pid) as w:
                     source.write.format("bench_floor").option("records", N).mode("append").save()
                 runs.append(row("Spark floor (no Kafka)", "write", w, N, run))
+                with Meter(cluster, jvm_pid) as w:
+                    source.write.format("noop").mode("overwrite").save()
+                runs.append(row("Spark source only (noop)", "write", w, N, run))
                 floor = (
                     spark.read.format("bench_floor")
                     .option("records", N)
