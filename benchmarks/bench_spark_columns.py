@@ -5,8 +5,13 @@ partition into librdkafka Messages (`consume()`, the executors' consumer
 settings), then turned into Arrow record batches of the source's schema by the
 column builder the executors use; the builder's CPU time per record is measured
 on the same messages, apart from the fetch. Sink: the per-record cost of
-`produce_batches`' hot loop, Arrow batch to `produce()` calls, into a producer
-whose broker does not answer (nothing is sent; the queue only fills).
+`produce_batch`, the sink's work on one Arrow batch (columns to Python, one
+`produce()` a row), on batches of 10,000 distinct 100 B values as Spark's Arrow
+writer hands them over, into a producer whose broker does not answer (nothing
+is sent; the queue only fills and is purged after each pass); beside it
+`produce()` alone, one bytes object produced N times from a plain loop as
+bench_spark.py's "librdkafka alone" does. Their difference is the sink's own
+Python per record. Best of three passes each.
 
     KAFKALAB_BENCH_RECORDS=200000 .venv/bin/python benchmarks/bench_spark_columns.py
 """
@@ -33,7 +38,7 @@ def main() -> int:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     from kafkalab.server.broker import BrokerThread
-    from kafkalab.spark.kafka_io import _Columns, _gc_paused
+    from kafkalab.spark.kafka_io import _Columns, _gc_paused, produce_batch
     from kafkalab.spark.options import EXECUTOR_FETCH
     from kafkalab.spark.schema import read_schema
 
@@ -73,7 +78,7 @@ def main() -> int:
                 rows += columns.batch(chunk, offsets).num_rows
         best = min(best, time.process_time() - t0)
         assert rows == N
-    value = pa.array([b"x" * 100] * CHUNK, pa.binary())
+    value = pa.array([f"{i}".rjust(100, "x").encode() for i in range(10_000)], pa.binary())
     batch = pa.RecordBatch.from_arrays([value], names=["value"])
     producer = Producer(
         {
@@ -82,23 +87,42 @@ def main() -> int:
             "queue.buffering.max.kbytes": 2_000_000,
             "message.timeout.ms": 600_000,
             "partitioner": "murmur2_random",
+            "linger.ms": 20,
+            "batch.size": 1_000_000,
             "delivery.report.only.error": True,
             "log_level": 0,
         }
     )
-    t0 = time.process_time()
-    for _ in range(N // CHUNK):
-        produce = producer.produce
-        for v in batch.column(0).to_pylist():
-            produce("columns", v, None)
-    produce_cpu = time.process_time() - t0
-    producer.purge()
+
+    def sink_pass() -> None:
+        for _ in range(N // batch.num_rows):
+            produce_batch(producer, "columns", batch)
+            producer.poll(0)
+
+    def produce_alone_pass() -> None:
+        one, produce = b"x" * 100, producer.produce
+        for _ in range(N // batch.num_rows * batch.num_rows):
+            produce("columns", one)
+
+    produce_cpu = produce_alone_cpu = float("inf")
+    for _ in range(3):
+        for fn, was in ((sink_pass, "sink"), (produce_alone_pass, "alone")):
+            t0 = time.process_time()
+            fn()
+            took = time.process_time() - t0
+            producer.purge()
+            producer.poll(0)
+            if was == "sink":
+                produce_cpu = min(produce_cpu, took)
+            else:
+                produce_alone_cpu = min(produce_alone_cpu, took)
     load_after = os.getloadavg()
     result = {
         "records": N,
         "source_consume_us_per_record_incl_broker": consume_cpu / N * 1e6,
         "source_columns_us_per_record": best / N * 1e6,
         "sink_produce_us_per_record": produce_cpu / N * 1e6,
+        "produce_alone_us_per_record": produce_alone_cpu / N * 1e6,
         "load_average_before": load_before,
         "load_average_after": load_after,
         "commit": subprocess.run(

@@ -9,11 +9,14 @@ Message API requires.
 
 from __future__ import annotations
 
+import atexit
 import gc
 import time
+from collections import deque
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from itertools import chain
+from itertools import chain, repeat
+from operator import length_hint
 
 from kafkalab.spark.errors import KafkaDataLossError, KafkaSourceOptionError, KafkaWriteError
 from kafkalab.spark.offsets import (
@@ -201,14 +204,35 @@ def check_data_loss(message: str, fail_on_data_loss: bool) -> None:
     warnings.warn(f"{message} (failOnDataLoss=false: skipping)", stacklevel=2)
 
 
-def read_range(opts: ReadOptions, r: OffsetRange, schema) -> Iterator:
+# Executor consumers a Python worker keeps between a streaming query's
+# micro-batches (Spark reuses its Python workers: spark.python.worker.reuse),
+# one per consumer configuration, unassigned while idle: a worker runs one task
+# at a time, so one is all it needs. Closed when the worker exits.
+_IDLE_CONSUMERS: dict[tuple, object] = {}
+
+
+def _close_idle_consumers() -> None:
+    while _IDLE_CONSUMERS:
+        _IDLE_CONSUMERS.popitem()[1].close()
+
+
+atexit.register(_close_idle_consumers)
+
+
+def read_range(opts: ReadOptions, r: OffsetRange, schema, reuse: bool = False) -> Iterator:
     """Yield Arrow record batches of `schema` holding records [from, until) of one
     topic partition, read with a librdkafka consumer assigned to it.
 
     Records below `until` that are not there yet (a new leader whose high
     watermark still lags after a failover) are waited for, up to
     kafkaConsumer.pollTimeoutMs; offsets that are gone (retention) or never come
-    are data loss, handled as failOnDataLoss says."""
+    are data loss, handled as failOnDataLoss says.
+
+    `reuse` (the streaming reader): take this worker's idle consumer of the same
+    configuration if it has one, and give it back, unassigned, once the range has
+    been read, so that a micro-batch does not pay for a new consumer's start
+    (its threads, connections and metadata). A read that fails or stops early
+    closes its consumer."""
     import numpy as np
     from confluent_kafka import Consumer, KafkaError, Message
     from confluent_kafka import TopicPartition as TP
@@ -217,7 +241,12 @@ def read_range(opts: ReadOptions, r: OffsetRange, schema) -> Iterator:
     if start >= until:
         return
     name = f"{r.topic}-{r.partition}"
-    consumer = Consumer(opts.consumer_config("executor"))
+    config = opts.consumer_config("executor")
+    key = tuple(sorted((k, str(v)) for k, v in config.items()))
+    consumer = _IDLE_CONSUMERS.pop(key, None) if reuse else None
+    if consumer is None:
+        consumer = Consumer(config)
+    read_all = False
     try:
         consumer.assign([TP(r.topic, r.partition, start)])
         columns = _Columns(r.topic, r.partition, schema)
@@ -277,8 +306,13 @@ def read_range(opts: ReadOptions, r: OffsetRange, schema) -> Iterator:
                     opts.fail_on_data_loss,
                 )
                 return
+        read_all = True
     finally:
-        consumer.close()
+        if reuse and read_all and key not in _IDLE_CONSUMERS:
+            consumer.unassign()
+            _IDLE_CONSUMERS[key] = consumer
+        else:
+            consumer.close()
 
 
 @contextmanager
@@ -361,45 +395,10 @@ def produce_batches(opts: WriteOptions, batches: Iterable, flush_timeout_s: floa
             failures.append(f"{msg.topic()}-{msg.partition()}: {err}")
 
     producer = Producer({**opts.producer_config(), "on_delivery": on_delivery})
-    produce, poll = producer.produce, producer.poll
     written = 0
     for batch in batches:
-        names = batch.schema.names
-        n = batch.num_rows
-        values = batch.column(names.index("value")).to_pylist()
-        keys = batch.column(names.index("key")).to_pylist() if "key" in names else [None] * n
-        if opts.topic is not None:
-            topics = None
-        else:
-            topics = batch.column(names.index("topic")).to_pylist()
-            if None in topics:
-                raise KafkaWriteError(
-                    "Null topic present in the data. Use the 'topic' option to set a topic."
-                )
-        parts = batch.column(names.index("partition")).to_pylist() if "partition" in names else None
-        headers = batch.column(names.index("headers")).to_pylist() if "headers" in names else None
-        topic = opts.topic
-        if topics is None and parts is None and headers is None:
-            # The hot path: one topic, the producer's partitioner, no headers.
-            for value, key in zip(values, keys, strict=True):
-                try:
-                    produce(topic, value, key)
-                except BufferError:
-                    _produce_when_room(producer, topic, value, key)
-        else:
-            for i in range(n):
-                kwargs = {}
-                if parts is not None and parts[i] is not None:
-                    kwargs["partition"] = parts[i]
-                if headers is not None and headers[i]:
-                    kwargs["headers"] = [(h["key"], h["value"]) for h in headers[i]]
-                t = topic if topics is None else topics[i]
-                try:
-                    produce(t, values[i], keys[i], **kwargs)
-                except BufferError:
-                    _produce_when_room(producer, t, values[i], keys[i], **kwargs)
-        written += n
-        poll(0)
+        written += produce_batch(producer, opts.topic, batch)
+        producer.poll(0)
         if failures:
             break
     remaining = producer.flush(flush_timeout_s)
@@ -414,6 +413,66 @@ def produce_batches(opts: WriteOptions, batches: Iterable, flush_timeout_s: floa
             f"(brokers {opts.bootstrap_servers}); check that the brokers are up"
         )
     return written
+
+
+def produce_batch(producer, topic: str | None, batch) -> int:
+    """Hand every row of one Arrow record batch to `producer.produce()` (columns
+    value, and optionally key, topic, partition, headers; `topic` is the sink's
+    topic option, None to take each row's). Returns the number of rows."""
+    names = batch.schema.names
+    n = batch.num_rows
+    values = batch.column(names.index("value")).to_pylist()
+    keys = batch.column(names.index("key")).to_pylist() if "key" in names else None
+    if topic is not None:
+        topics = None
+    else:
+        topics = batch.column(names.index("topic")).to_pylist()
+        if None in topics:
+            raise KafkaWriteError(
+                "Null topic present in the data. Use the 'topic' option to set a topic."
+            )
+    parts = batch.column(names.index("partition")).to_pylist() if "partition" in names else None
+    headers = batch.column(names.index("headers")).to_pylist() if "headers" in names else None
+    if topics is None and parts is None and headers is None:
+        # The hot path: one topic, the producer's partitioner, no headers.
+        _produce_all(producer, topic, values, keys)
+    else:
+        produce = producer.produce
+        if keys is None:
+            keys = [None] * n
+        for i in range(n):
+            kwargs = {}
+            if parts is not None and parts[i] is not None:
+                kwargs["partition"] = parts[i]
+            if headers is not None and headers[i]:
+                kwargs["headers"] = [(h["key"], h["value"]) for h in headers[i]]
+            t = topic if topics is None else topics[i]
+            try:
+                produce(t, values[i], keys[i], **kwargs)
+            except BufferError:
+                _produce_when_room(producer, t, values[i], keys[i], **kwargs)
+    return n
+
+
+def _produce_all(producer, topic: str, values: list, keys: list | None) -> None:
+    """produce() every value (with its key) to `topic`, in order, from a loop in C:
+    map() calls produce() with no Python bytecode run per record. A full local
+    queue raises BufferError out of map(); the values' list iterator, whose
+    length hint is what it has left, tells which record did not fit: that one
+    waits for room, and map() goes on with the rest."""
+    produce = producer.produce
+    rest = iter(values)
+    keys_rest = None if keys is None else iter(keys)
+    while True:
+        try:
+            if keys_rest is None:
+                deque(map(produce, repeat(topic), rest), maxlen=0)
+            else:
+                deque(map(produce, repeat(topic), rest, keys_rest), maxlen=0)
+            return
+        except BufferError:
+            i = len(values) - length_hint(rest) - 1
+            _produce_when_room(producer, topic, values[i], None if keys is None else keys[i])
 
 
 def _produce_when_room(producer, topic, value, key, **kwargs) -> None:

@@ -295,7 +295,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator:
         if isinstance(partition, KafkaInputPartition):
-            yield from read_range(self.opts, partition.range, self.schema)
+            # The worker keeps its consumer for the next micro-batch's tasks.
+            yield from read_range(self.opts, partition.range, self.schema, reuse=True)
 
     def commit(self, end: dict) -> None:
         """Spark's Kafka source commits nothing to Kafka: the checkpoint holds the offsets."""

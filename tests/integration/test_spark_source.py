@@ -278,6 +278,30 @@ def test_delivery_failure_fails_the_task_with_kafkas_error(spark, broker):
     assert "MSG_SIZE_TOO_LARGE" in str(info.value) or "too large" in str(info.value).lower()
 
 
+def test_a_full_producer_queue_waits_and_loses_or_repeats_no_record(broker):
+    """The executors' local producer queue fills (here at 7 messages): the sink
+    waits for room and goes on at the very record that did not fit, keyed or not."""
+    pa = pytest.importorskip("pyarrow")
+    from kafkalab.spark.kafka_io import produce_batches
+    from kafkalab.spark.options import WriteOptions
+
+    bs = broker.bootstrap_servers
+    create_topic(bs, "full-queue", partitions=1)
+    n = 2000
+    values = [b"v%d" % i for i in range(n)]
+    keys = [b"k%d" % i for i in range(n // 2)]
+    opts = WriteOptions(bs, "full-queue", {"queue.buffering.max.messages": "7"})
+    keyed = [pa.array(values[: n // 2], pa.binary()), pa.array(keys, pa.binary())]
+    batches = [
+        pa.RecordBatch.from_arrays(keyed, names=["value", "key"]),
+        pa.RecordBatch.from_arrays([pa.array(values[n // 2 :], pa.binary())], names=["value"]),
+    ]
+    assert produce_batches(opts, batches) == n
+    got = consume_all(bs, "full-queue", 1)
+    assert [m.value() for m in got] == values
+    assert [m.key() for m in got] == keys + [None] * (n // 2)
+
+
 def test_offsets_gone_after_retention_follow_fail_on_data_loss(spark, broker):
     bs = broker.bootstrap_servers
     create_topic(
@@ -363,6 +387,61 @@ def test_isolation_level_read_committed_reads_only_committed_transactions(spark,
 
 
 # -- streaming ------------------------------------------------------------------
+
+
+def test_a_workers_stream_reads_share_one_consumer_and_read_every_range(broker):
+    """A streaming task gives its consumer back to the worker (Spark reuses its
+    Python workers) for the next micro-batch: every range read through it, in
+    any order and across a transaction's commit marker, holds exactly its records."""
+    pytest.importorskip("pyarrow")
+    from confluent_kafka import Producer
+
+    from kafkalab.spark import kafka_io
+    from kafkalab.spark.offsets import OffsetRange
+    from kafkalab.spark.options import parse_read_options
+    from kafkalab.spark.schema import read_schema
+
+    bs = broker.bootstrap_servers
+    create_topic(bs, "reuse", partitions=1)
+    tx = Producer({"bootstrap.servers": bs, "transactional.id": "reuse-tx"})
+    tx.init_transactions(30)
+    tx.begin_transaction()
+    for i in range(50):  # offsets 0..49, the commit marker at 50
+        tx.produce("reuse", b"%d" % i)
+    tx.commit_transaction(30)
+    produce(bs, "reuse", [(None, b"%d" % i, None, None) for i in range(50, 150)])  # 51..150
+    opts = parse_read_options(
+        {
+            "kafka.bootstrap.servers": bs,
+            "subscribe": "reuse",
+            "kafkaConsumer.pollTimeoutMs": "5000",  # a missed end of range fails fast
+        },
+        streaming=True,
+    )
+
+    def read(start: int, until: int, reuse: bool = True) -> list[int]:
+        r = OffsetRange("reuse", 0, start, until)
+        batches = kafka_io.read_range(opts, r, read_schema(False), reuse=reuse)
+        return [off for b in batches for off in b.column("offset").to_pylist()]
+
+    kafka_io._close_idle_consumers()
+    assert read(0, 51) == list(range(50))  # ends on the commit marker
+    [first] = kafka_io._IDLE_CONSUMERS.values()
+    assert read(51, 100) == list(range(51, 100))
+    assert read(100, 151) == list(range(100, 151))
+    assert read(0, 51) == list(range(50))  # backwards, and the marker again
+    assert read(20, 60) == list(range(20, 50)) + list(range(51, 60))
+    assert list(kafka_io._IDLE_CONSUMERS.values()) == [first]  # one consumer served all
+    assert read(140, 151, reuse=False) == list(range(140, 151))  # batch reads keep none
+    assert list(kafka_io._IDLE_CONSUMERS.values()) == [first]
+    running = kafka_io.read_range(opts, OffsetRange("reuse", 0, 51, 151), read_schema(False), True)
+    assert next(running).column("offset")[0].as_py() == 51
+    assert not kafka_io._IDLE_CONSUMERS  # the running read took it
+    running.close()  # stopped early: its consumer is closed, not kept
+    assert not kafka_io._IDLE_CONSUMERS
+    assert read(0, 51) == list(range(50))
+    assert len(kafka_io._IDLE_CONSUMERS) == 1
+    kafka_io._close_idle_consumers()
 
 
 def stream_to_parquet(spark, bs, out, checkpoint, **options):
