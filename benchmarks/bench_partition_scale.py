@@ -6,7 +6,8 @@ For each size and each pair of timeouts, on a fresh LocalCluster(3):
    CreateTopics request) and wait until every partition has a leader and a
    full ISR in the brokers' metadata: the time to create them;
 2. a produce/consume pass across them: --records records to every partition
-   (librdkafka, acks=all), then one consumer reads them all back;
+   (librdkafka, acks=all; records whose delivery failed are counted by error
+   code), then one consumer reads them all back;
 3. idle for --idle-s seconds, no client connected: each broker's CPU (from
    /proc, user+system) and, at the end, its RSS (anonymous and file-backed
    apart), per hosted partition over the RSS of the same broker before the
@@ -147,10 +148,16 @@ def run_one(partitions: int, settings: str, args: argparse.Namespace) -> dict:
             }
         )
         value = b"x" * 100
+        delivery_errors: dict[str, int] = {}  # error name -> records not acknowledged
+
+        def delivered(err, _msg) -> None:
+            if err is not None:
+                delivery_errors[err.name()] = delivery_errors.get(err.name(), 0) + 1
+
         for t in topics:
             for p in range(per_topic):
                 for _ in range(args.records):
-                    producer.produce(t, value, partition=p)
+                    producer.produce(t, value, partition=p, on_delivery=delivered)
             producer.poll(0)
         left = producer.flush(300)
         produced_s = time.monotonic() - start
@@ -207,6 +214,8 @@ def run_one(partitions: int, settings: str, args: argparse.Namespace) -> dict:
         "records_per_partition": args.records,
         "produce_s": round(produced_s, 2),
         "produce_unflushed": left,
+        "produce_delivery_errors": sum(delivery_errors.values()),
+        "produce_delivery_errors_by_code": delivery_errors,
         "consume_s": round(consumed_s, 2),
         "consumed": got,
         "expected": want,
@@ -269,7 +278,8 @@ def main() -> int:
             print(
                 f"  fences {r['fences']}, created in {r['create_s']} s "
                 f"(fully replicated {r['create_until_fully_replicated_s']} s), produce "
-                f"{r['produce_s']} s, consume {r['consume_s']} s ({r['consumed']}/{r['expected']}), "
+                f"{r['produce_s']} s ({r['produce_delivery_errors']} not acknowledged "
+                f"{r['produce_delivery_errors_by_code']}, {r['produce_unflushed']} unflushed), consume {r['consume_s']} s ({r['consumed']}/{r['expected']}), "
                 f"idle CPU {r['idle_cpu_per_broker']}, RSS/partition kB "
                 f"{r['rss_kb_per_partition']}, fence cycle {r['fence_cycle']}, "
                 f"load {r['loadavg_before']} -> {r['loadavg_after']}",

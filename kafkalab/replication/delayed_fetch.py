@@ -16,7 +16,9 @@ without reading any records:
   so waiting for more bytes there would only wait out max_wait_ms;
 - otherwise each partition counts the bytes between its fetch offset and that
   end, at most its partition_max_bytes, and the fetch answers once they reach
-  `min_bytes` (0 at once, even with nothing to send).
+  `min_bytes` (0 at once, even with nothing to send). It stops looking at the
+  partitions once they do: every case answers at once, so the rest cannot
+  change the outcome (Kafka looks at all of them and then decides).
 
 `on_done()` runs exactly once, and reads what is there then.
 """
@@ -117,6 +119,11 @@ class DelayedFetch(DelayedOperation):
                     return self.force_complete()  # on an older segment
                 available = end.relative_position_in_segment - start.relative_position_in_segment
                 accumulated += min(available, p.max_bytes)
+                if accumulated >= self.min_bytes:
+                    # Enough already: the rest could only complete it too. A follower's
+                    # fetch watches every partition it follows and an append to any one
+                    # of them retries it; without this each retry looked at all of them.
+                    return self.force_complete()
         if accumulated >= self.min_bytes:  # min_bytes 0: at once, even with nothing to send
             return self.force_complete()
         return False

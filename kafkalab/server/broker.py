@@ -55,7 +55,6 @@ from kafkalab.server.producer_ids import ProducerIdManager, RPCProducerIdManager
 from kafkalab.server.replica_fetcher import ReplicaFetcherManager
 from kafkalab.server.replica_state import (
     FULL_REPORT_S,
-    REPORT_INTERVAL_S,
     ReplicaStateReporter,
 )
 from kafkalab.server.socket_server import SocketServer
@@ -331,12 +330,13 @@ class KafkaBroker:
                 log.exception("log manager duties failed")
 
     async def _report(self) -> None:
-        """Re-read the link faults and write replica-state.json when it changed."""
+        """Re-read the link faults and write replica-state.json when it changed: every
+        REPORT_INTERVAL_S, less often when a report costs more (replica_state.py)."""
         reporter = ReplicaStateReporter(Path(self.config.log_dirs[0]))
         loop = asyncio.get_running_loop()
         next_full = 0.0
         while True:
-            await asyncio.sleep(REPORT_INTERVAL_S)
+            await asyncio.sleep(reporter.next_delay())
             try:
                 if self.link_faults.refresh():
                     log.info("link faults: deaf to brokers %s", sorted(self.link_faults.deaf_to))

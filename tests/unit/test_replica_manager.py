@@ -209,3 +209,38 @@ def test_a_consumer_fetching_past_the_high_watermark_is_answered_at_once(tmp_pat
     rm.update_follower_fetch_state(tp, 2, 1)  # HW 1: the consumer's bytes are readable
     assert answered[1:] == [(0, FetchIsolation.HIGH_WATERMARK)]
     rm.shutdown()
+
+
+def test_a_followers_fetch_woken_by_an_append_stops_looking_once_it_has_enough(tmp_path):
+    """A follower's fetch watches every partition it follows from this leader (a
+    thousand at 3,000 partitions of RF=3 on three brokers) and an append to any one of
+    them retries it. Once the bytes found reach min_bytes the fetch is answered: the
+    partitions after that one are not looked at (each costs a segment lookup), as no
+    answer they could give would keep it waiting."""
+    from kafkalab.replication.delayed_fetch import DelayedFetch, FetchPartition
+
+    rm = manager(tmp_path)
+    tps = [("t", p) for p in range(50)]
+    for tp in tps:
+        rm.make_leader(tp, 0, [1, 2], [1, 2], 0)
+    looked_at = []
+
+    class CountingLeader:
+        def offset_metadata(self, tp, offset):
+            return rm.offset_metadata(tp, offset)
+
+        def fetch_offset_snapshot(self, tp, isolation):
+            looked_at.append(tp)
+            return rm.fetch_offset_snapshot(tp, isolation)
+
+    answered = []
+    op = DelayedFetch(
+        500, 1, FetchIsolation.LOG_END, [FetchPartition(*tp, 0, 1 << 20) for tp in tps],
+        CountingLeader(), lambda: answered.append(True),
+    )  # fmt: skip
+    assert not rm.delayed_fetch.try_complete_else_watch(op, tps)  # nothing to send yet
+    looked_at.clear()
+    assert rm.append_records("t", 3, build_batch([b"a"]), required_acks=-1).error == Errors.NONE
+    assert answered == [True]
+    assert looked_at == tps[:4]  # partitions 0..3: partition 3 has the byte it waits for
+    rm.shutdown()
