@@ -12,12 +12,13 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from kafkalab.coordinator.group.classic_group import ClassicGroup
+from kafkalab.coordinator.group.classic_group_member import ClassicGroupMember
 from kafkalab.coordinator.group.classic_group_rebalance import (
     ClassicGroupRebalance,
     store_group_error,
 )
 from kafkalab.coordinator.group.group_config import NEW_MEMBER_JOIN_TIMEOUT_MS
-from kafkalab.coordinator.group.group_metadata import GroupMetadata
 from kafkalab.coordinator.group.group_runtime import (
     COMPLETING,
     DEAD,
@@ -32,7 +33,6 @@ from kafkalab.coordinator.group.group_runtime import (
     TimerKey,
     TimerKind,
 )
-from kafkalab.coordinator.group.member_metadata import MemberMetadata
 from kafkalab.coordinator.group.results import (
     Effects,
     HeartbeatResult,
@@ -127,7 +127,7 @@ class ClassicGroupManager:
         if group is None:
             if not is_unknown:
                 return answer(Errors.UNKNOWN_MEMBER_ID)
-            group = self.shard.groups[group_id] = GroupMetadata(group_id, EMPTY, now_ms)
+            group = self.shard.groups[group_id] = ClassicGroup(group_id, EMPTY, now_ms)
         if not self._accept_joining_member(group, member_id):
             if group.has(member_id):
                 group.remove(member_id)
@@ -156,7 +156,7 @@ class ClassicGroupManager:
             self.rebalance.check_join(group, now_ms, effects)
         return self.shard.end_call(effects, now_ms)
 
-    def _accept_joining_member(self, group: GroupMetadata, member_id: str) -> bool:
+    def _accept_joining_member(self, group: ClassicGroup, member_id: str) -> bool:
         """Kafka: acceptJoiningMember (group.max.size)."""
         max_size = self.shard.config.group_max_size
         if group.state in (EMPTY, DEAD):
@@ -168,7 +168,7 @@ class ClassicGroupManager:
         return group.has(member_id) or group.size() < max_size
 
     def _new_member_join(
-        self, group: GroupMetadata, join: JoinGroupRequest, now_ms: int, effects: Effects
+        self, group: ClassicGroup, join: JoinGroupRequest, now_ms: int, effects: Effects
     ) -> None:
         """A member without an id: a static one restarting, or a new one."""
         instance_id, request = join.group_instance_id, join.request
@@ -205,7 +205,7 @@ class ClassicGroupManager:
         self._add_member_and_rebalance(group, join, new_id, now_ms, effects)
 
     def _current_member_join(
-        self, group: GroupMetadata, join: JoinGroupRequest, now_ms: int, effects: Effects
+        self, group: ClassicGroup, join: JoinGroupRequest, now_ms: int, effects: Effects
     ) -> None:
         """A member with an id: one MEMBER_ID_REQUIRED gave it, or one rejoining."""
         member_id, instance_id, request = join.member_id, join.group_instance_id, join.request
@@ -281,13 +281,13 @@ class ClassicGroupManager:
 
     def _add_member_and_rebalance(
         self,
-        group: GroupMetadata,
+        group: ClassicGroup,
         join: JoinGroupRequest,
         member_id: str,
         now_ms: int,
         effects: Effects,
     ) -> None:
-        member = MemberMetadata(
+        member = ClassicGroupMember(
             member_id,
             join.group_instance_id,
             join.client_id,
@@ -308,7 +308,7 @@ class ClassicGroupManager:
 
     def _update_static_member_and_rebalance(
         self,
-        group: GroupMetadata,
+        group: ClassicGroup,
         join: JoinGroupRequest,
         old_id: str,
         new_id: str,
@@ -407,7 +407,7 @@ class ClassicGroupManager:
         member_id: str,
         group_instance_id: str | None,
         generation_id: int,
-    ) -> tuple[GroupMetadata | None, Errors | None]:
+    ) -> tuple[ClassicGroup | None, Errors | None]:
         """The checks SyncGroup and Heartbeat share, in Kafka's order: the group is
         ours and loaded, exists and is alive, knows this member, and is in the
         generation the member names. (group, None) when all pass."""
@@ -428,7 +428,7 @@ class ClassicGroupManager:
 
     @staticmethod
     def validate_current_member(
-        group: GroupMetadata, member_id: str, instance_id: str | None
+        group: ClassicGroup, member_id: str, instance_id: str | None
     ) -> Errors | None:
         """Kafka: validateCurrentMember. A group.instance.id must map to this member
         id (else FENCED_INSTANCE_ID: another instance took its place); a member id

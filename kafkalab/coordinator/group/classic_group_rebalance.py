@@ -19,11 +19,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kafkalab.coordinator.group import coordinator_records as rec
+from kafkalab.coordinator.group.classic_group import ClassicGroup
+from kafkalab.coordinator.group.classic_group_member import ClassicGroupMember
 from kafkalab.coordinator.group.coordinator_records import (
     GroupMetadataRecord,
     MemberRecord,
 )
-from kafkalab.coordinator.group.group_metadata import GroupMetadata
 from kafkalab.coordinator.group.group_runtime import (
     COMPLETING,
     DEAD,
@@ -37,7 +38,6 @@ from kafkalab.coordinator.group.group_runtime import (
     TimerKey,
     TimerKind,
 )
-from kafkalab.coordinator.group.member_metadata import MemberMetadata
 from kafkalab.coordinator.group.results import (
     AppendRecords,
     Effects,
@@ -90,9 +90,9 @@ class ClassicGroupRebalance:
         self,
         group_id: str,
         r: GroupMetadataRecord | None,
-        previous: GroupMetadata | None,
+        previous: ClassicGroup | None,
         now_ms: int,
-    ) -> GroupMetadata:
+    ) -> ClassicGroup:
         """Apply one group record (Kafka: GroupMetadataManager.replay of a
         GroupMetadataKey): the group as the record has it, keeping the offsets
         `previous` holds; a tombstone leaves an Empty holder of those offsets."""
@@ -108,10 +108,10 @@ class ClassicGroupRebalance:
 
     def group_from_record(
         self, group_id: str, r: GroupMetadataRecord | None, now_ms: int
-    ) -> GroupMetadata:
+    ) -> ClassicGroup:
         if r is None:  # offsets only: a group that uses Kafka just to store offsets
-            return GroupMetadata(group_id, EMPTY, now_ms)
-        group = GroupMetadata(
+            return ClassicGroup(group_id, EMPTY, now_ms)
+        group = ClassicGroup(
             group_id,
             STABLE if r.members else EMPTY,
             r.current_state_timestamp,
@@ -121,7 +121,7 @@ class ClassicGroupRebalance:
             leader_id=r.leader if r.members else None,
         )
         for m in r.members:
-            member = MemberMetadata(
+            member = ClassicGroupMember(
                 m.member_id,
                 m.group_instance_id,
                 m.client_id,
@@ -138,7 +138,7 @@ class ClassicGroupRebalance:
         group.subscribed_topics = group.compute_subscribed_topics()
         return group
 
-    def unload_group(self, group: GroupMetadata, effects: Effects) -> None:
+    def unload_group(self, group: ClassicGroup, effects: Effects) -> None:
         group.transition_to(DEAD, group.state_timestamp_ms)
         for member in group.members.values():
             self.answer_join(
@@ -158,7 +158,7 @@ class ClassicGroupRebalance:
 
     @staticmethod
     def answer_join(
-        group: GroupMetadata, member: MemberMetadata, result: JoinGroupResult, effects: Effects
+        group: ClassicGroup, member: ClassicGroupMember, result: JoinGroupResult, effects: Effects
     ) -> bool:
         if member.join_request is None:
             return False
@@ -167,7 +167,7 @@ class ClassicGroupRebalance:
         return True
 
     @staticmethod
-    def answer_sync(member: MemberMetadata, result: SyncGroupResult, effects: Effects) -> bool:
+    def answer_sync(member: ClassicGroupMember, result: SyncGroupResult, effects: Effects) -> bool:
         if member.sync_request is None:
             return False
         effects.append(Respond(member.sync_request, result))
@@ -175,7 +175,7 @@ class ClassicGroupRebalance:
         return True
 
     @staticmethod
-    def await_join(member: MemberMetadata, request: Hashable, effects: Effects) -> None:
+    def await_join(member: ClassicGroupMember, request: Hashable, effects: Effects) -> None:
         if member.join_request is not None and member.join_request != request:
             effects.append(
                 Respond(
@@ -186,7 +186,7 @@ class ClassicGroupRebalance:
         member.join_request = request
 
     @staticmethod
-    def await_sync(member: MemberMetadata, request: Hashable, effects: Effects) -> None:
+    def await_sync(member: ClassicGroupMember, request: Hashable, effects: Effects) -> None:
         if member.sync_request is not None and member.sync_request != request:
             effects.append(
                 Respond(member.sync_request, SyncGroupResult(Errors.REBALANCE_IN_PROGRESS))
@@ -199,8 +199,8 @@ class ClassicGroupRebalance:
 
     def schedule_heartbeat(
         self,
-        group: GroupMetadata,
-        member: MemberMetadata,
+        group: ClassicGroup,
+        member: ClassicGroupMember,
         now_ms: int,
         timeout_ms: int | None = None,
     ) -> None:
@@ -230,7 +230,7 @@ class ClassicGroupRebalance:
         self.remove_pending_member_and_update_group(group, member_id, now_ms, effects)
 
     def remove_pending_member_and_update_group(
-        self, group: GroupMetadata, member_id: str, now_ms: int, effects: Effects
+        self, group: ClassicGroup, member_id: str, now_ms: int, effects: Effects
     ) -> None:
         group.pending_members.discard(member_id)
         self.shard.cancel(TimerKey(TimerKind.PENDING_MEMBER, group.group_id, member_id))
@@ -238,7 +238,7 @@ class ClassicGroupRebalance:
             self.check_join(group, now_ms, effects)
 
     def remove_member_and_update_group(
-        self, group: GroupMetadata, member: MemberMetadata, now_ms: int, effects: Effects
+        self, group: ClassicGroup, member: ClassicGroupMember, now_ms: int, effects: Effects
     ) -> None:
         """Kafka: removeMemberAndUpdateGroup. A waiting JoinGroup is answered with
         UNKNOWN_MEMBER_ID so that a live client rejoins as a new member."""
@@ -257,11 +257,11 @@ class ClassicGroupRebalance:
     # rebalances
     # ======================================================================================
 
-    def maybe_prepare_rebalance(self, group: GroupMetadata, now_ms: int, effects: Effects) -> None:
+    def maybe_prepare_rebalance(self, group: ClassicGroup, now_ms: int, effects: Effects) -> None:
         if group.can_rebalance():
             self.prepare_rebalance(group, now_ms, effects)
 
-    def prepare_rebalance(self, group: GroupMetadata, now_ms: int, effects: Effects) -> None:
+    def prepare_rebalance(self, group: ClassicGroup, now_ms: int, effects: Effects) -> None:
         if group.is_(COMPLETING):
             self.reset_and_propagate_assignment_error(group, Errors.REBALANCE_IN_PROGRESS, effects)
         self.shard.cancel(TimerKey(TimerKind.SYNC, group.group_id))
@@ -279,7 +279,7 @@ class ClassicGroupRebalance:
         group.transition_to(PREPARING, now_ms)
         self.check_join(group, now_ms, effects)
 
-    def check_join(self, group: GroupMetadata, now_ms: int, effects: Effects) -> None:
+    def check_join(self, group: ClassicGroup, now_ms: int, effects: Effects) -> None:
         """Kafka: rebalancePurgatory.checkAndComplete(GroupJoinKey): a DelayedJoin
         completes once every member has rejoined; an InitialDelayedJoin never early."""
         phase = self._join_phases.get(group.group_id)
@@ -305,7 +305,7 @@ class ClassicGroupRebalance:
             return
         self.on_complete_join(group, now_ms, effects)
 
-    def on_complete_join(self, group: GroupMetadata, now_ms: int, effects: Effects) -> None:
+    def on_complete_join(self, group: ClassicGroup, now_ms: int, effects: Effects) -> None:
         """Kafka: onCompleteJoin. Dynamic members that did not rejoin are dropped;
         a new generation starts and every waiting JoinGroup is answered."""
         self._join_phases.pop(group.group_id, None)
@@ -371,14 +371,14 @@ class ClassicGroupRebalance:
                 self.shard.cancel(TimerKey(TimerKind.HEARTBEAT, group_id, member_id))
             self.prepare_rebalance(group, now_ms, effects)
 
-    def remove_pending_sync_member(self, group: GroupMetadata, member_id: str) -> None:
+    def remove_pending_sync_member(self, group: ClassicGroup, member_id: str) -> None:
         group.pending_sync_members.discard(member_id)
         if group.state in (COMPLETING, STABLE) and not group.pending_sync_members:
             self.shard.cancel(TimerKey(TimerKind.SYNC, group.group_id))
             self._sync_generation.pop(group.group_id, None)
 
     def reset_and_propagate_assignment_error(
-        self, group: GroupMetadata, error: Errors, effects: Effects
+        self, group: ClassicGroup, error: Errors, effects: Effects
     ) -> None:
         for member in group.members.values():
             member.assignment = b""
@@ -386,7 +386,7 @@ class ClassicGroupRebalance:
             self.answer_sync(member, SyncGroupResult(error), effects)
 
     def set_and_propagate_assignment(
-        self, group: GroupMetadata, assignment: dict[str, bytes], now_ms: int, effects: Effects
+        self, group: ClassicGroup, assignment: dict[str, bytes], now_ms: int, effects: Effects
     ) -> None:
         for member in group.members.values():
             member.assignment = assignment.get(member.member_id, b"")
@@ -402,7 +402,7 @@ class ClassicGroupRebalance:
     # ======================================================================================
 
     def group_record(
-        self, group: GroupMetadata, assignment: dict[str, bytes], now_ms: int
+        self, group: ClassicGroup, assignment: dict[str, bytes], now_ms: int
     ) -> GroupMetadataRecord:
         members = tuple(
             MemberRecord(
@@ -428,7 +428,7 @@ class ClassicGroupRebalance:
 
     def group_append(
         self,
-        group: GroupMetadata,
+        group: ClassicGroup,
         assignment: dict[str, bytes],
         now_ms: int,
         waiting: tuple[AppendKind, Hashable, SyncAppend | StaticRejoinAppend] | None,

@@ -67,6 +67,7 @@ from collections.abc import Callable, Hashable, Iterable
 
 from kafkalab.coordinator.group import consumer_group_records as cgrec
 from kafkalab.coordinator.group import coordinator_records as rec
+from kafkalab.coordinator.group.classic_group import ClassicGroup
 from kafkalab.coordinator.group.classic_group_manager import ClassicGroupManager
 from kafkalab.coordinator.group.consumer_group import (
     ConsumerGroup,
@@ -82,7 +83,6 @@ from kafkalab.coordinator.group.coordinator_records import (
     partition_for,
 )
 from kafkalab.coordinator.group.group_config import GroupConfig
-from kafkalab.coordinator.group.group_metadata import GroupMetadata
 from kafkalab.coordinator.group.group_metadata_manager import GroupMetadataManager
 from kafkalab.coordinator.group.group_runtime import (
     DEAD,
@@ -142,7 +142,7 @@ class GroupCoordinator:
         self.runtime = CoordinatorRuntimeCore[AppendKind, AppendPayload, TimerKey](
             range(n) if partitions is None else partitions
         )
-        self.groups: dict[str, GroupMetadata] = {}
+        self.groups: dict[str, ClassicGroup] = {}
         # KIP-848 consumer groups, and the topic metadata their assignors need
         self.consumer_groups: dict[str, ConsumerGroup] = {}
         self.partitions_per_topic: dict[str, int] = {}
@@ -297,7 +297,7 @@ class GroupCoordinator:
                 return
             group = self.groups.get(k.group)
             if group is None:  # offsets only: a group that uses Kafka just to store offsets
-                group = self.groups[k.group] = GroupMetadata(k.group, EMPTY, now_ms)
+                group = self.groups[k.group] = ClassicGroup(k.group, EMPTY, now_ms)
             om = None if value is None else rec.read_offset_value(value)
             self.offset_manager.replay_offset_commit(
                 group, (k.topic, k.partition), om, producer_id, seq
@@ -379,7 +379,7 @@ class GroupCoordinator:
             self.offset_manager.complete_offset_commit(pending, payload, error, effects)
         return self.end_call(effects, now_ms)
 
-    def is_live(self, group: GroupMetadata) -> bool:
+    def is_live(self, group: ClassicGroup) -> bool:
         """The group an append was for is still the one served (not unloaded, not Dead)."""
         return self.groups.get(group.group_id) is group and not group.is_(DEAD)
 

@@ -1,7 +1,8 @@
 """A classic group's state: its members, generation, protocol, leader and offsets.
 
-Kafka's classes: kafka.coordinator.group.GroupMetadata and GroupState
-(ClassicGroup and ClassicGroupState in the Java coordinator of 3.7+).
+Kafka's classes: org.apache.kafka.coordinator.group.classic.ClassicGroup and
+ClassicGroupState (the Java coordinator of 3.7+; GroupMetadata and GroupState in
+the Scala one of 3.x). The state enum keeps the short name GroupState here.
 
 The group's state machine; every transition not drawn here is a bug, and
 `transition_to` refuses it (Kafka: `assertValidTransition`):
@@ -36,8 +37,8 @@ import enum
 from collections import deque
 from dataclasses import dataclass, field
 
+from kafkalab.coordinator.group.classic_group_member import ClassicGroupMember
 from kafkalab.coordinator.group.coordinator_records import OffsetAndMetadata
-from kafkalab.coordinator.group.member_metadata import MemberMetadata
 from kafkalab.protocol.consumer_protocol import PROTOCOL_TYPE, decode_subscription
 
 
@@ -73,7 +74,7 @@ TopicPartition = tuple[str, int]
 
 
 @dataclass
-class GroupMetadata:
+class ClassicGroup:
     group_id: str
     state: GroupState = GroupState.EMPTY
     state_timestamp_ms: int = -1  # when the current state was entered (currentStateTimestamp)
@@ -81,7 +82,7 @@ class GroupMetadata:
     protocol_name: str | None = None
     generation_id: int = 0
     leader_id: str | None = None
-    members: dict[str, MemberMetadata] = field(default_factory=dict)  # in join order
+    members: dict[str, ClassicGroupMember] = field(default_factory=dict)  # in join order
     static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
     pending_members: set[str] = field(default_factory=set)  # told MEMBER_ID_REQUIRED
     pending_sync_members: set[str] = field(default_factory=set)
@@ -145,7 +146,7 @@ class GroupMetadata:
     def has(self, member_id: str) -> bool:
         return member_id in self.members
 
-    def get(self, member_id: str) -> MemberMetadata:
+    def get(self, member_id: str) -> ClassicGroupMember:
         return self.members[member_id]
 
     def size(self) -> int:
@@ -160,14 +161,14 @@ class GroupMetadata:
     def has_all_members_joined(self) -> bool:
         return self.num_awaiting_join() == len(self.members) and not self.pending_members
 
-    def not_yet_rejoined_members(self) -> list[MemberMetadata]:
+    def not_yet_rejoined_members(self) -> list[ClassicGroupMember]:
         return [m for m in self.members.values() if not m.is_awaiting_join]
 
     def rebalance_timeout_ms(self) -> int:
         """The longest rebalance timeout of any member: how long a join phase may last."""
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
 
-    def add(self, member: MemberMetadata) -> None:
+    def add(self, member: ClassicGroupMember) -> None:
         if not self.members:
             self.protocol_type = member.protocol_type
         self.members[member.member_id] = member
@@ -177,7 +178,7 @@ class GroupMetadata:
             self.leader_id = member.member_id
         self.pending_members.discard(member.member_id)
 
-    def remove(self, member_id: str) -> MemberMetadata | None:
+    def remove(self, member_id: str) -> ClassicGroupMember | None:
         member = self.members.pop(member_id, None)
         if member is not None and member.group_instance_id is not None:
             if self.static_members.get(member.group_instance_id) == member_id:
@@ -192,7 +193,7 @@ class GroupMetadata:
 
     def replace_static_member(
         self, group_instance_id: str, old_id: str, new_id: str
-    ) -> MemberMetadata:
+    ) -> ClassicGroupMember:
         """A static member came back with a new member id: same place, new id.
         (Answering the old id's parked requests is the coordinator's job.)"""
         member = self.members.pop(old_id)
