@@ -275,13 +275,12 @@ class ClassicGroup:
     # -- generations -----------------------------------------------------------------------
 
     def init_next_generation(self, now_ms: int) -> None:
-        """The join phase ends: a new generation, its protocol chosen by vote."""
+        """The join phase ends with members: a new generation, its protocol chosen
+        by vote. Soft state until the generation's record is written at SyncGroup
+        (a generation that ends Empty is its record, replayed: see
+        ClassicGroupRebalance.on_complete_join)."""
         self.generation_id += 1
-        if self.members:
-            self.protocol_name = self.select_protocol()
-            self.transition_to(GroupState.COMPLETING_REBALANCE, now_ms)
-        else:
-            self.protocol_name = None
-            self.transition_to(GroupState.EMPTY, now_ms)
+        self.protocol_name = self.select_protocol()  # refuses a group with no member
+        self.transition_to(GroupState.COMPLETING_REBALANCE, now_ms)
         self.subscribed_topics = self.compute_subscribed_topics()
         self.pending_sync_members = set()

@@ -338,11 +338,12 @@ class ClassicGroupManager:
         if group.is_(STABLE):
             if group.protocol_name == group.select_protocol():
                 assignment = {m.member_id: m.assignment for m in group.members.values()}
+                record = self.rebalance.group_record(group, assignment)
                 payload = StaticRejoinAppend(
-                    group, instance_id, old_id, new_id, saved, current_leader
+                    group, record, instance_id, old_id, new_id, saved, current_leader
                 )
                 waiting = (AppendKind.STATIC_REJOIN, request, payload)
-                effects.append(self.rebalance.group_append(group, assignment, now_ms, waiting))
+                effects.append(self.rebalance.group_append(group, record, now_ms, waiting))
             else:
                 self.rebalance.maybe_prepare_rebalance(group, now_ms, effects)
         elif group.is_(COMPLETING):
@@ -384,6 +385,8 @@ class ClassicGroupManager:
                 current_leader or "",
             )
         else:
+            if self.rebalance.is_latest_record(group, payload.record) and group.is_(STABLE):
+                self.rebalance.replay_group_metadata(group.group_id, payload.record, now_ms)
             # the old leader id is returned on purpose: the rejoined member must not
             # think it leads (a Stable group would not broadcast a new assignment)
             result = JoinGroupResult(
@@ -486,9 +489,10 @@ class ClassicGroupManager:
             if group.is_leader(member_id):
                 given = {k: bytes(v) for k, v in (assignments or {}).items()}
                 assignment = {m: given.get(m, b"") for m in group.members}
-                payload = SyncAppend(group, group.generation_id, assignment)
+                record = self.rebalance.group_record(group, assignment)
+                payload = SyncAppend(group, record)
                 waiting = (AppendKind.SYNC, request, payload)
-                effects.append(self.rebalance.group_append(group, assignment, now_ms, waiting))
+                effects.append(self.rebalance.group_append(group, record, now_ms, waiting))
         else:  # Stable: the assignment is already known
             self.rebalance.remove_pending_sync_member(group, member_id)
             effects.append(

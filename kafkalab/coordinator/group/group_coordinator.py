@@ -47,9 +47,9 @@ Partitions: the coordinator serves the groups whose __consumer_offsets partition
 it leads. `on_become_leader(p)` starts loading (requests for its groups get
 COORDINATOR_LOAD_IN_PROGRESS), `complete_load(p, records, now_ms)` replays the
 partition's records into groups and offsets, one `replay` per record (the log is
-the state, as the metadata log is the controller's; offset records go through
-the same replay when a commit is written), `on_resign(p)` unloads them
-(NOT_COORDINATOR: clients find the new coordinator). A load that finishes after
+the state, as the metadata log is the controller's; offset and classic group
+records go through the same replay when they are written), `on_resign(p)`
+unloads them (NOT_COORDINATOR: clients find the new coordinator). A load that finishes after
 the partition was resigned is thrown away. Built with `partitions=None` it owns every
 partition at once, which is what a notebook wants.
 
@@ -304,9 +304,7 @@ class GroupCoordinator:
             )
         elif isinstance(k, GroupKey) and self.partition_for(k.group) == partition:
             record = None if value is None else rec.read_group_value(value)
-            self.groups[k.group] = self.classic_manager.rebalance.replay_group_metadata(
-                k.group, record, self.groups.get(k.group), now_ms
-            )
+            self.classic_manager.rebalance.replay_group_metadata(k.group, record, now_ms)
             if record is None:
                 recorded.discard(k.group)
             else:

@@ -15,7 +15,7 @@ import enum
 from dataclasses import dataclass
 
 from kafkalab.coordinator.group.classic_group import ClassicGroup, GroupState
-from kafkalab.coordinator.group.coordinator_records import OffsetAndMetadata
+from kafkalab.coordinator.group.coordinator_records import GroupMetadataRecord, OffsetAndMetadata
 from kafkalab.coordinator.runtime import PendingAppend
 
 EMPTY, PREPARING, COMPLETING, STABLE, DEAD = (
@@ -41,13 +41,13 @@ class AppendKind(enum.Enum):
 @dataclass(frozen=True)
 class SyncAppend:
     group: ClassicGroup
-    generation: int
-    assignment: dict[str, bytes]
+    record: GroupMetadataRecord  # the generation with its assignment, replayed once written
 
 
 @dataclass(frozen=True)
 class StaticRejoinAppend:
     group: ClassicGroup
+    record: GroupMetadataRecord  # the member's new id, replayed once written
     instance_id: str
     old_id: str
     new_id: str
