@@ -5,6 +5,7 @@ group_coordinator        GroupCoordinator (Kafka: GroupCoordinatorShard): partit
                          __consumer_offsets, loading them by replaying each record,
                          deadlines via tick(), the request surface (it delegates)
 classic_group_manager    JoinGroup, SyncGroup, Heartbeat, LeaveGroup
+classic_group_requests   their request data (JoinGroupRequestData, ...), Kafka's field names
 classic_group_rebalance  join and sync phases, session timeouts, parked requests,
                          the group record
 consumer_group_manager   KIP-848 ConsumerGroupHeartbeat and Describe, its records

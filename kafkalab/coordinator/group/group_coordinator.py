@@ -69,6 +69,12 @@ from kafkalab.coordinator.group import consumer_group_records as cgrec
 from kafkalab.coordinator.group import coordinator_records as rec
 from kafkalab.coordinator.group.classic_group import ClassicGroup
 from kafkalab.coordinator.group.classic_group_manager import ClassicGroupManager
+from kafkalab.coordinator.group.classic_group_requests import (
+    HeartbeatRequestData,
+    JoinGroupRequestData,
+    LeaveGroupRequestData,
+    SyncGroupRequestData,
+)
 from kafkalab.coordinator.group.consumer_group import (
     ConsumerGroup,
     DescribedConsumerGroup,
@@ -411,6 +417,33 @@ class GroupCoordinator:
 
     # -- requests, answered by the managers ----------------------------------------------------
 
+    # The classic protocol's requests, each as its request data (what the
+    # GroupCoordinatorService passes; Kafka: GroupCoordinatorShard.classicGroupJoin,
+    # classicGroupSync, classicGroupHeartbeat, classicGroupLeave) ...
+
+    def classic_group_join(
+        self, data: JoinGroupRequestData, *, now_ms: int, request: Hashable | None = None
+    ) -> Effects:
+        return self.classic_manager.join_group(data, now_ms=now_ms, request=request)
+
+    def classic_group_sync(
+        self, data: SyncGroupRequestData, *, now_ms: int, request: Hashable | None = None
+    ) -> Effects:
+        return self.classic_manager.sync_group(data, now_ms=now_ms, request=request)
+
+    def classic_group_heartbeat(
+        self, data: HeartbeatRequestData, *, now_ms: int, request: Hashable | None = None
+    ) -> Effects:
+        return self.classic_manager.heartbeat(data, now_ms=now_ms, request=request)
+
+    def classic_group_leave(
+        self, data: LeaveGroupRequestData, *, now_ms: int, request: Hashable | None = None
+    ) -> Effects:
+        return self.classic_manager.leave_group(data, now_ms=now_ms, request=request)
+
+    # ... and the same with the request's fields as arguments, for notebooks and tests
+    # that step the coordinator by hand
+
     def join_group(
         self,
         group_id: str,
@@ -427,20 +460,19 @@ class GroupCoordinator:
         now_ms: int,
         request: Hashable | None = None,
     ) -> Effects:
-        return self.classic_manager.join_group(
+        data = JoinGroupRequestData(
             group_id,
             member_id,
-            protocol_type=protocol_type,
-            protocols=protocols,
-            session_timeout_ms=session_timeout_ms,
-            rebalance_timeout_ms=rebalance_timeout_ms,
-            group_instance_id=group_instance_id,
-            client_id=client_id,
-            client_host=client_host,
-            require_known_member_id=require_known_member_id,
-            now_ms=now_ms,
-            request=request,
+            protocol_type,
+            tuple(protocols),
+            session_timeout_ms,
+            rebalance_timeout_ms,
+            group_instance_id,
+            client_id,
+            client_host,
+            require_known_member_id,
         )
+        return self.classic_group_join(data, now_ms=now_ms, request=request)
 
     def sync_group(
         self,
@@ -455,17 +487,16 @@ class GroupCoordinator:
         now_ms: int,
         request: Hashable | None = None,
     ) -> Effects:
-        return self.classic_manager.sync_group(
+        data = SyncGroupRequestData(
             group_id,
             generation_id,
             member_id,
-            assignments=assignments,
-            group_instance_id=group_instance_id,
-            protocol_type=protocol_type,
-            protocol_name=protocol_name,
-            now_ms=now_ms,
-            request=request,
+            group_instance_id,
+            protocol_type,
+            protocol_name,
+            tuple((assignments or {}).items()),
         )
+        return self.classic_group_sync(data, now_ms=now_ms, request=request)
 
     def heartbeat(
         self,
@@ -477,14 +508,8 @@ class GroupCoordinator:
         now_ms: int,
         request: Hashable | None = None,
     ) -> Effects:
-        return self.classic_manager.heartbeat(
-            group_id,
-            generation_id,
-            member_id,
-            group_instance_id=group_instance_id,
-            now_ms=now_ms,
-            request=request,
-        )
+        data = HeartbeatRequestData(group_id, generation_id, member_id, group_instance_id)
+        return self.classic_group_heartbeat(data, now_ms=now_ms, request=request)
 
     def leave_group(
         self,
@@ -494,7 +519,8 @@ class GroupCoordinator:
         now_ms: int,
         request: Hashable | None = None,
     ) -> Effects:
-        return self.classic_manager.leave_group(group_id, members, now_ms=now_ms, request=request)
+        data = LeaveGroupRequestData(group_id, tuple(members))
+        return self.classic_group_leave(data, now_ms=now_ms, request=request)
 
     def commit_offsets(
         self,
