@@ -5,11 +5,17 @@ generation that ends Empty, as it is written), a failed write never does, and
 group records acknowledged out of order leave the group as its latest record
 says (with every parked request answered)."""
 
+import os
+
 from group_harness import SUB, Harness
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import rule
+from test_group_replay_properties import CLIENTS, GROUPS, ReplayMachine
 
 from kafkalab.coordinator.group import GroupCoordinator, GroupState
 from kafkalab.coordinator.group import coordinator_records as rec
-from kafkalab.coordinator.group.results import Effects
+from kafkalab.coordinator.group.results import AppendRecords, Effects, JoinGroupResult, Respond
 from kafkalab.errors import Errors
 
 
@@ -137,3 +143,80 @@ def test_two_static_restarts_acknowledged_out_of_order():
     assert set(g.members) == {new["restart-a"].member_id, new["restart-b"].member_id}
     assert g.state is GroupState.STABLE
     assert hard_state(reload(h)) == hard_state(h.c)
+
+
+# -- the property, with a classic request's writes acknowledged late -----------------------
+
+
+class HeldWritesMachine(ReplayMachine):
+    """The live-equals-loaded machine of test_group_replay_properties, with one more
+    kind of step: a classic request (a join, a static member's restart, a leader's
+    SyncGroup) whose records are in the log while their acknowledgement waits, and
+    the held acknowledgements later arriving in either order, other requests going
+    on meanwhile."""
+
+    hold_next = False
+
+    def apply(self, effects: Effects) -> Effects:
+        if not self.hold_next:
+            return super().apply(effects)
+        self.hold_next = False
+        for e in effects:
+            if isinstance(e, AppendRecords):
+                self.log.extend((e.partition, k, v, e.producer_id) for k, v in e.records)
+                if e.append_id is not None:
+                    self.held.append(e.append_id)
+            elif isinstance(e, Respond) and isinstance(e.result, JoinGroupResult):
+                self.learn(e.request, e.result)
+        return effects
+
+    @rule(gid=st.sampled_from(GROUPS), client=st.sampled_from(CLIENTS), topic=st.sampled_from("tu"))
+    def join_acknowledged_later(self, gid, client, topic):
+        self.hold_next = True
+        self.join(gid, client, topic)
+
+    @rule(gid=st.sampled_from(GROUPS), client=st.sampled_from(CLIENTS))
+    def sync_acknowledged_later(self, gid, client):
+        self.hold_next = True
+        self.sync(gid, client)
+
+    @rule(gid=st.sampled_from(GROUPS), topic=st.sampled_from("tu"), hold=st.booleans())
+    def a_whole_generation(self, gid, topic, hold):
+        """Every client joins (twice: a new one first gets its member id) and syncs,
+        the leader last, its write acknowledged at once or held: random single
+        requests reach a Stable group only rarely, this step does so often."""
+        for _ in range(2):
+            for client in CLIENTS:
+                self.join(gid, client, topic)
+        group = self.c.groups.get(gid)
+        leader = None if group is None else group.leader_id
+        clients = sorted(CLIENTS, key=lambda client: self.member(gid, client) == leader)
+        for client in clients:
+            self.hold_next = hold and self.member(gid, client) == leader
+            self.sync(gid, client)
+        self.hold_next = False
+
+    @rule(gid=st.sampled_from(GROUPS), topic=st.sampled_from("tu"), hold=st.booleans())
+    def the_static_member_restarts(self, gid, topic, hold):
+        """Client 2 (group.instance.id static-2) restarts: it joins with no member id,
+        taking its old place under a new one; the write of its new id acknowledged at
+        once or held."""
+        self.member_ids.pop((gid, 2), None)
+        self.hold_next = hold
+        self.join(gid, 2, topic)
+        self.hold_next = False
+
+    @rule()
+    def acknowledge_newest_first(self):
+        held, self.held = self.held, []
+        for append_id in reversed(held):
+            self.apply(self.c.append_completed(append_id, Errors.NONE, self.now))
+
+
+TestLiveStateEqualsLoadedStateWithLateAcknowledgements = HeldWritesMachine.TestCase
+TestLiveStateEqualsLoadedStateWithLateAcknowledgements.settings = settings(
+    max_examples=int(os.environ.get("GROUP_REPLAY_EXAMPLES", 300)),
+    stateful_step_count=50,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
