@@ -38,7 +38,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from kafkalab.coordinator.group.classic_group_member import ClassicGroupMember
-from kafkalab.coordinator.group.coordinator_records import OffsetAndMetadata
+from kafkalab.coordinator.group.coordinator_records import GroupMetadataRecord, OffsetAndMetadata
 from kafkalab.protocol.consumer_protocol import PROTOCOL_TYPE, decode_subscription
 
 
@@ -103,6 +103,9 @@ class ClassicGroup:
         int, dict[TopicPartition, tuple[OffsetAndMetadata, int]]
     ] = field(default_factory=dict)
     subscribed_topics: set[str] | None = None  # of the current generation
+    # the last GroupMetadata record handed out for writing: a record acknowledged
+    # after a later one was written is not replayed (the later one carries the group)
+    latest_record: GroupMetadataRecord | None = None
     # the last transitions as (time ms, from, to): the path a lab draws on the state machine
     transitions: deque = field(default_factory=lambda: deque(maxlen=100))
 

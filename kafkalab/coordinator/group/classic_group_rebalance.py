@@ -87,8 +87,6 @@ class ClassicGroupRebalance:
         self.shard = shard
         self._join_phases: dict[str, _JoinPhase] = {}
         self._sync_generation: dict[str, int] = {}
-        # each group's last record handed out for writing (soft: what is in flight)
-        self._latest_record: dict[str, GroupMetadataRecord] = {}
 
     def replay_group_metadata(
         self, group_id: str, r: GroupMetadataRecord | None, now_ms: int
@@ -98,7 +96,9 @@ class ClassicGroupRebalance:
         what the record carries: the generation, the protocol type and name, the
         leader, the members (ids, instance ids, clients, timeouts, their metadata for
         the selected protocol) with their assignments, and the state's timestamp.
-        It runs for every group record, where it comes from:
+        It runs for every group record loaded and every one written live (live
+        tombstones excepted: DeleteGroups and offset expiry write them for a group
+        they have already made Dead and drop):
 
         - loading a partition: the group becomes what the record says (Stable with
           members, Empty without; a tombstone leaves an Empty holder of the
@@ -170,7 +170,6 @@ class ClassicGroupRebalance:
         self.shard.cancel(TimerKey(TimerKind.JOIN, group.group_id))
         self.shard.cancel(TimerKey(TimerKind.SYNC, group.group_id))
         self._join_phases.pop(group.group_id, None)
-        self._latest_record.pop(group.group_id, None)
 
     # ======================================================================================
     # answering parked requests
@@ -471,7 +470,7 @@ class ClassicGroupRebalance:
     ) -> AppendRecords:
         """The append of the group's record; `waiting` (kind, request, payload): what
         its commit answers. The record is the group's latest from now on."""
-        self._latest_record[group.group_id] = record
+        group.latest_record = record
         value = rec.group_metadata_value(record)
         partition = self.shard.partition_for(group.group_id)
         append_id = None
@@ -500,4 +499,4 @@ class ClassicGroupRebalance:
     def is_latest_record(self, group: ClassicGroup, record: GroupMetadataRecord) -> bool:
         """No record of the group was written after this one (a later one carries
         the group as it is now, and is applied when it commits)."""
-        return self.shard.is_live(group) and self._latest_record.get(group.group_id) is record
+        return self.shard.is_live(group) and group.latest_record is record
