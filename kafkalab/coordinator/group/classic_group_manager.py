@@ -83,16 +83,15 @@ class ClassicGroupManager:
             protocols=tuple((name, bytes(meta)) for name, meta in data.protocols),
         )
         group_id, member_id = join.group_id, join.member_id
-        error = self._join_error(join)
         group = self.shard.groups.get(group_id)
-        if error is None and group is None:
-            if member_id != UNKNOWN_MEMBER_ID:
-                error = Errors.UNKNOWN_MEMBER_ID
-            else:
-                group = self.shard.groups[group_id] = ClassicGroup(group_id, EMPTY, now_ms)
-        if error is not None or group is None:
+        error = self._join_error(join)
+        if error is None and group is None and member_id != UNKNOWN_MEMBER_ID:
+            error = Errors.UNKNOWN_MEMBER_ID
+        if error is not None:
             effects.append(Respond(request, JoinGroupResult(error, member_id)))
             return self.shard.end_call(effects, now_ms)
+        if group is None:
+            group = self.shard.groups[group_id] = ClassicGroup(group_id, EMPTY, now_ms)
         if not self._accept_joining_member(group, member_id):
             if group.has(member_id):
                 group.remove(member_id)

@@ -49,9 +49,9 @@ COORDINATOR_LOAD_IN_PROGRESS), `complete_load(p, records, now_ms)` replays the
 partition's records into groups and offsets, one `replay` per record (the log is
 the state, as the metadata log is the controller's; offset and classic group
 records go through the same replay when they are written), `on_resign(p)`
-unloads them (NOT_COORDINATOR: clients find the new coordinator). A load that finishes after
-the partition was resigned is thrown away. Built with `partitions=None` it owns every
-partition at once, which is what a notebook wants.
+unloads them (NOT_COORDINATOR: clients find the new coordinator). A load that
+finishes after the partition was resigned is thrown away. Built with
+`partitions=None` it owns every partition at once, which is what a notebook wants.
 
 Where kafkalab differs from Kafka (each to leave no request unanswered): a
 parked JoinGroup or SyncGroup superseded by a newer one from the same member is
