@@ -8,16 +8,23 @@ it for KIP-848, `sync_topic_metadata`), built complete in one constructor, and
 typed methods that each run one coordinator call as one request.
 
 The group API modules (apis/group.py, apis/consumer_group.py) call only these
-methods: one per request, with the request's fields as typed parameters (or, for
-ConsumerGroupHeartbeat, the request's data as one frozen dataclass the API module
-builds) and the coordinator's typed result back (`run(operation, ResultType)`
-underneath).
+methods: one per request, with the request's data as one frozen dataclass the API
+module builds once and passes through as it is (the classic protocol's
+JoinGroup/SyncGroup/Heartbeat/LeaveGroup, KIP-848's ConsumerGroupHeartbeat), or
+the request's fields as typed parameters for the others, and the coordinator's
+typed result back (`run(operation, ResultType)` underneath).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
+from kafkalab.coordinator.group.classic_group_requests import (
+    HeartbeatRequestData,
+    JoinGroupRequestData,
+    LeaveGroupRequestData,
+    SyncGroupRequestData,
+)
 from kafkalab.coordinator.group.consumer_group import (
     ConsumerGroupHeartbeatRequestData,
     ConsumerGroupHeartbeatResult,
@@ -100,63 +107,17 @@ class GroupCoordinatorService:
 
     # -- typed requests -------------------------------------------------------------------------
 
-    async def join_group(
-        self,
-        group_id: str,
-        member_id: str,
-        *,
-        protocol_type: str,
-        protocols: list[tuple[str, bytes]],
-        session_timeout_ms: int,
-        rebalance_timeout_ms: int | None,
-        group_instance_id: str | None,
-        client_id: str,
-        client_host: str,
-        require_known_member_id: bool,
-    ) -> JoinGroupResult:
+    async def join_group(self, data: JoinGroupRequestData) -> JoinGroupResult:
         c = self.coordinator
         return await self.run(
-            lambda now, request: c.join_group(
-                group_id,
-                member_id,
-                protocol_type=protocol_type,
-                protocols=protocols,
-                session_timeout_ms=session_timeout_ms,
-                rebalance_timeout_ms=rebalance_timeout_ms,
-                group_instance_id=group_instance_id,
-                client_id=client_id,
-                client_host=client_host,
-                require_known_member_id=require_known_member_id,
-                now_ms=now,
-                request=request,
-            ),
+            lambda now, request: c.classic_group_join(data, now_ms=now, request=request),
             JoinGroupResult,
         )
 
-    async def sync_group(
-        self,
-        group_id: str,
-        generation_id: int,
-        member_id: str,
-        *,
-        assignments: dict[str, bytes],
-        group_instance_id: str | None,
-        protocol_type: str | None,
-        protocol_name: str | None,
-    ) -> SyncGroupResult:
+    async def sync_group(self, data: SyncGroupRequestData) -> SyncGroupResult:
         c = self.coordinator
         return await self.run(
-            lambda now, request: c.sync_group(
-                group_id,
-                generation_id,
-                member_id,
-                assignments=assignments,
-                group_instance_id=group_instance_id,
-                protocol_type=protocol_type,
-                protocol_name=protocol_name,
-                now_ms=now,
-                request=request,
-            ),
+            lambda now, request: c.classic_group_sync(data, now_ms=now, request=request),
             SyncGroupResult,
         )
 
@@ -234,32 +195,17 @@ class GroupCoordinatorService:
         """A KIP-848 group (ListGroups v5 names its type `consumer`, the others `classic`)."""
         return group_id in self.coordinator.consumer_groups
 
-    async def heartbeat(
-        self,
-        group_id: str,
-        generation_id: int,
-        member_id: str,
-        group_instance_id: str | None = None,
-    ) -> HeartbeatResult:
+    async def heartbeat(self, data: HeartbeatRequestData) -> HeartbeatResult:
         c = self.coordinator
         return await self.run(
-            lambda now, request: c.heartbeat(
-                group_id,
-                generation_id,
-                member_id,
-                group_instance_id=group_instance_id,
-                now_ms=now,
-                request=request,
-            ),
+            lambda now, request: c.classic_group_heartbeat(data, now_ms=now, request=request),
             HeartbeatResult,
         )
 
-    async def leave_group(
-        self, group_id: str, members: list[tuple[str, str | None]]
-    ) -> LeaveGroupResult:
+    async def leave_group(self, data: LeaveGroupRequestData) -> LeaveGroupResult:
         c = self.coordinator
         return await self.run(
-            lambda now, request: c.leave_group(group_id, members, now_ms=now, request=request),
+            lambda now, request: c.classic_group_leave(data, now_ms=now, request=request),
             LeaveGroupResult,
         )
 

@@ -9,8 +9,8 @@ timeline measured on real consumers. Used by labs/06_groups.
 
 The state machine is drawn from the coordinator's own data: the states of
 `GroupState` and the edges of `VALID_PREVIOUS_STATES` (every transition
-`GroupMetadata.transition_to` accepts), so the picture cannot disagree with
-the code. The path is `GroupMetadata.transitions`: (time ms, from, to) triples.
+`ClassicGroup.transition_to` accepts), so the picture cannot disagree with
+the code. The path is `ClassicGroup.transitions`: (time ms, from, to) triples.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import graphviz
 
-from kafkalab.coordinator.group.group_metadata import VALID_PREVIOUS_STATES, GroupState
+from kafkalab.coordinator.group.classic_group import VALID_PREVIOUS_STATES, GroupState
 from kafkalab.viz.pictures import state_machine_graph
 
 TopicPartition = tuple[str, int]

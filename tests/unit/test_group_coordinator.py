@@ -7,7 +7,7 @@ from group_harness import SUB, Harness
 
 from kafkalab.coordinator.group import (
     VALID_PREVIOUS_STATES,
-    GroupMetadata,
+    ClassicGroup,
     GroupState,
     IllegalGroupTransition,
 )
@@ -450,12 +450,12 @@ def test_offsets_of_an_empty_group_expire_after_retention():
 
 
 def test_transitions_outside_the_state_machine_are_refused():
-    g = GroupMetadata("g")
+    g = ClassicGroup("g")
     with pytest.raises(IllegalGroupTransition):
         g.transition_to(GroupState.STABLE, 0)
     for target, sources in VALID_PREVIOUS_STATES.items():
         for source in GroupState:
-            g = GroupMetadata("g", source)
+            g = ClassicGroup("g", source)
             if source in sources:
                 g.transition_to(target, 1)
                 assert g.state is target

@@ -10,6 +10,10 @@ from types import SimpleNamespace
 import pytest
 
 from kafkalab.coordinator.group import GroupConfig
+from kafkalab.coordinator.group.classic_group_requests import (
+    HeartbeatRequestData,
+    LeaveGroupRequestData,
+)
 from kafkalab.coordinator.group.coordinator_records import OFFSETS_TOPIC
 from kafkalab.coordinator.group.results import (
     CommitOffset,
@@ -42,9 +46,9 @@ def test_typed_group_requests_through_the_log(tmp_path):
         for _ in range(5):
             await asyncio.sleep(0)  # the led partition is loaded
         assert service.partition_for("g") == 0 and service.leader_of(0) == 1
-        beat = await service.heartbeat("g", 1, "m")
+        beat = await service.heartbeat(HeartbeatRequestData("g", 1, "m"))
         assert beat == HeartbeatResult(Errors.UNKNOWN_MEMBER_ID)
-        left = await service.leave_group("g", [("m", None)])
+        left = await service.leave_group(LeaveGroupRequestData("g", (("m", None),)))
         assert left == LeaveGroupResult(
             Errors.NONE, (LeaveMemberResult("m", None, Errors.UNKNOWN_MEMBER_ID),)
         )

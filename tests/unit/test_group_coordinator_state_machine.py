@@ -2,7 +2,7 @@
 sync, heartbeat, commit, leave, crash and restart while time passes and the
 coordinator fails over to a new one built from its log. After every step:
 
-- the group moves only along the state machine (GroupMetadata.transition_to raises
+- the group moves only along the state machine (ClassicGroup.transition_to raises
   otherwise), and its generation only grows
   (across a failover it is the last generation written to the log: a generation
   whose SyncGroup was never written is forgotten, as in Kafka);

@@ -6,6 +6,7 @@ group_coordinator        GroupCoordinator (Kafka: GroupCoordinatorShard; impleme
                          loading them by replaying each record, deadlines via
                          tick(), the request surface (it delegates)
 classic_group_manager    JoinGroup, SyncGroup, Heartbeat, LeaveGroup
+classic_group_requests   their request data (JoinGroupRequestData, ...), Kafka's field names
 classic_group_rebalance  join and sync phases, session timeouts, parked requests,
                          the group record
 consumer_group_manager   KIP-848 ConsumerGroupHeartbeat and Describe; handlers write
@@ -15,8 +16,9 @@ offset_metadata_manager  OffsetCommit, TxnOffsetCommit, OffsetFetch, OffsetDelet
                          the replay of offset records, live and at load
 group_metadata_manager   DescribeGroups, ListGroups, DeleteGroups
 group_runtime            the kinds of the coordinator's appends and deadlines
-group_metadata           GroupMetadata (Kafka 4: ClassicGroup) and GroupState (as data)
-member_metadata          MemberMetadata
+classic_group            ClassicGroup and GroupState (Kafka: ClassicGroupState), the
+                         transitions as data (VALID_PREVIOUS_STATES)
+classic_group_member     ClassicGroupMember
 consumer_group           ConsumerGroup (KIP-848) and its members, the heartbeat's
                          request data and result, TopicMetadata
 group_config             GroupConfig: group.* and offsets.* settings, Kafka's defaults
@@ -24,6 +26,13 @@ coordinator_records      __consumer_offsets keys and values, byte-exact; partiti
 results                  the result types and the effects (Respond, AppendRecords)
 """
 
+from kafkalab.coordinator.group.classic_group import (
+    VALID_PREVIOUS_STATES,
+    ClassicGroup,
+    GroupState,
+    IllegalGroupTransition,
+)
+from kafkalab.coordinator.group.classic_group_member import ClassicGroupMember
 from kafkalab.coordinator.group.coordinator_records import (
     OFFSETS_TOPIC,
     GroupMetadataRecord,
@@ -33,13 +42,6 @@ from kafkalab.coordinator.group.coordinator_records import (
 )
 from kafkalab.coordinator.group.group_config import GroupConfig
 from kafkalab.coordinator.group.group_coordinator import GroupCoordinator
-from kafkalab.coordinator.group.group_metadata import (
-    VALID_PREVIOUS_STATES,
-    GroupMetadata,
-    GroupState,
-    IllegalGroupTransition,
-)
-from kafkalab.coordinator.group.member_metadata import MemberMetadata
 from kafkalab.coordinator.group.results import (
     AppendRecords,
     CommitOffset,
@@ -67,7 +69,7 @@ __all__ = [
     "Effects",
     "GroupConfig",
     "GroupCoordinator",
-    "GroupMetadata",
+    "ClassicGroup",
     "GroupMetadataRecord",
     "GroupState",
     "HeartbeatResult",
@@ -75,7 +77,7 @@ __all__ = [
     "JoinGroupResult",
     "LeaveGroupResult",
     "ListGroupsResult",
-    "MemberMetadata",
+    "ClassicGroupMember",
     "MemberRecord",
     "OffsetAndMetadata",
     "OffsetCommitResult",

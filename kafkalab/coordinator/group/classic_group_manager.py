@@ -9,15 +9,22 @@ org.apache.kafka.coordinator.group.GroupMetadataManager in 4.x.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from kafkalab.coordinator.group.classic_group import ClassicGroup
+from kafkalab.coordinator.group.classic_group_member import ClassicGroupMember
 from kafkalab.coordinator.group.classic_group_rebalance import (
     ClassicGroupRebalance,
     store_group_error,
 )
+from kafkalab.coordinator.group.classic_group_requests import (
+    HeartbeatRequestData,
+    JoinGroupRequestData,
+    LeaveGroupRequestData,
+    SyncGroupRequestData,
+)
 from kafkalab.coordinator.group.group_config import NEW_MEMBER_JOIN_TIMEOUT_MS
-from kafkalab.coordinator.group.group_metadata import GroupMetadata
 from kafkalab.coordinator.group.group_runtime import (
     COMPLETING,
     DEAD,
@@ -32,7 +39,6 @@ from kafkalab.coordinator.group.group_runtime import (
     TimerKey,
     TimerKind,
 )
-from kafkalab.coordinator.group.member_metadata import MemberMetadata
 from kafkalab.coordinator.group.results import (
     Effects,
     HeartbeatResult,
@@ -47,23 +53,6 @@ from kafkalab.errors import Errors
 
 if TYPE_CHECKING:
     from kafkalab.coordinator.group.group_coordinator import GroupCoordinator
-
-
-@dataclass(frozen=True)
-class JoinGroupRequest:
-    """A JoinGroup's fields, as the steps of joining need them (rebalance timeout
-    filled in, protocols' metadata as bytes)."""
-
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    rebalance_timeout_ms: int
-    session_timeout_ms: int
-    protocol_type: str
-    protocols: list[tuple[str, bytes]]
-    request: Hashable
-    require_known_member_id: bool
 
 
 class ClassicGroupManager:
@@ -81,53 +70,28 @@ class ClassicGroupManager:
     # ======================================================================================
 
     def join_group(
-        self,
-        group_id: str,
-        member_id: str,
-        *,
-        protocol_type: str,
-        protocols: list[tuple[str, bytes]],
-        session_timeout_ms: int,
-        rebalance_timeout_ms: int | None = None,
-        group_instance_id: str | None = None,
-        client_id: str = "",
-        client_host: str = "",
-        require_known_member_id: bool = True,
-        now_ms: int,
-        request: Hashable | None = None,
+        self, data: JoinGroupRequestData, *, now_ms: int, request: Hashable | None = None
     ) -> Effects:
         """JoinGroup. `require_known_member_id` is true for JoinGroup v4+ (a new
         dynamic member first gets MEMBER_ID_REQUIRED and its id, then rejoins with
-        it); `rebalance_timeout_ms` defaults to the session timeout, as for v0."""
+        it); the rebalance timeout defaults to the session timeout, as for v0."""
         effects = self.shard.begin_call(now_ms, request)
         request = effects.request
-        rebalance_timeout_ms = (
-            session_timeout_ms if rebalance_timeout_ms is None else rebalance_timeout_ms
+        join = replace(
+            data,
+            rebalance_timeout_ms=data.effective_rebalance_timeout_ms,
+            protocols=tuple((name, bytes(meta)) for name, meta in data.protocols),
         )
-        protocols = [(name, bytes(meta)) for name, meta in protocols]
-
-        def answer(error: Errors, mid: str = member_id) -> Effects:
-            effects.append(Respond(request, JoinGroupResult(error, mid)))
-            return self.shard.end_call(effects, now_ms)
-
-        error = self.shard.group_status(group_id, "join_group")
-        if error is not None:
-            return answer(error)
-        if not (
-            self.shard.config.group_min_session_timeout_ms
-            <= session_timeout_ms
-            <= self.shard.config.group_max_session_timeout_ms
-        ):
-            return answer(Errors.INVALID_SESSION_TIMEOUT)
-        consumer = self.shard.consumer_groups.get(group_id)
-        if consumer is not None and consumer.members:
-            return answer(Errors.INCONSISTENT_GROUP_PROTOCOL)  # a KIP-848 group has this id
-        is_unknown = member_id == UNKNOWN_MEMBER_ID
+        group_id, member_id = join.group_id, join.member_id
         group = self.shard.groups.get(group_id)
+        error = self._join_error(join)
+        if error is None and group is None and member_id != UNKNOWN_MEMBER_ID:
+            error = Errors.UNKNOWN_MEMBER_ID
+        if error is not None:
+            effects.append(Respond(request, JoinGroupResult(error, member_id)))
+            return self.shard.end_call(effects, now_ms)
         if group is None:
-            if not is_unknown:
-                return answer(Errors.UNKNOWN_MEMBER_ID)
-            group = self.shard.groups[group_id] = GroupMetadata(group_id, EMPTY, now_ms)
+            group = self.shard.groups[group_id] = ClassicGroup(group_id, EMPTY, now_ms)
         if not self._accept_joining_member(group, member_id):
             if group.has(member_id):
                 group.remove(member_id)
@@ -135,28 +99,32 @@ class ClassicGroupManager:
             effects.append(
                 Respond(request, JoinGroupResult(Errors.GROUP_MAX_SIZE_REACHED, UNKNOWN_MEMBER_ID))
             )
+        elif member_id == UNKNOWN_MEMBER_ID:
+            self._new_member_join(group, join, request, now_ms, effects)
         else:
-            join = JoinGroupRequest(
-                member_id,
-                group_instance_id,
-                client_id,
-                client_host,
-                rebalance_timeout_ms,
-                session_timeout_ms,
-                protocol_type,
-                protocols,
-                request,
-                require_known_member_id,
-            )
-            if is_unknown:
-                self._new_member_join(group, join, now_ms, effects)
-            else:
-                self._current_member_join(group, join, now_ms, effects)
+            self._current_member_join(group, join, request, now_ms, effects)
         if group.is_(PREPARING):
             self.rebalance.check_join(group, now_ms, effects)
         return self.shard.end_call(effects, now_ms)
 
-    def _accept_joining_member(self, group: GroupMetadata, member_id: str) -> bool:
+    def _join_error(self, join: JoinGroupRequestData) -> Errors | None:
+        """The checks before any group is looked at: the group is ours and loaded,
+        the session timeout within the broker's bounds, the id not a KIP-848 group's."""
+        error = self.shard.group_status(join.group_id, "join_group")
+        if error is not None:
+            return error
+        if not (
+            self.shard.config.group_min_session_timeout_ms
+            <= join.session_timeout_ms
+            <= self.shard.config.group_max_session_timeout_ms
+        ):
+            return Errors.INVALID_SESSION_TIMEOUT
+        consumer = self.shard.consumer_groups.get(join.group_id)
+        if consumer is not None and consumer.members:
+            return Errors.INCONSISTENT_GROUP_PROTOCOL  # a KIP-848 group has this id
+        return None
+
+    def _accept_joining_member(self, group: ClassicGroup, member_id: str) -> bool:
         """Kafka: acceptJoiningMember (group.max.size)."""
         max_size = self.shard.config.group_max_size
         if group.state in (EMPTY, DEAD):
@@ -168,10 +136,15 @@ class ClassicGroupManager:
         return group.has(member_id) or group.size() < max_size
 
     def _new_member_join(
-        self, group: GroupMetadata, join: JoinGroupRequest, now_ms: int, effects: Effects
+        self,
+        group: ClassicGroup,
+        join: JoinGroupRequestData,
+        request: Hashable,
+        now_ms: int,
+        effects: Effects,
     ) -> None:
         """A member without an id: a static one restarting, or a new one."""
-        instance_id, request = join.group_instance_id, join.request
+        instance_id = join.group_instance_id
         if group.is_(DEAD):
             effects.append(
                 Respond(
@@ -191,7 +164,7 @@ class ClassicGroupManager:
             old_id = group.current_static_member_id(instance_id)
             if old_id is not None:
                 self._update_static_member_and_rebalance(
-                    group, join, old_id, new_id, now_ms, effects
+                    group, join, request, old_id, new_id, now_ms, effects
                 )
                 return
         elif join.require_known_member_id:
@@ -202,14 +175,18 @@ class ClassicGroupManager:
             )
             effects.append(Respond(request, JoinGroupResult(Errors.MEMBER_ID_REQUIRED, new_id)))
             return
-        self._add_member_and_rebalance(group, join, new_id, now_ms, effects)
+        self._add_member_and_rebalance(group, join, request, new_id, now_ms, effects)
 
     def _current_member_join(
-        self, group: GroupMetadata, join: JoinGroupRequest, now_ms: int, effects: Effects
+        self,
+        group: ClassicGroup,
+        join: JoinGroupRequestData,
+        request: Hashable,
+        now_ms: int,
+        effects: Effects,
     ) -> None:
         """A member with an id: one MEMBER_ID_REQUIRED gave it, or one rejoining."""
-        member_id, instance_id, request = join.member_id, join.group_instance_id, join.request
-        protocols = join.protocols
+        member_id, instance_id = join.member_id, join.group_instance_id
 
         def answer(error: Errors) -> None:
             effects.append(Respond(request, JoinGroupResult(error, member_id)))
@@ -220,7 +197,7 @@ class ClassicGroupManager:
             return answer(Errors.INCONSISTENT_GROUP_PROTOCOL)
         if member_id in group.pending_members:
             self.shard.cancel(TimerKey(TimerKind.PENDING_MEMBER, group.group_id, member_id))
-            self._add_member_and_rebalance(group, join, member_id, now_ms, effects)
+            self._add_member_and_rebalance(group, join, request, member_id, now_ms, effects)
             return None
         if instance_id is not None:
             current = group.current_static_member_id(instance_id)
@@ -230,73 +207,74 @@ class ClassicGroupManager:
                 return answer(Errors.UNKNOWN_MEMBER_ID)
         if not group.has(member_id):
             return answer(Errors.UNKNOWN_MEMBER_ID)
-        member = group.get(member_id)
+        self._rejoin(group, group.get(member_id), join, request, now_ms, effects)
+        return None
 
-        def update_and_rebalance() -> None:
+    def _rejoin(
+        self,
+        group: ClassicGroup,
+        member: ClassicGroupMember,
+        join: JoinGroupRequestData,
+        request: Hashable,
+        now_ms: int,
+        effects: Effects,
+    ) -> None:
+        """A known member joins again: the current generation back when nothing
+        changes (a retry, or a follower of a Stable group), else a rebalance with
+        its new protocols and timeouts."""
+        protocols = list(join.protocols)
+        if group.is_(EMPTY):  # not expected for a known member; let it reset and rejoin
+            effects.append(
+                Respond(request, JoinGroupResult(Errors.UNKNOWN_MEMBER_ID, member.member_id))
+            )
+            return
+        leader = group.is_leader(member.member_id)
+        if group.is_(COMPLETING) and member.matches(protocols):
+            # a retry of a join whose answer was lost: the same answer again
+            everyone = tuple(
+                JoinGroupMember(m.member_id, m.group_instance_id, m.metadata(group.protocol_name))
+                for m in group.members.values()
+            )
+            members = everyone if leader else ()
+        elif group.is_(STABLE) and not leader and member.matches(protocols):
+            members = ()  # (the leader rejoining forces a rebalance: metadata changed)
+        else:
             member.protocols = protocols
-            member.rebalance_timeout_ms = join.rebalance_timeout_ms
+            member.rebalance_timeout_ms = join.effective_rebalance_timeout_ms
             member.session_timeout_ms = join.session_timeout_ms
             self.rebalance.await_join(member, request, effects)
             self.rebalance.maybe_prepare_rebalance(group, now_ms, effects)
-
-        def current_generation(members: tuple = ()) -> None:
-            effects.append(
-                Respond(
-                    request,
-                    JoinGroupResult(
-                        Errors.NONE,
-                        member_id,
-                        group.generation_id,
-                        group.protocol_type,
-                        group.protocol_name,
-                        group.leader_id or "",
-                        members,
-                    ),
-                )
-            )
-
-        if group.is_(PREPARING):
-            update_and_rebalance()
-        elif group.is_(COMPLETING):
-            if member.matches(protocols):
-                # a retry of a join whose answer was lost: the same answer again
-                everyone = tuple(
-                    JoinGroupMember(
-                        m.member_id, m.group_instance_id, m.metadata(group.protocol_name)
-                    )
-                    for m in group.members.values()
-                )
-                current_generation(everyone if group.is_leader(member_id) else ())
-            else:
-                update_and_rebalance()
-        elif group.is_(STABLE):
-            if group.is_leader(member_id) or not member.matches(protocols):
-                # the leader rejoining forces a rebalance (e.g. topic metadata changed)
-                update_and_rebalance()
-            else:
-                current_generation()
-        else:  # Empty: not expected for a known member; let it reset and rejoin
-            answer(Errors.UNKNOWN_MEMBER_ID)
-        return None
+            return
+        result = JoinGroupResult(
+            Errors.NONE,
+            member.member_id,
+            group.generation_id,
+            group.protocol_type,
+            group.protocol_name,
+            group.leader_id or "",
+            members,
+        )
+        effects.append(Respond(request, result))
 
     def _add_member_and_rebalance(
         self,
-        group: GroupMetadata,
-        join: JoinGroupRequest,
+        group: ClassicGroup,
+        join: JoinGroupRequestData,
+        request: Hashable,
         member_id: str,
         now_ms: int,
         effects: Effects,
     ) -> None:
-        member = MemberMetadata(
+        member = ClassicGroupMember(
             member_id,
             join.group_instance_id,
             join.client_id,
             join.client_host,
-            join.rebalance_timeout_ms,
+            join.effective_rebalance_timeout_ms,
             join.session_timeout_ms,
             join.protocol_type,
-            join.protocols,
-            join_request=join.request,
+            list(join.protocols),
+            join_request=request,
             is_new=True,
         )
         if group.is_(PREPARING) and group.generation_id == 0:
@@ -308,8 +286,9 @@ class ClassicGroupManager:
 
     def _update_static_member_and_rebalance(
         self,
-        group: GroupMetadata,
-        join: JoinGroupRequest,
+        group: ClassicGroup,
+        join: JoinGroupRequestData,
+        request: Hashable,
         old_id: str,
         new_id: str,
         now_ms: int,
@@ -319,7 +298,7 @@ class ClassicGroupManager:
         its old place under a new id; the old id is fenced. A Stable group whose
         protocol would not change does not rebalance: the member gets the current
         generation back (KIP-345), after the new id is written to the log."""
-        instance_id, request = join.group_instance_id, join.request
+        instance_id = join.group_instance_id
         assert instance_id is not None  # only a static member comes here
         current_leader = group.leader_id
         old = group.get(old_id)
@@ -331,18 +310,19 @@ class ClassicGroupManager:
         member = group.replace_static_member(instance_id, old_id, new_id)
         self.shard.cancel(TimerKey(TimerKind.HEARTBEAT, group.group_id, old_id))
         self.rebalance.schedule_heartbeat(group, member, now_ms)
-        member.protocols = join.protocols
-        member.rebalance_timeout_ms = join.rebalance_timeout_ms
+        member.protocols = list(join.protocols)
+        member.rebalance_timeout_ms = join.effective_rebalance_timeout_ms
         member.session_timeout_ms = join.session_timeout_ms
         member.join_request = request
         if group.is_(STABLE):
             if group.protocol_name == group.select_protocol():
                 assignment = {m.member_id: m.assignment for m in group.members.values()}
+                record = self.rebalance.group_record(group, assignment)
                 payload = StaticRejoinAppend(
-                    group, instance_id, old_id, new_id, saved, current_leader
+                    group, record, instance_id, old_id, new_id, saved, current_leader
                 )
                 waiting = (AppendKind.STATIC_REJOIN, request, payload)
-                effects.append(self.rebalance.group_append(group, assignment, now_ms, waiting))
+                effects.append(self.rebalance.group_append(group, record, now_ms, waiting))
             else:
                 self.rebalance.maybe_prepare_rebalance(group, now_ms, effects)
         elif group.is_(COMPLETING):
@@ -384,6 +364,8 @@ class ClassicGroupManager:
                 current_leader or "",
             )
         else:
+            if self.rebalance.is_latest_record(group, payload.record) and group.is_(STABLE):
+                self.rebalance.replay_group_metadata(group.group_id, payload.record, now_ms)
             # the old leader id is returned on purpose: the rejoined member must not
             # think it leads (a Stable group would not broadcast a new assignment)
             result = JoinGroupResult(
@@ -401,34 +383,29 @@ class ClassicGroupManager:
     # ======================================================================================
 
     def _member_of_generation(
-        self,
-        group_id: str,
-        api: str,
-        member_id: str,
-        group_instance_id: str | None,
-        generation_id: int,
-    ) -> tuple[GroupMetadata | None, Errors | None]:
+        self, data: SyncGroupRequestData | HeartbeatRequestData, api: str
+    ) -> tuple[ClassicGroup | None, Errors | None]:
         """The checks SyncGroup and Heartbeat share, in Kafka's order: the group is
         ours and loaded, exists and is alive, knows this member, and is in the
         generation the member names. (group, None) when all pass."""
-        error = self.shard.group_status(group_id, api)
+        error = self.shard.group_status(data.group_id, api)
         if error is not None:
             return None, error
-        group = self.shard.groups.get(group_id)
+        group = self.shard.groups.get(data.group_id)
         if group is None:
             return None, Errors.UNKNOWN_MEMBER_ID
         if group.is_(DEAD):
             return None, Errors.COORDINATOR_NOT_AVAILABLE
-        error = self.validate_current_member(group, member_id, group_instance_id)
+        error = self.validate_current_member(group, data.member_id, data.group_instance_id)
         if error is not None:
             return None, error
-        if generation_id != group.generation_id:
+        if data.generation_id != group.generation_id:
             return None, Errors.ILLEGAL_GENERATION
         return group, None
 
     @staticmethod
     def validate_current_member(
-        group: GroupMetadata, member_id: str, instance_id: str | None
+        group: ClassicGroup, member_id: str, instance_id: str | None
     ) -> Errors | None:
         """Kafka: validateCurrentMember. A group.instance.id must map to this member
         id (else FENCED_INSTANCE_ID: another instance took its place); a member id
@@ -445,35 +422,24 @@ class ClassicGroupManager:
         return None
 
     def sync_group(
-        self,
-        group_id: str,
-        generation_id: int,
-        member_id: str,
-        *,
-        assignments: dict[str, bytes] | None = None,
-        group_instance_id: str | None = None,
-        protocol_type: str | None = None,
-        protocol_name: str | None = None,
-        now_ms: int,
-        request: Hashable | None = None,
+        self, data: SyncGroupRequestData, *, now_ms: int, request: Hashable | None = None
     ) -> Effects:
         """SyncGroup. The leader passes every member's assignment; followers pass none
         and wait for the leader's to be written."""
         effects = self.shard.begin_call(now_ms, request)
         request = effects.request
+        member_id = data.member_id
 
         def answer(error: Errors) -> Effects:
             effects.append(Respond(request, SyncGroupResult(error)))
             return self.shard.end_call(effects, now_ms)
 
-        group, error = self._member_of_generation(
-            group_id, "sync_group", member_id, group_instance_id, generation_id
-        )
+        group, error = self._member_of_generation(data, "sync_group")
         if error is not None:
             return answer(error)
-        if protocol_type is not None and protocol_type != group.protocol_type:
+        if data.protocol_type is not None and data.protocol_type != group.protocol_type:
             return answer(Errors.INCONSISTENT_GROUP_PROTOCOL)
-        if protocol_name is not None and protocol_name != group.protocol_name:
+        if data.protocol_name is not None and data.protocol_name != group.protocol_name:
             return answer(Errors.INCONSISTENT_GROUP_PROTOCOL)
         if group.is_(EMPTY):
             return answer(Errors.UNKNOWN_MEMBER_ID)
@@ -484,11 +450,12 @@ class ClassicGroupManager:
             self.rebalance.await_sync(member, request, effects)
             self.rebalance.remove_pending_sync_member(group, member_id)
             if group.is_leader(member_id):
-                given = {k: bytes(v) for k, v in (assignments or {}).items()}
+                given = {k: bytes(v) for k, v in data.assignments}
                 assignment = {m: given.get(m, b"") for m in group.members}
-                payload = SyncAppend(group, group.generation_id, assignment)
+                record = self.rebalance.group_record(group, assignment)
+                payload = SyncAppend(group, record)
                 waiting = (AppendKind.SYNC, request, payload)
-                effects.append(self.rebalance.group_append(group, assignment, now_ms, waiting))
+                effects.append(self.rebalance.group_append(group, record, now_ms, waiting))
         else:  # Stable: the assignment is already known
             self.rebalance.remove_pending_sync_member(group, member_id)
             effects.append(
@@ -503,14 +470,7 @@ class ClassicGroupManager:
         return self.shard.end_call(effects, now_ms)
 
     def heartbeat(
-        self,
-        group_id: str,
-        generation_id: int,
-        member_id: str,
-        *,
-        group_instance_id: str | None = None,
-        now_ms: int,
-        request: Hashable | None = None,
+        self, data: HeartbeatRequestData, *, now_ms: int, request: Hashable | None = None
     ) -> Effects:
         """Heartbeat: resets the member's session timer; REBALANCE_IN_PROGRESS tells
         it to rejoin."""
@@ -520,23 +480,16 @@ class ClassicGroupManager:
             effects.append(Respond(effects.request, HeartbeatResult(error)))
             return self.shard.end_call(effects, now_ms)
 
-        group, error = self._member_of_generation(
-            group_id, "heartbeat", member_id, group_instance_id, generation_id
-        )
+        group, error = self._member_of_generation(data, "heartbeat")
         if error is not None:
             return answer(error)
         if group.is_(EMPTY):
             return answer(Errors.UNKNOWN_MEMBER_ID)
-        self.rebalance.schedule_heartbeat(group, group.get(member_id), now_ms)
+        self.rebalance.schedule_heartbeat(group, group.get(data.member_id), now_ms)
         return answer(Errors.REBALANCE_IN_PROGRESS if group.is_(PREPARING) else Errors.NONE)
 
     def leave_group(
-        self,
-        group_id: str,
-        members: list[tuple[str, str | None]],
-        *,
-        now_ms: int,
-        request: Hashable | None = None,
+        self, data: LeaveGroupRequestData, *, now_ms: int, request: Hashable | None = None
     ) -> Effects:
         """LeaveGroup for (member_id, group_instance_id) pairs. An empty member id
         with an instance id removes that static member (the admin's way, KIP-345)."""
@@ -546,6 +499,7 @@ class ClassicGroupManager:
             effects.append(Respond(effects.request, LeaveGroupResult(error, per_member)))
             return self.shard.end_call(effects, now_ms)
 
+        group_id, members = data.group_id, data.members
         error = self.shard.group_status(group_id, "leave_group")
         if error is not None:
             return answer(error)

@@ -4,8 +4,9 @@ Kafka's pieces (3.x kafka.coordinator.group.GroupCoordinator): prepareRebalance,
 onCompleteJoin, onExpirePendingSync, removeMemberAndUpdateGroup, and the
 DelayedJoin, InitialDelayedJoin, DelayedSync and DelayedHeartbeat purgatories,
 which here are deadlines (TimerKind.JOIN, SYNC, HEARTBEAT, PENDING_MEMBER) on the
-shared runtime core. Also the group's GroupMetadata record: built for a write,
-replayed at load (Kafka: GroupMetadataManager.storeGroup, replay).
+shared runtime core. Also the group's GroupMetadata record: built for a write
+and applied by one replay, `replay_group_metadata`, both when it is written and
+when a partition is loaded (Kafka: GroupMetadataManager.storeGroup, replay).
 
 Requests parked here (a JoinGroup waiting for the others, a follower's SyncGroup
 waiting for the leader's assignment) are answered by later calls' effects, with
@@ -19,11 +20,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kafkalab.coordinator.group import coordinator_records as rec
+from kafkalab.coordinator.group.classic_group import ClassicGroup
+from kafkalab.coordinator.group.classic_group_member import ClassicGroupMember
 from kafkalab.coordinator.group.coordinator_records import (
     GroupMetadataRecord,
     MemberRecord,
 )
-from kafkalab.coordinator.group.group_metadata import GroupMetadata
 from kafkalab.coordinator.group.group_runtime import (
     COMPLETING,
     DEAD,
@@ -37,7 +39,6 @@ from kafkalab.coordinator.group.group_runtime import (
     TimerKey,
     TimerKind,
 )
-from kafkalab.coordinator.group.member_metadata import MemberMetadata
 from kafkalab.coordinator.group.results import (
     AppendRecords,
     Effects,
@@ -46,6 +47,7 @@ from kafkalab.coordinator.group.results import (
     Respond,
     SyncGroupResult,
 )
+from kafkalab.coordinator.runtime import CoordinatorState
 from kafkalab.errors import Errors
 
 if TYPE_CHECKING:
@@ -87,58 +89,75 @@ class ClassicGroupRebalance:
         self._sync_generation: dict[str, int] = {}
 
     def replay_group_metadata(
-        self,
-        group_id: str,
-        r: GroupMetadataRecord | None,
-        previous: GroupMetadata | None,
-        now_ms: int,
-    ) -> GroupMetadata:
-        """Apply one group record (Kafka: GroupMetadataManager.replay of a
-        GroupMetadataKey): the group as the record has it, keeping the offsets
-        `previous` holds; a tombstone leaves an Empty holder of those offsets."""
-        group = self.group_from_record(group_id, r, now_ms)
-        if previous is not None:
-            group.offsets = previous.offsets
-            group.offset_append_seq = previous.offset_append_seq
-            group.offset_tombstone_seq = previous.offset_tombstone_seq
-            group.pending_transactional_offset_commits = (
-                previous.pending_transactional_offset_commits
-            )
-        return group
-
-    def group_from_record(
         self, group_id: str, r: GroupMetadataRecord | None, now_ms: int
-    ) -> GroupMetadata:
-        if r is None:  # offsets only: a group that uses Kafka just to store offsets
-            return GroupMetadata(group_id, EMPTY, now_ms)
-        group = GroupMetadata(
-            group_id,
-            STABLE if r.members else EMPTY,
-            r.current_state_timestamp,
-            protocol_type=r.protocol_type or None,
-            protocol_name=r.protocol,
-            generation_id=r.generation,
-            leader_id=r.leader if r.members else None,
-        )
-        for m in r.members:
-            member = MemberMetadata(
-                m.member_id,
-                m.group_instance_id,
-                m.client_id,
-                m.client_host,
-                m.rebalance_timeout_ms,
-                m.session_timeout_ms,
-                r.protocol_type,
-                [(r.protocol or "", m.subscription)],
-                assignment=m.assignment,
-            )
-            group.members[m.member_id] = member
-            if m.group_instance_id is not None:
-                group.static_members[m.group_instance_id] = m.member_id
+    ) -> ClassicGroup:
+        """Apply one GroupMetadata record to the group (Kafka:
+        GroupMetadataManager.replay of a GroupMetadataKey). The only code that sets
+        what the record carries: the generation, the protocol type and name, the
+        leader, the members (ids, instance ids, clients, timeouts, their metadata for
+        the selected protocol) with their assignments, and the state's timestamp.
+        It runs for every group record loaded and every one written live (live
+        tombstones excepted: DeleteGroups and offset expiry write them for a group
+        they have already made Dead and drop):
+
+        - loading a partition: the group becomes what the record says (Stable with
+          members, Empty without; a tombstone leaves an Empty holder of the
+          group's offsets), as the log has it: no state machine is walked;
+        - live, when a record the coordinator wrote is committed (SyncGroup's, a
+          static member's new id) or as it is written (a generation that ends
+          Empty, whose write nobody waits for): the group enters the record's
+          state through `transition_to`, and its members keep their soft state
+          (parked requests, heartbeats) and the protocols the record cannot carry.
+
+        Everything else about a group in a rebalance (who has joined, the next
+        generation before its record is written) is soft state, kept in memory as
+        Kafka keeps it."""
+        if r is None:
+            r = GroupMetadataRecord("", 0, None, None, now_ms)
+        group = self.shard.groups.get(group_id)
+        if group is None:  # its first record, or offsets only so far
+            group = self.shard.groups[group_id] = ClassicGroup(group_id, EMPTY, now_ms)
+        group.generation_id = r.generation
+        group.protocol_type = r.protocol_type or None
+        group.protocol_name = r.protocol
+        group.leader_id = r.leader if r.members else None
+        group.members = {m.member_id: self._member_from_record(group, r, m) for m in r.members}
+        group.static_members = {
+            m.group_instance_id: m.member_id for m in r.members if m.group_instance_id is not None
+        }
         group.subscribed_topics = group.compute_subscribed_topics()
+        state = STABLE if r.members else EMPTY
+        if self.shard.runtime.state(self.shard.partition_for(group_id)) is CoordinatorState.LOADING:
+            group.state, group.state_timestamp_ms = state, r.current_state_timestamp
+        elif not group.is_(state):
+            group.transition_to(state, now_ms)
         return group
 
-    def unload_group(self, group: GroupMetadata, effects: Effects) -> None:
+    @staticmethod
+    def _member_from_record(
+        group: ClassicGroup, r: GroupMetadataRecord, m: MemberRecord
+    ) -> ClassicGroupMember:
+        """The member as the record has it: the one the group holds, updated (its
+        parked requests and heartbeat stay), or a new one. The record carries only
+        the metadata of the selected protocol: a member that holds the same keeps
+        its other protocols too."""
+        protocol = r.protocol or ""
+        member = group.members.get(m.member_id)
+        if member is None:
+            member = ClassicGroupMember(
+                m.member_id, None, "", "", 0, 0, r.protocol_type, [(protocol, m.subscription)]
+            )
+        elif next((d for n, d in member.protocols if n == protocol), None) != m.subscription:
+            member.protocols = [(protocol, m.subscription)]
+        member.group_instance_id = m.group_instance_id
+        member.client_id, member.client_host = m.client_id, m.client_host
+        member.rebalance_timeout_ms = m.rebalance_timeout_ms
+        member.session_timeout_ms = m.session_timeout_ms
+        member.protocol_type = r.protocol_type
+        member.assignment = m.assignment
+        return member
+
+    def unload_group(self, group: ClassicGroup, effects: Effects) -> None:
         group.transition_to(DEAD, group.state_timestamp_ms)
         for member in group.members.values():
             self.answer_join(
@@ -158,7 +177,7 @@ class ClassicGroupRebalance:
 
     @staticmethod
     def answer_join(
-        group: GroupMetadata, member: MemberMetadata, result: JoinGroupResult, effects: Effects
+        group: ClassicGroup, member: ClassicGroupMember, result: JoinGroupResult, effects: Effects
     ) -> bool:
         if member.join_request is None:
             return False
@@ -167,7 +186,7 @@ class ClassicGroupRebalance:
         return True
 
     @staticmethod
-    def answer_sync(member: MemberMetadata, result: SyncGroupResult, effects: Effects) -> bool:
+    def answer_sync(member: ClassicGroupMember, result: SyncGroupResult, effects: Effects) -> bool:
         if member.sync_request is None:
             return False
         effects.append(Respond(member.sync_request, result))
@@ -175,7 +194,7 @@ class ClassicGroupRebalance:
         return True
 
     @staticmethod
-    def await_join(member: MemberMetadata, request: Hashable, effects: Effects) -> None:
+    def await_join(member: ClassicGroupMember, request: Hashable, effects: Effects) -> None:
         if member.join_request is not None and member.join_request != request:
             effects.append(
                 Respond(
@@ -186,7 +205,7 @@ class ClassicGroupRebalance:
         member.join_request = request
 
     @staticmethod
-    def await_sync(member: MemberMetadata, request: Hashable, effects: Effects) -> None:
+    def await_sync(member: ClassicGroupMember, request: Hashable, effects: Effects) -> None:
         if member.sync_request is not None and member.sync_request != request:
             effects.append(
                 Respond(member.sync_request, SyncGroupResult(Errors.REBALANCE_IN_PROGRESS))
@@ -199,8 +218,8 @@ class ClassicGroupRebalance:
 
     def schedule_heartbeat(
         self,
-        group: GroupMetadata,
-        member: MemberMetadata,
+        group: ClassicGroup,
+        member: ClassicGroupMember,
         now_ms: int,
         timeout_ms: int | None = None,
     ) -> None:
@@ -230,7 +249,7 @@ class ClassicGroupRebalance:
         self.remove_pending_member_and_update_group(group, member_id, now_ms, effects)
 
     def remove_pending_member_and_update_group(
-        self, group: GroupMetadata, member_id: str, now_ms: int, effects: Effects
+        self, group: ClassicGroup, member_id: str, now_ms: int, effects: Effects
     ) -> None:
         group.pending_members.discard(member_id)
         self.shard.cancel(TimerKey(TimerKind.PENDING_MEMBER, group.group_id, member_id))
@@ -238,7 +257,7 @@ class ClassicGroupRebalance:
             self.check_join(group, now_ms, effects)
 
     def remove_member_and_update_group(
-        self, group: GroupMetadata, member: MemberMetadata, now_ms: int, effects: Effects
+        self, group: ClassicGroup, member: ClassicGroupMember, now_ms: int, effects: Effects
     ) -> None:
         """Kafka: removeMemberAndUpdateGroup. A waiting JoinGroup is answered with
         UNKNOWN_MEMBER_ID so that a live client rejoins as a new member."""
@@ -257,11 +276,11 @@ class ClassicGroupRebalance:
     # rebalances
     # ======================================================================================
 
-    def maybe_prepare_rebalance(self, group: GroupMetadata, now_ms: int, effects: Effects) -> None:
+    def maybe_prepare_rebalance(self, group: ClassicGroup, now_ms: int, effects: Effects) -> None:
         if group.can_rebalance():
             self.prepare_rebalance(group, now_ms, effects)
 
-    def prepare_rebalance(self, group: GroupMetadata, now_ms: int, effects: Effects) -> None:
+    def prepare_rebalance(self, group: ClassicGroup, now_ms: int, effects: Effects) -> None:
         if group.is_(COMPLETING):
             self.reset_and_propagate_assignment_error(group, Errors.REBALANCE_IN_PROGRESS, effects)
         self.shard.cancel(TimerKey(TimerKind.SYNC, group.group_id))
@@ -279,7 +298,7 @@ class ClassicGroupRebalance:
         group.transition_to(PREPARING, now_ms)
         self.check_join(group, now_ms, effects)
 
-    def check_join(self, group: GroupMetadata, now_ms: int, effects: Effects) -> None:
+    def check_join(self, group: ClassicGroup, now_ms: int, effects: Effects) -> None:
         """Kafka: rebalancePurgatory.checkAndComplete(GroupJoinKey): a DelayedJoin
         completes once every member has rejoined; an InitialDelayedJoin never early."""
         phase = self._join_phases.get(group.group_id)
@@ -305,7 +324,7 @@ class ClassicGroupRebalance:
             return
         self.on_complete_join(group, now_ms, effects)
 
-    def on_complete_join(self, group: GroupMetadata, now_ms: int, effects: Effects) -> None:
+    def on_complete_join(self, group: ClassicGroup, now_ms: int, effects: Effects) -> None:
         """Kafka: onCompleteJoin. Dynamic members that did not rejoin are dropped;
         a new generation starts and every waiting JoinGroup is answered."""
         self._join_phases.pop(group.group_id, None)
@@ -325,10 +344,15 @@ class ClassicGroupRebalance:
             )
             return
         group.new_member_added = False
-        group.init_next_generation(now_ms)
-        if group.is_(EMPTY):
-            effects.append(self.group_append(group, {}, now_ms, None))
+        if not group.members:
+            # the generation ends Empty: its record is written (nobody waits for it)
+            # and applied as it is written
+            group.pending_sync_members = set()
+            record = self.empty_generation_record(group, now_ms)
+            self.replay_group_metadata(group.group_id, record, now_ms)
+            effects.append(self.group_append(group, record, now_ms, None))
             return
+        group.init_next_generation(now_ms)
         everyone = tuple(
             JoinGroupMember(m.member_id, m.group_instance_id, m.metadata(group.protocol_name))
             for m in group.members.values()
@@ -371,25 +395,27 @@ class ClassicGroupRebalance:
                 self.shard.cancel(TimerKey(TimerKind.HEARTBEAT, group_id, member_id))
             self.prepare_rebalance(group, now_ms, effects)
 
-    def remove_pending_sync_member(self, group: GroupMetadata, member_id: str) -> None:
+    def remove_pending_sync_member(self, group: ClassicGroup, member_id: str) -> None:
         group.pending_sync_members.discard(member_id)
         if group.state in (COMPLETING, STABLE) and not group.pending_sync_members:
             self.shard.cancel(TimerKey(TimerKind.SYNC, group.group_id))
             self._sync_generation.pop(group.group_id, None)
 
     def reset_and_propagate_assignment_error(
-        self, group: GroupMetadata, error: Errors, effects: Effects
+        self, group: ClassicGroup, error: Errors, effects: Effects
     ) -> None:
+        """A rebalance starts from CompletingRebalance, or the assignment's write
+        failed: the members' assignments are forgotten (Kafka alike; the group's
+        next record, at the next SyncGroup, sets them again) and every waiting
+        SyncGroup gets `error`."""
         for member in group.members.values():
             member.assignment = b""
         for member in group.members.values():
             self.answer_sync(member, SyncGroupResult(error), effects)
 
-    def set_and_propagate_assignment(
-        self, group: GroupMetadata, assignment: dict[str, bytes], now_ms: int, effects: Effects
-    ) -> None:
-        for member in group.members.values():
-            member.assignment = assignment.get(member.member_id, b"")
+    def propagate_assignment(self, group: ClassicGroup, now_ms: int, effects: Effects) -> None:
+        """Every waiting SyncGroup gets its member's assignment, as the group's
+        record (replayed) set it (Kafka: propagateAssignment)."""
         for member in group.members.values():
             result = SyncGroupResult(
                 Errors.NONE, group.protocol_type, group.protocol_name, member.assignment
@@ -401,9 +427,10 @@ class ClassicGroupRebalance:
     # writes to __consumer_offsets
     # ======================================================================================
 
-    def group_record(
-        self, group: GroupMetadata, assignment: dict[str, bytes], now_ms: int
-    ) -> GroupMetadataRecord:
+    @staticmethod
+    def group_record(group: ClassicGroup, assignment: dict[str, bytes]) -> GroupMetadataRecord:
+        """The group as it is, with `assignment`: its GroupMetadata record (Kafka:
+        GroupCoordinatorRecordHelpers.newGroupMetadataRecord)."""
         members = tuple(
             MemberRecord(
                 m.member_id,
@@ -426,15 +453,25 @@ class ClassicGroupRebalance:
             members,
         )
 
+    @staticmethod
+    def empty_generation_record(group: ClassicGroup, now_ms: int) -> GroupMetadataRecord:
+        """The record of a generation that ends with no member: the next generation,
+        no protocol, no leader, Empty since `now_ms`."""
+        return GroupMetadataRecord(
+            group.protocol_type or "", group.generation_id + 1, None, None, now_ms
+        )
+
     def group_append(
         self,
-        group: GroupMetadata,
-        assignment: dict[str, bytes],
+        group: ClassicGroup,
+        record: GroupMetadataRecord,
         now_ms: int,
         waiting: tuple[AppendKind, Hashable, SyncAppend | StaticRejoinAppend] | None,
     ) -> AppendRecords:
-        """The group record; `waiting` (kind, request, payload): what its commit answers."""
-        value = rec.group_metadata_value(self.group_record(group, assignment, now_ms))
+        """The append of the group's record; `waiting` (kind, request, payload): what
+        its commit answers. The record is the group's latest from now on."""
+        group.latest_record = record
+        value = rec.group_metadata_value(record)
         partition = self.shard.partition_for(group.group_id)
         append_id = None
         if waiting is not None:
@@ -450,11 +487,16 @@ class ClassicGroupRebalance:
         if (
             self.shard.is_live(group)
             and group.is_(COMPLETING)
-            and group.generation_id == payload.generation
+            and group.generation_id == payload.record.generation
         ):
             if error != Errors.NONE:
                 self.reset_and_propagate_assignment_error(group, store_group_error(error), effects)
                 self.maybe_prepare_rebalance(group, now_ms, effects)
-            else:
-                self.set_and_propagate_assignment(group, payload.assignment, now_ms, effects)
-                group.transition_to(STABLE, now_ms)
+            else:  # the generation's record is written: the group is what it says
+                self.replay_group_metadata(group.group_id, payload.record, now_ms)
+                self.propagate_assignment(group, now_ms, effects)
+
+    def is_latest_record(self, group: ClassicGroup, record: GroupMetadataRecord) -> bool:
+        """No record of the group was written after this one (a later one carries
+        the group as it is now, and is applied when it commits)."""
+        return self.shard.is_live(group) and group.latest_record is record

@@ -47,11 +47,11 @@ Partitions: the coordinator serves the groups whose __consumer_offsets partition
 it leads. `on_become_leader(p)` starts loading (requests for its groups get
 COORDINATOR_LOAD_IN_PROGRESS), `complete_load(p, records, now_ms)` replays the
 partition's records into groups and offsets, one `replay` per record (the log is
-the state, as the metadata log is the controller's; offset records go through
-the same replay when a commit is written), `on_resign(p)` unloads them
-(NOT_COORDINATOR: clients find the new coordinator). A load that finishes after
-the partition was resigned is thrown away. Built with `partitions=None` it owns every
-partition at once, which is what a notebook wants.
+the state, as the metadata log is the controller's; offset and classic group
+records go through the same replay when they are written), `on_resign(p)`
+unloads them (NOT_COORDINATOR: clients find the new coordinator). A load that
+finishes after the partition was resigned is thrown away. Built with
+`partitions=None` it owns every partition at once, which is what a notebook wants.
 
 Where kafkalab differs from Kafka (each to leave no request unanswered): a
 parked JoinGroup or SyncGroup superseded by a newer one from the same member is
@@ -68,7 +68,14 @@ from dataclasses import dataclass
 
 from kafkalab.coordinator.group import consumer_group_records as cgrec
 from kafkalab.coordinator.group import coordinator_records as rec
+from kafkalab.coordinator.group.classic_group import ClassicGroup
 from kafkalab.coordinator.group.classic_group_manager import ClassicGroupManager
+from kafkalab.coordinator.group.classic_group_requests import (
+    HeartbeatRequestData,
+    JoinGroupRequestData,
+    LeaveGroupRequestData,
+    SyncGroupRequestData,
+)
 from kafkalab.coordinator.group.consumer_group import (
     ConsumerGroup,
     ConsumerGroupHeartbeatRequestData,
@@ -87,7 +94,6 @@ from kafkalab.coordinator.group.coordinator_records import (
     partition_for,
 )
 from kafkalab.coordinator.group.group_config import GroupConfig
-from kafkalab.coordinator.group.group_metadata import GroupMetadata
 from kafkalab.coordinator.group.group_metadata_manager import GroupMetadataManager
 from kafkalab.coordinator.group.group_runtime import (
     DEAD,
@@ -165,7 +171,7 @@ class GroupCoordinator:
         self.runtime = CoordinatorRuntimeCore[AppendKind, AppendPayload, TimerKey](
             range(n) if partitions is None else partitions
         )
-        self.groups: dict[str, GroupMetadata] = {}
+        self.groups: dict[str, ClassicGroup] = {}
         # KIP-848 consumer groups, and the topic metadata their assignors need
         self.consumer_groups: dict[str, ConsumerGroup] = {}
         self.topic_metadata = TopicMetadata()
@@ -349,16 +355,14 @@ class GroupCoordinator:
                 return
             group = self.groups.get(k.group)
             if group is None:  # offsets only: a group that uses Kafka just to store offsets
-                group = self.groups[k.group] = GroupMetadata(k.group, EMPTY, now_ms)
+                group = self.groups[k.group] = ClassicGroup(k.group, EMPTY, now_ms)
             om = None if value is None else rec.read_offset_value(value)
             self.offset_manager.replay_offset_commit(
                 group, (k.topic, k.partition), om, producer_id, seq
             )
         elif isinstance(k, GroupKey) and self.partition_for(k.group) == partition:
             group_value = None if value is None else rec.read_group_value(value)
-            self.groups[k.group] = self.classic_manager.rebalance.replay_group_metadata(
-                k.group, group_value, self.groups.get(k.group), now_ms
-            )
+            self.classic_manager.rebalance.replay_group_metadata(k.group, group_value, now_ms)
             if group_value is None:
                 recorded.discard(k.group)
             else:
@@ -430,7 +434,7 @@ class GroupCoordinator:
             self.offset_manager.complete_offset_commit(pending, payload, error, effects)
         return self.end_call(effects, now_ms)
 
-    def is_live(self, group: GroupMetadata) -> bool:
+    def is_live(self, group: ClassicGroup) -> bool:
         """The group an append was for is still the one served (not unloaded, not Dead)."""
         return self.groups.get(group.group_id) is group and not group.is_(DEAD)
 
@@ -464,6 +468,33 @@ class GroupCoordinator:
 
     # -- requests, answered by the managers ----------------------------------------------------
 
+    # The classic protocol's requests, each as its request data (what the
+    # GroupCoordinatorService passes; Kafka: GroupCoordinatorShard.classicGroupJoin,
+    # classicGroupSync, classicGroupHeartbeat, classicGroupLeave) ...
+
+    def classic_group_join(
+        self, data: JoinGroupRequestData, *, now_ms: int, request: Hashable | None = None
+    ) -> Effects:
+        return self.classic_manager.join_group(data, now_ms=now_ms, request=request)
+
+    def classic_group_sync(
+        self, data: SyncGroupRequestData, *, now_ms: int, request: Hashable | None = None
+    ) -> Effects:
+        return self.classic_manager.sync_group(data, now_ms=now_ms, request=request)
+
+    def classic_group_heartbeat(
+        self, data: HeartbeatRequestData, *, now_ms: int, request: Hashable | None = None
+    ) -> Effects:
+        return self.classic_manager.heartbeat(data, now_ms=now_ms, request=request)
+
+    def classic_group_leave(
+        self, data: LeaveGroupRequestData, *, now_ms: int, request: Hashable | None = None
+    ) -> Effects:
+        return self.classic_manager.leave_group(data, now_ms=now_ms, request=request)
+
+    # ... and the same with the request's fields as arguments, for notebooks and tests
+    # that step the coordinator by hand
+
     def join_group(
         self,
         group_id: str,
@@ -480,20 +511,19 @@ class GroupCoordinator:
         now_ms: int,
         request: Hashable | None = None,
     ) -> Effects:
-        return self.classic_manager.join_group(
+        data = JoinGroupRequestData(
             group_id,
             member_id,
-            protocol_type=protocol_type,
-            protocols=protocols,
-            session_timeout_ms=session_timeout_ms,
-            rebalance_timeout_ms=rebalance_timeout_ms,
-            group_instance_id=group_instance_id,
-            client_id=client_id,
-            client_host=client_host,
-            require_known_member_id=require_known_member_id,
-            now_ms=now_ms,
-            request=request,
+            protocol_type,
+            tuple(protocols),
+            session_timeout_ms,
+            rebalance_timeout_ms,
+            group_instance_id,
+            client_id,
+            client_host,
+            require_known_member_id,
         )
+        return self.classic_group_join(data, now_ms=now_ms, request=request)
 
     def sync_group(
         self,
@@ -508,17 +538,16 @@ class GroupCoordinator:
         now_ms: int,
         request: Hashable | None = None,
     ) -> Effects:
-        return self.classic_manager.sync_group(
+        data = SyncGroupRequestData(
             group_id,
             generation_id,
             member_id,
-            assignments=assignments,
-            group_instance_id=group_instance_id,
-            protocol_type=protocol_type,
-            protocol_name=protocol_name,
-            now_ms=now_ms,
-            request=request,
+            group_instance_id,
+            protocol_type,
+            protocol_name,
+            tuple((assignments or {}).items()),
         )
+        return self.classic_group_sync(data, now_ms=now_ms, request=request)
 
     def heartbeat(
         self,
@@ -530,14 +559,8 @@ class GroupCoordinator:
         now_ms: int,
         request: Hashable | None = None,
     ) -> Effects:
-        return self.classic_manager.heartbeat(
-            group_id,
-            generation_id,
-            member_id,
-            group_instance_id=group_instance_id,
-            now_ms=now_ms,
-            request=request,
-        )
+        data = HeartbeatRequestData(group_id, generation_id, member_id, group_instance_id)
+        return self.classic_group_heartbeat(data, now_ms=now_ms, request=request)
 
     def leave_group(
         self,
@@ -547,7 +570,8 @@ class GroupCoordinator:
         now_ms: int,
         request: Hashable | None = None,
     ) -> Effects:
-        return self.classic_manager.leave_group(group_id, members, now_ms=now_ms, request=request)
+        data = LeaveGroupRequestData(group_id, tuple(members))
+        return self.classic_group_leave(data, now_ms=now_ms, request=request)
 
     def commit_offsets(
         self,

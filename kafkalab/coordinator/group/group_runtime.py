@@ -14,8 +14,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from kafkalab.coordinator.group.coordinator_records import OffsetAndMetadata
-from kafkalab.coordinator.group.group_metadata import GroupMetadata, GroupState
+from kafkalab.coordinator.group.classic_group import ClassicGroup, GroupState
+from kafkalab.coordinator.group.coordinator_records import GroupMetadataRecord, OffsetAndMetadata
 from kafkalab.coordinator.runtime import PendingAppend
 
 EMPTY, PREPARING, COMPLETING, STABLE, DEAD = (
@@ -41,14 +41,14 @@ class AppendKind(enum.Enum):
 
 @dataclass(frozen=True)
 class SyncAppend:
-    group: GroupMetadata
-    generation: int
-    assignment: dict[str, bytes]
+    group: ClassicGroup
+    record: GroupMetadataRecord  # the generation with its assignment, replayed once written
 
 
 @dataclass(frozen=True)
 class StaticRejoinAppend:
-    group: GroupMetadata
+    group: ClassicGroup
+    record: GroupMetadataRecord  # the member's new id, replayed once written
     instance_id: str
     old_id: str
     new_id: str
@@ -58,7 +58,7 @@ class StaticRejoinAppend:
 
 @dataclass(frozen=True)
 class OffsetsAppend:
-    group: GroupMetadata
+    group: ClassicGroup
     to_write: dict[TopicPartition, OffsetAndMetadata]
     too_large: frozenset[TopicPartition]
     producer_id: int = -1  # >= 0: a TxnOffsetCommit of this producer

@@ -12,12 +12,12 @@ from collections.abc import Callable, Hashable, Iterable
 from typing import TYPE_CHECKING
 
 from kafkalab.coordinator.group import coordinator_records as rec
+from kafkalab.coordinator.group.classic_group import ClassicGroup
 from kafkalab.coordinator.group.classic_group_manager import ClassicGroupManager
 from kafkalab.coordinator.group.consumer_group import ConsumerGroup
 from kafkalab.coordinator.group.coordinator_records import (
     OffsetAndMetadata,
 )
-from kafkalab.coordinator.group.group_metadata import GroupMetadata
 from kafkalab.coordinator.group.group_runtime import (
     COMPLETING,
     DEAD,
@@ -110,14 +110,14 @@ class OffsetMetadataManager:
                 return answer(error)
             group = self.shard.groups.get(group_id)
             if group is None:  # its offsets live beside it, as an Empty holder
-                group = self.shard.groups[group_id] = GroupMetadata(group_id, EMPTY, now_ms)
+                group = self.shard.groups[group_id] = ClassicGroup(group_id, EMPTY, now_ms)
             self._store_offsets(group, offsets, expire_timestamp_ms, now_ms, request, effects)
             return self.shard.end_call(effects, now_ms)
         group = self.shard.groups.get(group_id)
         if group is None:
             if generation_id >= 0:
                 return answer(Errors.ILLEGAL_GENERATION)
-            group = self.shard.groups[group_id] = GroupMetadata(group_id, EMPTY, now_ms)
+            group = self.shard.groups[group_id] = ClassicGroup(group_id, EMPTY, now_ms)
         error = self._validate_offset_commit(group, generation_id, member_id, group_instance_id)
         if error is not None:
             return answer(error)
@@ -134,7 +134,7 @@ class OffsetMetadataManager:
     @classmethod
     def _validate_offset_commit(
         cls,
-        group: GroupMetadata,
+        group: ClassicGroup,
         generation_id: int,
         member_id: str,
         instance_id: str | None,
@@ -177,7 +177,7 @@ class OffsetMetadataManager:
 
     def _store_offsets(
         self,
-        group: GroupMetadata,
+        group: ClassicGroup,
         offsets: dict[TopicPartition, CommitOffset],
         expire_timestamp_ms: int | None,
         now_ms: int,
@@ -268,7 +268,7 @@ class OffsetMetadataManager:
 
     @staticmethod
     def replay_offset_commit(
-        group: GroupMetadata,
+        group: ClassicGroup,
         tp: TopicPartition,
         om: OffsetAndMetadata | None,
         producer_id: int,
@@ -306,7 +306,7 @@ class OffsetMetadataManager:
 
     @staticmethod
     def replay_end_transaction_marker(
-        group: GroupMetadata, producer_id: int, committed: bool
+        group: ClassicGroup, producer_id: int, committed: bool
     ) -> None:
         """The COMMIT or ABORT marker of `producer_id`'s transaction (Kafka:
         replayEndTransactionMarker): its offsets become committed, unless a plain
@@ -358,7 +358,7 @@ class OffsetMetadataManager:
                 )
         group = self.shard.groups.get(group_id)
         if group is None:
-            group = self.shard.groups[group_id] = GroupMetadata(group_id, EMPTY, now_ms)
+            group = self.shard.groups[group_id] = ClassicGroup(group_id, EMPTY, now_ms)
         if group.is_(DEAD):
             return answer(Errors.COORDINATOR_NOT_AVAILABLE)
         if consumer is None:
@@ -508,7 +508,7 @@ class OffsetMetadataManager:
         return answer(Errors.NONE, errors)
 
     def remove_offsets(
-        self, group: GroupMetadata, partitions: Iterable[TopicPartition]
+        self, group: ClassicGroup, partitions: Iterable[TopicPartition]
     ) -> list[TopicPartition]:
         """The committed offsets of `partitions` go: their tombstones, replayed here
         and returned for the caller to write."""
@@ -520,7 +520,7 @@ class OffsetMetadataManager:
             group.offset_append_seq.pop(tp, None)
         return removed
 
-    def remove_all_offsets(self, group: GroupMetadata) -> list[TopicPartition]:
+    def remove_all_offsets(self, group: ClassicGroup) -> list[TopicPartition]:
         """Every offset of a group being deleted (Kafka: deleteAllOffsets): committed,
         held by an open transaction, or in a commit still being written (its record
         is in the log before these tombstones), else a reload would bring them back."""
@@ -534,8 +534,8 @@ class OffsetMetadataManager:
 
     def cleanup_group_metadata(
         self,
-        groups: list[GroupMetadata],
-        selector: Callable[[GroupMetadata], list[TopicPartition]],
+        groups: list[ClassicGroup],
+        selector: Callable[[ClassicGroup], list[TopicPartition]],
         now_ms: int,
         effects: Effects,
     ) -> int:
@@ -573,7 +573,7 @@ class OffsetMetadataManager:
         effects = Effects() if effects is None else effects
         retention = self.shard.config.offsets_retention_ms
 
-        def expired(group: GroupMetadata) -> list[TopicPartition]:
+        def expired(group: ClassicGroup) -> list[TopicPartition]:
             def select(
                 base: Callable[[OffsetAndMetadata], int], keep_topics: set[str]
             ) -> list[TopicPartition]:

@@ -8,7 +8,9 @@ handleTxnOffsetCommitRequest.
 Each turns the request body into one typed call of the GroupCoordinatorService
 (one coordinator call as one request, run by the CoordinatorRuntime, which
 carries out its effects) and the result into the response body of the request's
-version. What a group is, and every rule of the protocol, lives in
+version. JoinGroup, SyncGroup, Heartbeat and LeaveGroup become their request
+data (JoinGroupRequestData and the like, Kafka's field names), built here once
+and passed as they are down to the ClassicGroupManager. What a group is, and every rule of the protocol, lives in
 kafkalab/coordinator/group/ (the GroupCoordinator and its managers).
 
 FindCoordinator answers with the leader of the group's `__consumer_offsets`
@@ -22,6 +24,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kafkalab.coordinator.group.classic_group_requests import (
+    HeartbeatRequestData,
+    JoinGroupRequestData,
+    LeaveGroupRequestData,
+    SyncGroupRequestData,
+)
 from kafkalab.coordinator.group.results import CommitOffset, PartitionOffset
 from kafkalab.errors import Errors
 from kafkalab.protocol.header import RequestHeader
@@ -69,11 +77,11 @@ def handle_find_coordinator(apis: KafkaApis, header: RequestHeader, body: dict) 
 
 async def handle_join_group(apis: KafkaApis, header: RequestHeader, body: dict) -> dict:
     version = header.api_version
-    result = await apis.group_coordinator.join_group(
-        body["group_id"],
-        body["member_id"],
+    data = JoinGroupRequestData(
+        group_id=body["group_id"],
+        member_id=body["member_id"],
         protocol_type=body["protocol_type"],
-        protocols=[(p["name"], bytes(p["metadata"])) for p in body["protocols"]],
+        protocols=tuple((p["name"], bytes(p["metadata"])) for p in body["protocols"]),
         session_timeout_ms=body["session_timeout_ms"],
         rebalance_timeout_ms=body["rebalance_timeout_ms"] if version >= 1 else None,
         group_instance_id=body.get("group_instance_id") if version >= 5 else None,
@@ -81,6 +89,7 @@ async def handle_join_group(apis: KafkaApis, header: RequestHeader, body: dict) 
         client_host=header.client_host,
         require_known_member_id=version >= 4,
     )
+    result = await apis.group_coordinator.join_group(data)
     return {
         "throttle_time_ms": 0,
         "error_code": int(result.error),
@@ -102,15 +111,16 @@ async def handle_join_group(apis: KafkaApis, header: RequestHeader, body: dict) 
 
 
 async def handle_sync_group(apis: KafkaApis, header: RequestHeader, body: dict) -> dict:
-    result = await apis.group_coordinator.sync_group(
-        body["group_id"],
-        body["generation_id"],
-        body["member_id"],
-        assignments={a["member_id"]: bytes(a["assignment"]) for a in body["assignments"]},
+    data = SyncGroupRequestData(
+        group_id=body["group_id"],
+        generation_id=body["generation_id"],
+        member_id=body["member_id"],
         group_instance_id=body.get("group_instance_id"),
         protocol_type=body.get("protocol_type"),
         protocol_name=body.get("protocol_name"),
+        assignments=tuple((a["member_id"], bytes(a["assignment"])) for a in body["assignments"]),
     )
+    result = await apis.group_coordinator.sync_group(data)
     return {
         "throttle_time_ms": 0,
         "error_code": int(result.error),
@@ -121,21 +131,23 @@ async def handle_sync_group(apis: KafkaApis, header: RequestHeader, body: dict) 
 
 
 async def handle_heartbeat(apis: KafkaApis, header: RequestHeader, body: dict) -> dict:
-    result = await apis.group_coordinator.heartbeat(
-        body["group_id"],
-        body["generation_id"],
-        body["member_id"],
+    data = HeartbeatRequestData(
+        group_id=body["group_id"],
+        generation_id=body["generation_id"],
+        member_id=body["member_id"],
         group_instance_id=body.get("group_instance_id"),
     )
+    result = await apis.group_coordinator.heartbeat(data)
     return {"throttle_time_ms": 0, "error_code": int(result.error)}
 
 
 async def handle_leave_group(apis: KafkaApis, header: RequestHeader, body: dict) -> dict:
     if header.api_version >= 3:
-        members = [(m["member_id"], m.get("group_instance_id")) for m in body["members"]]
+        members = tuple((m["member_id"], m.get("group_instance_id")) for m in body["members"])
     else:
-        members = [(body["member_id"], None)]
-    result = await apis.group_coordinator.leave_group(body["group_id"], members)
+        members = ((body["member_id"], None),)
+    data = LeaveGroupRequestData(group_id=body["group_id"], members=members)
+    result = await apis.group_coordinator.leave_group(data)
     error = result.error
     if header.api_version < 3 and error == Errors.NONE and result.members:
         error = result.members[0].error  # one member: its error is the request's

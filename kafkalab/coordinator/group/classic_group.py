@@ -1,7 +1,8 @@
 """A classic group's state: its members, generation, protocol, leader and offsets.
 
-Kafka's classes: kafka.coordinator.group.GroupMetadata and GroupState
-(ClassicGroup and ClassicGroupState in the Java coordinator of 3.7+).
+Kafka's classes: org.apache.kafka.coordinator.group.classic.ClassicGroup and
+ClassicGroupState (the Java coordinator of 3.7+; GroupMetadata and GroupState in
+the Scala one of 3.x). The state enum keeps the short name GroupState here.
 
 The group's state machine; every transition not drawn here is a bug, and
 `transition_to` refuses it (Kafka: `assertValidTransition`):
@@ -36,8 +37,8 @@ import enum
 from collections import deque
 from dataclasses import dataclass, field
 
-from kafkalab.coordinator.group.coordinator_records import OffsetAndMetadata
-from kafkalab.coordinator.group.member_metadata import MemberMetadata
+from kafkalab.coordinator.group.classic_group_member import ClassicGroupMember
+from kafkalab.coordinator.group.coordinator_records import GroupMetadataRecord, OffsetAndMetadata
 from kafkalab.protocol.consumer_protocol import PROTOCOL_TYPE, decode_subscription
 
 
@@ -73,7 +74,7 @@ TopicPartition = tuple[str, int]
 
 
 @dataclass
-class GroupMetadata:
+class ClassicGroup:
     group_id: str
     state: GroupState = GroupState.EMPTY
     state_timestamp_ms: int = -1  # when the current state was entered (currentStateTimestamp)
@@ -81,7 +82,7 @@ class GroupMetadata:
     protocol_name: str | None = None
     generation_id: int = 0
     leader_id: str | None = None
-    members: dict[str, MemberMetadata] = field(default_factory=dict)  # in join order
+    members: dict[str, ClassicGroupMember] = field(default_factory=dict)  # in join order
     static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
     pending_members: set[str] = field(default_factory=set)  # told MEMBER_ID_REQUIRED
     pending_sync_members: set[str] = field(default_factory=set)
@@ -102,6 +103,9 @@ class GroupMetadata:
         int, dict[TopicPartition, tuple[OffsetAndMetadata, int]]
     ] = field(default_factory=dict)
     subscribed_topics: set[str] | None = None  # of the current generation
+    # the last GroupMetadata record handed out for writing: a record acknowledged
+    # after a later one was written is not replayed (the later one carries the group)
+    latest_record: GroupMetadataRecord | None = None
     # the last transitions as (time ms, from, to): the path a lab draws on the state machine
     transitions: deque = field(default_factory=lambda: deque(maxlen=100))
 
@@ -145,7 +149,7 @@ class GroupMetadata:
     def has(self, member_id: str) -> bool:
         return member_id in self.members
 
-    def get(self, member_id: str) -> MemberMetadata:
+    def get(self, member_id: str) -> ClassicGroupMember:
         return self.members[member_id]
 
     def size(self) -> int:
@@ -160,14 +164,14 @@ class GroupMetadata:
     def has_all_members_joined(self) -> bool:
         return self.num_awaiting_join() == len(self.members) and not self.pending_members
 
-    def not_yet_rejoined_members(self) -> list[MemberMetadata]:
+    def not_yet_rejoined_members(self) -> list[ClassicGroupMember]:
         return [m for m in self.members.values() if not m.is_awaiting_join]
 
     def rebalance_timeout_ms(self) -> int:
         """The longest rebalance timeout of any member: how long a join phase may last."""
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
 
-    def add(self, member: MemberMetadata) -> None:
+    def add(self, member: ClassicGroupMember) -> None:
         if not self.members:
             self.protocol_type = member.protocol_type
         self.members[member.member_id] = member
@@ -177,7 +181,7 @@ class GroupMetadata:
             self.leader_id = member.member_id
         self.pending_members.discard(member.member_id)
 
-    def remove(self, member_id: str) -> MemberMetadata | None:
+    def remove(self, member_id: str) -> ClassicGroupMember | None:
         member = self.members.pop(member_id, None)
         if member is not None and member.group_instance_id is not None:
             if self.static_members.get(member.group_instance_id) == member_id:
@@ -192,7 +196,7 @@ class GroupMetadata:
 
     def replace_static_member(
         self, group_instance_id: str, old_id: str, new_id: str
-    ) -> MemberMetadata:
+    ) -> ClassicGroupMember:
         """A static member came back with a new member id: same place, new id.
         (Answering the old id's parked requests is the coordinator's job.)"""
         member = self.members.pop(old_id)
@@ -274,13 +278,12 @@ class GroupMetadata:
     # -- generations -----------------------------------------------------------------------
 
     def init_next_generation(self, now_ms: int) -> None:
-        """The join phase ends: a new generation, its protocol chosen by vote."""
+        """The join phase ends with members: a new generation, its protocol chosen
+        by vote. Soft state until the generation's record is written at SyncGroup
+        (a generation that ends Empty is its record, replayed: see
+        ClassicGroupRebalance.on_complete_join)."""
         self.generation_id += 1
-        if self.members:
-            self.protocol_name = self.select_protocol()
-            self.transition_to(GroupState.COMPLETING_REBALANCE, now_ms)
-        else:
-            self.protocol_name = None
-            self.transition_to(GroupState.EMPTY, now_ms)
+        self.protocol_name = self.select_protocol()  # refuses a group with no member
+        self.transition_to(GroupState.COMPLETING_REBALANCE, now_ms)
         self.subscribed_topics = self.compute_subscribed_topics()
         self.pending_sync_members = set()

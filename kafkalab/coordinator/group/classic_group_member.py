@@ -1,7 +1,7 @@
 """One member of a classic group, as the coordinator sees it.
 
-Kafka's class: kafka.coordinator.group.MemberMetadata (ClassicGroupMember in
-the Java coordinator). A member has:
+Kafka's class: org.apache.kafka.coordinator.group.classic.ClassicGroupMember
+(MemberMetadata in the Scala coordinator of 3.x). A member has:
 
 - `member_id`: chosen by the coordinator (`client.id` or `group.instance.id`,
   then "-" and a UUID); "" in a JoinGroup means "I have none yet";
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 
 @dataclass
-class MemberMetadata:
+class ClassicGroupMember:
     member_id: str
     group_instance_id: str | None
     client_id: str
