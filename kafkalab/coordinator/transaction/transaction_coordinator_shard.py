@@ -319,6 +319,31 @@ class TransactionCoordinatorShard:
             )
         return self._add(meta, wanted, TxnAppendKind.ADD_PARTITIONS, ok, now_ms)
 
+    def verify_partitions_in_txn(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[TopicPartition],
+    ) -> AddPartitionsToTxnResult:
+        """AddPartitionsToTxn v4+ with verify_only (KIP-890 part 1; Kafka:
+        TransactionCoordinator.handleVerifyPartitionsInTransaction): a partition
+        leader asks, before it appends this producer's first transactional batch,
+        whether the partition is in the producer's ongoing transaction. Writes
+        nothing. Per partition NONE if it is; INVALID_TXN_STATE if not (no
+        transaction, a completed or aborted one, or one without this partition):
+        the leader then refuses the write, so a late batch cannot open a
+        transaction the coordinator does not know."""
+        wanted = frozenset(partitions)
+        error, meta = self._validate(transactional_id, producer_id, producer_epoch)
+        if meta is None:
+            return AddPartitionsToTxnResult(dict.fromkeys(wanted, error))
+        s = meta.state
+        ongoing = s.partitions if s.state == TxnState.ONGOING else frozenset()
+        return AddPartitionsToTxnResult(
+            {tp: Errors.NONE if tp in ongoing else Errors.INVALID_TXN_STATE for tp in wanted}
+        )
+
     def add_offsets_to_txn(
         self,
         transactional_id: str,
