@@ -279,3 +279,28 @@ def test_the_verify_only_request_is_for_brokers_only(verified):
     finally:
         client.close()
         broker_side.close()
+
+
+def test_with_verification_an_empty_or_cut_batch_is_still_answered_as_corrupt(verified):
+    """The leader reads the batch header to know whom to verify: a request with no
+    batch, or half a header, gets the log's answer, as without verification."""
+    topic = make_topic(verified.bootstrap_servers)
+    conn = connect(verified.bootstrap_servers)
+    try:
+        producer = RawTransactionalProducer(conn, topic)
+        whole = build_batch(
+            [SimpleRecord(b"x")], producer_id=producer.pid, producer_epoch=0, is_transactional=True
+        )
+        for records in (b"", whole[:40]):
+            body = {
+                "transactional_id": producer.tid,
+                "acks": 1,
+                "timeout_ms": 10_000,
+                "topics": [
+                    {"name": topic, "partitions": [{"partition_index": 0, "records": records}]}
+                ],
+            }
+            (p,) = conn._call(ApiKeys.PRODUCE, 8, body)[1]["responses"][0]["partitions"]
+            assert p["error_code"] == Errors.CORRUPT_MESSAGE, p
+    finally:
+        conn.close()
