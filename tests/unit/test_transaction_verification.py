@@ -54,6 +54,20 @@ def test_a_partition_not_added_is_not_in_the_transaction():
     }
 
 
+def test_a_transition_being_written_is_not_waited_for():
+    """As in Kafka, the committed state answers (the leader's guard is the final
+    check): a partition being added is not in yet, one added before is."""
+    h = TxnHarness()
+    pid, epoch = begun(h)
+    request, _ = h.call_pending("add_partitions_to_txn", "app", pid, epoch, [T2])
+    assert h.appends, "the AddPartitionsToTxn write is on its way"
+    answer = h.coordinator.verify_partitions_in_txn("app", pid, epoch, [T0, T2]).errors
+    assert answer == {T0: Errors.NONE, T2: Errors.INVALID_TXN_STATE}
+    h.complete_appends()
+    assert h.answers.pop(request) == AddPartitionsToTxnResult({T2: Errors.NONE})
+    assert verify(h, "app", pid, epoch, [T2]) == {T2: Errors.NONE}
+
+
 def test_another_epoch_or_producer_is_refused():
     h = TxnHarness()
     pid, epoch = begun(h)

@@ -333,11 +333,22 @@ class TransactionCoordinatorShard:
         nothing. Per partition NONE if it is; INVALID_TXN_STATE if not (no
         transaction, a completed or aborted one, or one without this partition):
         the leader then refuses the write, so a late batch cannot open a
-        transaction the coordinator does not know."""
+        transaction the coordinator does not know. (Kafka 4's coordinator says
+        TRANSACTION_ABORTABLE there, which the leader turns into INVALID_TXN_STATE
+        for every Produce version served here; Kafka 3.6 said INVALID_TXN_STATE.)"""
         wanted = frozenset(partitions)
-        error, meta = self._validate(transactional_id, producer_id, producer_epoch)
-        if meta is None:
+        meta = self.transactions.get(transactional_id)
+        error = None
+        if meta is None or meta.state.producer_id != producer_id:
+            error = Errors.INVALID_PRODUCER_ID_MAPPING
+        elif meta.state.producer_epoch != producer_epoch:
+            error = Errors.PRODUCER_FENCED
+        elif meta.state.state.is_prepared:
+            error = Errors.CONCURRENT_TRANSACTIONS  # ending: ask again (the client retries)
+        if error is not None or meta is None:
             return AddPartitionsToTxnResult(dict.fromkeys(wanted, error))
+        # A transition being written (meta.pending) is not waited for, as in Kafka: the
+        # partitions are the committed state's, and the leader's guard is the final check.
         s = meta.state
         ongoing = s.partitions if s.state == TxnState.ONGOING else frozenset()
         return AddPartitionsToTxnResult(
