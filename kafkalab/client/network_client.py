@@ -26,6 +26,10 @@ from kafkalab.protocol.header import RequestHeader, decode_response, encode_requ
 from kafkalab.protocol.messages import APIS
 
 CLIENT_ID = "kafkalab-client"
+#: Versions only brokers send each other: a client stops below them, as Kafka's Java
+#: client does (AddPartitionsToTxnRequest.Builder.forClient: v3 at most; v4+ is the
+#: partition leader's verify-only form, KIP-890).
+CLIENT_MAX_VERSIONS = {ApiKeys.ADD_PARTITIONS_TO_TXN: 3}
 _SIZE = struct.Struct(">i")
 
 
@@ -62,7 +66,11 @@ class BrokerConnection:
         for entry in body["api_keys"]:
             api = APIS.get(entry["api_key"])
             if api is not None:
-                top = min(api.max_version, entry["max_version"])
+                top = min(
+                    api.max_version,
+                    entry["max_version"],
+                    CLIENT_MAX_VERSIONS.get(api.key, api.max_version),
+                )
                 if top >= max(api.min_version, entry["min_version"]):
                     self.versions[api.key] = top
 

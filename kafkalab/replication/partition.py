@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from kafkalab.errors import Errors, KafkaError
+from kafkalab.storage.producer_state_manager import VerificationGuard
 from kafkalab.storage.unified_log import (
     EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
@@ -184,9 +185,11 @@ class Partition:
         required_acks: int,
         min_insync_replicas: int,
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        verification_guard: VerificationGuard | None = None,
     ) -> LogAppendInfo:
         """Append as leader (Kafka: appendRecordsToLeader). acks=all refuses the
-        write when the ISR is smaller than min.insync.replicas."""
+        write when the ISR is smaller than min.insync.replicas. `verification_guard`:
+        see UnifiedLog.append_as_leader."""
         self.require_leader()
         if required_acks == -1 and len(self.isr) < min_insync_replicas:
             raise KafkaError(
@@ -194,7 +197,7 @@ class Partition:
                 f"{self.topic}-{self.partition}: ISR {self.isr} has fewer than "
                 f"min.insync.replicas={min_insync_replicas} members",
             )
-        info = self.log.append_as_leader(records, self.leader_epoch, origin)
+        info = self.log.append_as_leader(records, self.leader_epoch, origin, verification_guard)
         self.maybe_increment_high_watermark()
         return info
 

@@ -41,7 +41,7 @@ from kafkalab.replication.partition import IsrChange, Partition, Role, Truncatio
 from kafkalab.storage.errors import OffsetOutOfRangeError, RecordValidationError
 from kafkalab.storage.log_manager import LogManager
 from kafkalab.storage.log_segment import LogOffsetMetadata
-from kafkalab.storage.producer_state_manager import ProducerStateEntry
+from kafkalab.storage.producer_state_manager import ProducerStateEntry, VerificationGuard
 from kafkalab.storage.unified_log import AppendOrigin, FetchIsolation
 
 TopicPartition = tuple[str, int]
@@ -208,17 +208,24 @@ class ReplicaManager:
         records: Any,
         required_acks: int = 1,
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        verification_guard: VerificationGuard | None = None,
     ) -> AppendResult:
         """Append to a partition this broker leads (Kafka: appendRecords). `origin`:
         CLIENT for Produce; COORDINATOR for what the group and transaction
-        coordinators write (their records, and transaction markers)."""
+        coordinators write (their records, and transaction markers).
+        `verification_guard`: None with transaction verification off, else what
+        `maybe_start_transaction_verification` gave before the coordinator was asked."""
         tp = (topic, partition)
         if records is None or len(records) == 0:
             return AppendResult(Errors.CORRUPT_MESSAGE, message="a produce request with no records")
         try:
             part = self.leader_partition(tp)
             info = part.append_records_to_leader(
-                bytearray(records), required_acks, part.log.config.min_insync_replicas, origin
+                bytearray(records),
+                required_acks,
+                part.log.config.min_insync_replicas,
+                origin,
+                verification_guard,
             )
         except KafkaError as e:
             record_errors = e.record_errors if isinstance(e, RecordValidationError) else []
@@ -232,6 +239,15 @@ class ReplicaManager:
             part.log.log_start_offset,
             required_offset=info.last_offset + 1,
         )
+
+    def maybe_start_transaction_verification(
+        self, topic: str, partition: int, producer_id: int, producer_epoch: int
+    ) -> VerificationGuard:
+        """Before a transactional Produce to a partition this broker leads: the guard
+        its append must bring back (SENTINEL: the producer's transaction is ongoing
+        here already, nothing to ask). Raises KafkaError when not the leader."""
+        part = self.leader_partition((topic, partition))
+        return part.log.maybe_start_transaction_verification(producer_id, producer_epoch)
 
     def read(
         self,

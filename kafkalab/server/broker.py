@@ -37,6 +37,10 @@ from kafkalab.errors import KafkaError
 from kafkalab.protocol.api_keys import ApiKeys
 from kafkalab.protocol.messages import APIS, CONTROLLER_APIS
 from kafkalab.replication.replica_manager import ReplicaManager
+from kafkalab.server.add_partitions_to_txn_manager import (
+    VERIFICATION_ENABLE,
+    AddPartitionsToTxnManager,
+)
 from kafkalab.server.alter_partition_manager import AlterPartitionManager
 from kafkalab.server.broker_lifecycle_manager import BrokerLifecycleManager
 from kafkalab.server.config import KafkaConfig, read_properties
@@ -178,6 +182,14 @@ class KafkaBroker:
             self.group_coordinator,
             self.transaction_coordinator,
         )
+        if config.extra.get(VERIFICATION_ENABLE, "false").lower() == "true":
+            self.apis.add_partitions_to_txn_manager = AddPartitionsToTxnManager(
+                metadata,
+                self.transaction_coordinator.coordinator.config.transaction_state_log_num_partitions,
+                lambda host, port: InterBrokerConnection(host, port, APIS, self._client_id),
+                listener=config.inter_broker_listener,
+                request_timeout_ms=int(config.extra.get("request.timeout.ms", 30_000)),
+            )
         advertised = config.advertised()
         for name, host, port in config.listener_list():
             server = SocketServer(
@@ -373,6 +385,9 @@ class KafkaBroker:
             )
         self.group_coordinator.shutdown()
         self.transaction_coordinator.shutdown()
+        verifier = getattr(getattr(self, "apis", None), "add_partitions_to_txn_manager", None)
+        if verifier is not None:
+            verifier.close()
         self.replica_manager.shutdown()
         self._stopped.set()
 

@@ -48,6 +48,7 @@ from kafkalab.errors import Errors
 from kafkalab.protocol.api_keys import ApiKeys
 from kafkalab.protocol.header import RequestHeader
 from kafkalab.replication.replica_manager import ReplicaManager
+from kafkalab.server.add_partitions_to_txn_manager import AddPartitionsToTxnManager
 from kafkalab.server.apis import (
     api_versions,
     cluster,
@@ -130,6 +131,9 @@ class KafkaApis:
         self.link_faults = link_faults
         self.group_coordinator = group_coordinator
         self.transaction_coordinator = transaction_coordinator
+        # transaction.partition.verification.enable: the leader asks the transaction
+        # coordinator before a producer's first transactional write (None: off)
+        self.add_partitions_to_txn_manager: AddPartitionsToTxnManager | None = None
 
     def handle(self, header: RequestHeader, body: dict) -> Any:
         return HANDLERS[ApiKeys(header.api_key)](self, header, body)

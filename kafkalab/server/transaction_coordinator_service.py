@@ -135,6 +135,18 @@ class TransactionCoordinatorService:
             AddPartitionsToTxnResult,
         )
 
+    def verify_partitions_in_txn(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[TopicPartition],
+    ) -> AddPartitionsToTxnResult:
+        """Read only (nothing is written): answered from the coordinator's state."""
+        return self.coordinator.verify_partitions_in_txn(
+            transactional_id, producer_id, producer_epoch, partitions
+        )
+
     async def add_offsets_to_txn(
         self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str
     ) -> TxnResult:

@@ -27,6 +27,17 @@ unreplicated transactions: the last stable offset (LSO) can never pass it.
 The snapshot keeps each producer's coordinator epoch and current transaction
 first offset (Kafka's snapshot has both fields), so ongoing transactions
 survive a restart.
+
+Transaction verification (KIP-890 part 1, `transaction.partition.verification.enable`):
+before a producer's first transactional batch in this partition (no transaction
+of its epoch ongoing here), the leader asks the transaction coordinator whether
+the partition is in the producer's ongoing transaction. `maybe_start_verification`
+hands out a VerificationGuard for that question (kept in a VerificationStateEntry
+per producer: soft state, not in the snapshot); the append must bring the same
+guard back. A marker (the transaction ended: COMMIT, ABORT, or an abort with a
+bumped epoch) or the batch that opens the transaction clears the entry, so a
+guard from before the marker no longer matches and the late write is refused
+(INVALID_TXN_STATE) even if the coordinator's answer was yes.
 """
 
 from __future__ import annotations
@@ -125,6 +136,32 @@ class ProducerStateEntry:
         return None
 
 
+class VerificationGuard:
+    """One verification of one producer's first transactional write to a partition
+    (Kafka: VerificationGuard): compared by identity. `SENTINEL` is the guard of a
+    write that needs no verification (its transaction is already ongoing here)."""
+
+    SENTINEL: VerificationGuard
+
+    def __repr__(self) -> str:
+        return (
+            "VerificationGuard.SENTINEL"
+            if self is VerificationGuard.SENTINEL
+            else (f"VerificationGuard({id(self):#x})")
+        )
+
+
+VerificationGuard.SENTINEL = VerificationGuard()
+
+
+@dataclass(slots=True)
+class VerificationStateEntry:
+    """A verification under way for one producer (Kafka: VerificationStateEntry)."""
+
+    guard: VerificationGuard
+    producer_epoch: int
+
+
 def in_sequence(last_seq: int, next_seq: int) -> bool:
     return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
 
@@ -141,6 +178,53 @@ class ProducerStateManager:
         # first offset -> producer id, oldest first (appends come in offset order)
         self.ongoing_txns: dict[int, int] = {}
         self.unreplicated_txns: dict[int, CompletedTxn] = {}  # first offset -> txn
+        self.verification: dict[int, VerificationStateEntry] = {}  # by producer id
+
+    # -- transaction verification (KIP-890 part 1) ----------------------------------------------
+
+    def has_ongoing_transaction(self, producer_id: int, producer_epoch: int) -> bool:
+        entry = self.producers.get(producer_id)
+        return (
+            entry is not None
+            and entry.current_txn_first_offset is not None
+            and entry.producer_epoch == producer_epoch
+        )
+
+    def maybe_start_verification(self, producer_id: int, producer_epoch: int) -> VerificationGuard:
+        """The guard a transactional write of (producer_id, producer_epoch) must bring
+        back to the append: SENTINEL if its transaction is ongoing here (nothing to
+        verify), else the producer's verification under way for this epoch or a new one
+        (Kafka: UnifiedLog.maybeStartTransactionVerification)."""
+        if self.has_ongoing_transaction(producer_id, producer_epoch):
+            return VerificationGuard.SENTINEL
+        entry = self.verification.get(producer_id)
+        if entry is None or entry.producer_epoch < producer_epoch:
+            entry = self.verification[producer_id] = VerificationStateEntry(
+                VerificationGuard(), producer_epoch
+            )
+        return entry.guard
+
+    def verification_guard(self, producer_id: int) -> VerificationGuard | None:
+        entry = self.verification.get(producer_id)
+        return None if entry is None else entry.guard
+
+    def check_verified(self, header: BatchHeader, guard: VerificationGuard) -> None:
+        """With verification on: a transactional batch that opens a transaction here
+        must come with the guard of the producer's current verification. Raises
+        InvalidTxnStateError (Kafka: 'Record was not part of an ongoing transaction')."""
+        if not header.is_transactional or header.is_control_batch:
+            return
+        if self.has_ongoing_transaction(header.producer_id, header.producer_epoch):
+            return
+        if (
+            guard is VerificationGuard.SENTINEL
+            or self.verification_guard(header.producer_id) is not guard
+        ):
+            raise InvalidTxnStateError(
+                f"producer {header.producer_id} epoch {header.producer_epoch}: the batch is not "
+                "part of an ongoing transaction (the transaction coordinator did not confirm "
+                "this partition, or the transaction ended since it did)"
+            )
 
     # -- checking and updating (the leader's append path) ------------------------------------
 
@@ -225,6 +309,10 @@ class ProducerStateManager:
             entry.batches.clear()
         entry.last_timestamp = header.max_timestamp
         self.map_end_offset = max(self.map_end_offset, header.next_offset)
+        if header.is_transactional or header.is_control_batch:
+            # a marker ended the transaction, or this batch opened it: a verification
+            # started before is spent (its guard no longer matches)
+            self.verification.pop(header.producer_id, None)
         if header.is_control_batch:
             if marker is None:
                 return None  # an empty control batch (the cleaner emptied it)
@@ -401,6 +489,7 @@ class ProducerStateManager:
         self.producers.clear()
         self.ongoing_txns.clear()
         self.unreplicated_txns.clear()
+        self.verification.clear()
         self.map_end_offset = 0
 
     def delete_snapshots_before(self, offset: int) -> None:

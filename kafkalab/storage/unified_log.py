@@ -87,7 +87,7 @@ from kafkalab.storage.log_segment import (
 )
 from kafkalab.storage.log_validator import validate_and_assign_offsets
 from kafkalab.storage.offset_index import OffsetPosition
-from kafkalab.storage.producer_state_manager import ProducerStateManager
+from kafkalab.storage.producer_state_manager import ProducerStateManager, VerificationGuard
 from kafkalab.storage.transaction_index import AbortedTxn
 
 log = logging.getLogger(__name__)
@@ -493,9 +493,16 @@ class UnifiedLog:
         records: bytes | bytearray | memoryview,
         leader_epoch: int = 0,
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        verification_guard: VerificationGuard | None = None,
     ) -> LogAppendInfo:
         """Validate whole batches, assign them offsets from the LEO, stamp the leader
         epoch (and LogAppendTime if configured), and append them.
+
+        `verification_guard`: None when transaction verification is off
+        (transaction.partition.verification.enable=false); else the guard the leader
+        got from `maybe_start_transaction_verification` before asking the transaction
+        coordinator. A transactional batch that would open a transaction here without
+        that guard still current raises InvalidTxnStateError (KIP-890 part 1).
 
         Kafka: UnifiedLog.appendAsLeader. Raises CorruptRecordError (bad CRC or
         framing), InvalidRecordError, RecordBatchTooLargeError; nothing is written
@@ -514,6 +521,8 @@ class UnifiedLog:
                             self.producer_state.check_marker(header, marker)
                         continue
                     duplicate = self.producer_state.check(header, client)
+                    if client and verification_guard is not None and duplicate is None:
+                        self.producer_state.check_verified(header, verification_guard)
                     if duplicate is not None:  # a retry: answer with the first offsets
                         return LogAppendInfo(
                             duplicate.first_offset,
@@ -548,6 +557,12 @@ class UnifiedLog:
                 (batch.position, header.size_in_bytes, header.last_offset, batch.max_timestamp)
             )
         return self._append(buf, batches, headers, result.log_append_time, leader_epoch)
+
+    def maybe_start_transaction_verification(
+        self, producer_id: int, producer_epoch: int
+    ) -> VerificationGuard:
+        """Kafka: UnifiedLog.maybeStartTransactionVerification (the producer state's)."""
+        return self.producer_state.maybe_start_verification(producer_id, producer_epoch)
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo:
         """Append batches with the offsets and epochs the leader gave them.

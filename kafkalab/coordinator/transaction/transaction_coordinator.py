@@ -449,6 +449,24 @@ class TransactionCoordinator:
         self._run(handled, effects.request, now_ms, effects)
         return effects
 
+    def verify_partitions_in_txn(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[TopicPartition],
+    ) -> AddPartitionsToTxnResult:
+        """AddPartitionsToTxn's verify-only form (a partition leader asks before a
+        producer's first transactional write to it): answered at once from the
+        state, nothing written (the shard's `verify_partitions_in_txn`)."""
+        wanted = frozenset(partitions)
+        error = self._status(transactional_id)
+        if error is not None:
+            return AddPartitionsToTxnResult(dict.fromkeys(wanted, error))
+        return self.shard.verify_partitions_in_txn(
+            transactional_id, producer_id, producer_epoch, wanted
+        )
+
     def add_offsets_to_txn(
         self,
         transactional_id: str,

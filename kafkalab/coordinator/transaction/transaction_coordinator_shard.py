@@ -319,6 +319,42 @@ class TransactionCoordinatorShard:
             )
         return self._add(meta, wanted, TxnAppendKind.ADD_PARTITIONS, ok, now_ms)
 
+    def verify_partitions_in_txn(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[TopicPartition],
+    ) -> AddPartitionsToTxnResult:
+        """AddPartitionsToTxn v4+ with verify_only (KIP-890 part 1; Kafka:
+        TransactionCoordinator.handleVerifyPartitionsInTransaction): a partition
+        leader asks, before it appends this producer's first transactional batch,
+        whether the partition is in the producer's ongoing transaction. Writes
+        nothing. Per partition NONE if it is; INVALID_TXN_STATE if not (no
+        transaction, a completed or aborted one, or one without this partition):
+        the leader then refuses the write, so a late batch cannot open a
+        transaction the coordinator does not know. (Kafka 4's coordinator says
+        TRANSACTION_ABORTABLE there, which the leader turns into INVALID_TXN_STATE
+        for every Produce version served here; Kafka 3.6 said INVALID_TXN_STATE.)"""
+        wanted = frozenset(partitions)
+        meta = self.transactions.get(transactional_id)
+        error = None
+        if meta is None or meta.state.producer_id != producer_id:
+            error = Errors.INVALID_PRODUCER_ID_MAPPING
+        elif meta.state.producer_epoch != producer_epoch:
+            error = Errors.PRODUCER_FENCED
+        elif meta.state.state.is_prepared:
+            error = Errors.CONCURRENT_TRANSACTIONS  # ending: ask again (the client retries)
+        if error is not None or meta is None:
+            return AddPartitionsToTxnResult(dict.fromkeys(wanted, error))
+        # A transition being written (meta.pending) is not waited for, as in Kafka: the
+        # partitions are the committed state's, and the leader's guard is the final check.
+        s = meta.state
+        ongoing = s.partitions if s.state == TxnState.ONGOING else frozenset()
+        return AddPartitionsToTxnResult(
+            {tp: Errors.NONE if tp in ongoing else Errors.INVALID_TXN_STATE for tp in wanted}
+        )
+
     def add_offsets_to_txn(
         self,
         transactional_id: str,

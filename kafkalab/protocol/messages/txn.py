@@ -111,8 +111,9 @@ DESCRIBE_PRODUCERS_API = Api(
 # -- Transactions: coordinator --------------------------------------------------------------
 #    What clients ask the transaction coordinator (kafkalab.server.apis.txn), and what the
 #    coordinator asks partition leaders (WriteTxnMarkers). Versions as in
-#    clients/src/main/resources/common/message/*.json; AddPartitionsToTxn stops at 3 (4+ is
-#    the brokers' batched form, KIP-890). InitProducerId goes up to 4: v3 adds the
+#    clients/src/main/resources/common/message/*.json. AddPartitionsToTxn v4+ is the
+#    brokers' batched form (KIP-890 part 1: a partition leader verifies with the coordinator;
+#    v5 only adds the TRANSACTION_ABORTABLE error); clients use v3 and below. InitProducerId goes up to 4: v3 adds the
 #    producer's current id and epoch (KIP-360), v4 the PRODUCER_FENCED error.
 
 # -- AddPartitionsToTxn (24) ---------------------------------------------------------------
@@ -121,29 +122,51 @@ ADD_PARTITIONS_TO_TXN_REQUEST = Message(
     ApiKeys.ADD_PARTITIONS_TO_TXN,
     "AddPartitionsToTxnRequest",
     [
-        F("v3_and_below_transactional_id", STRING),
-        F("v3_and_below_producer_id", INT64),
-        F("v3_and_below_producer_epoch", INT16),
-        F("v3_and_below_topics", [F("name", STRING), F("partitions", ArrayOf(INT32))]),
+        # v4+: the brokers' batched form (KIP-890): a partition leader asks whether
+        # partitions are in a producer's ongoing transaction (verify_only) before it
+        # appends that producer's first transactional batch
+        F(
+            "transactions",
+            [
+                F("transactional_id", STRING, "4+"),
+                F("producer_id", INT64, "4+"),
+                F("producer_epoch", INT16, "4+"),
+                F("verify_only", BOOL, "4+", default=False),
+                F("topics", [F("name", STRING), F("partitions", ArrayOf(INT32))], "4+"),
+            ],
+            "4+",
+        ),
+        F("v3_and_below_transactional_id", STRING, "0-3"),
+        F("v3_and_below_producer_id", INT64, "0-3"),
+        F("v3_and_below_producer_epoch", INT16, "0-3"),
+        F("v3_and_below_topics", [F("name", STRING), F("partitions", ArrayOf(INT32))], "0-3"),
     ],
     flexible_from=3,
 )
+
+_ADD_PARTITIONS_TO_TXN_TOPIC_RESULT = [
+    F("name", STRING),
+    F(
+        "results_by_partition",
+        [F("partition_index", INT32), F("partition_error_code", INT16)],
+    ),
+]
 
 ADD_PARTITIONS_TO_TXN_RESPONSE = Message(
     ApiKeys.ADD_PARTITIONS_TO_TXN,
     "AddPartitionsToTxnResponse",
     [
         F("throttle_time_ms", INT32),
+        F("error_code", INT16, "4+"),
         F(
-            "results_by_topic_v3_and_below",
+            "results_by_transaction",
             [
-                F("name", STRING),
-                F(
-                    "results_by_partition",
-                    [F("partition_index", INT32), F("partition_error_code", INT16)],
-                ),
+                F("transactional_id", STRING, "4+"),
+                F("topic_results", _ADD_PARTITIONS_TO_TXN_TOPIC_RESULT, "4+"),
             ],
+            "4+",
         ),
+        F("results_by_topic_v3_and_below", _ADD_PARTITIONS_TO_TXN_TOPIC_RESULT, "0-3"),
     ],
     flexible_from=3,
 )
@@ -307,7 +330,7 @@ TXN_COORDINATOR_APIS: dict[ApiKeys, Api] = {
             ApiKeys.ADD_PARTITIONS_TO_TXN,
             "AddPartitionsToTxn",
             0,
-            3,
+            5,
             ADD_PARTITIONS_TO_TXN_REQUEST,
             ADD_PARTITIONS_TO_TXN_RESPONSE,
         ),

@@ -4,6 +4,12 @@ Kafka: KafkaApis.handleProduceRequest -> ReplicaManager.appendRecords. acks=1
 answers once the leader has written; acks=all waits in the delayed-produce
 purgatory until the ISR has the records (DelayedProduce); acks=0 gets no
 response at all.
+
+With transaction.partition.verification.enable (KIP-890 part 1), a producer's
+first transactional batch in a partition waits for its transaction coordinator
+to confirm that the partition is in the producer's ongoing transaction
+(AddPartitionsToTxnManager); refused, nothing is written and the client gets
+INVALID_TXN_STATE for that partition.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
-from kafkalab.errors import Errors
+from kafkalab.errors import Errors, KafkaError
 from kafkalab.protocol.header import RequestHeader
 from kafkalab.records.record_batch import (
     ATTRIBUTES_OFFSET,
@@ -20,10 +26,14 @@ from kafkalab.records.record_batch import (
     MAGIC,
     MAGIC_OFFSET,
     CompressionType,
+    read_header,
 )
 from kafkalab.replication.delayed_produce import AppendResult, DelayedProduce
+from kafkalab.server.add_partitions_to_txn_manager import produce_error
+from kafkalab.storage.producer_state_manager import VerificationGuard
 
 if TYPE_CHECKING:
+    from kafkalab.replication.replica_manager import ReplicaManager
     from kafkalab.server.kafka_apis import KafkaApis
 
 log = logging.getLogger(__name__)
@@ -31,36 +41,111 @@ TopicPartition = tuple[str, int]
 
 
 def handle_produce(apis: KafkaApis, header: RequestHeader, body: dict) -> Any:
-    rm = apis.replica_manager
     acks = body["acks"]
-    results: dict[TopicPartition, AppendResult] = {}
+    results: dict[TopicPartition, AppendResult | None] = {}  # request order
+    records: dict[TopicPartition, Any] = {}
     for topic in body["topics"]:
         for part in topic["partitions"]:
             tp = (topic["name"], part["partition_index"])
             if acks not in (0, 1, -1):
                 results[tp] = AppendResult(Errors.INVALID_REQUIRED_ACKS)
                 continue
-            refused = validate_records(header.api_version, part["records"])
-            if refused is not None:
-                results[tp] = refused
-                continue
-            results[tp] = rm.append_records(tp[0], tp[1], part["records"], acks)
-            if results[tp].message and results[tp].error != Errors.NONE:
-                log.info("produce to %s-%d refused: %s", *tp, results[tp].message)
+            results[tp] = validate_records(header.api_version, part["records"])
+            if results[tp] is None:
+                records[tp] = part["records"]
+    verifier = apis.add_partitions_to_txn_manager
+    if verifier is not None and body.get("transactional_id") and records:
+        guards, asks = start_verification(apis.replica_manager, records)
+        if asks:
+            return _verify_then_append(apis, body, results, records, guards, asks)
+        return _append(apis, body, results, records, guards)
+    return _append(apis, body, results, records, {})
+
+
+def start_verification(
+    rm: ReplicaManager, records: dict[TopicPartition, Any]
+) -> tuple[dict[TopicPartition, VerificationGuard], dict[tuple[int, int], list[TopicPartition]]]:
+    """Transaction verification on (KIP-890 part 1): the guard of each partition's
+    transactional batch, and the partitions to ask the coordinator about, by
+    (producer id, epoch): those where the producer has no transaction ongoing yet
+    (Kafka: ReplicaManager.appendRecords -> maybeStartTransactionVerificationForPartition)."""
+    guards: dict[TopicPartition, VerificationGuard] = {}
+    asks: dict[tuple[int, int], list[TopicPartition]] = {}
+    for tp, batch in records.items():
+        if not batch:
+            continue  # the log answers an empty batch as corrupt
+        try:
+            h = read_header(batch)
+        except KafkaError:
+            continue  # the log refuses it as it is
+        if not h.is_transactional or h.is_control_batch or h.producer_id < 0:
+            continue
+        try:
+            guards[tp] = rm.maybe_start_transaction_verification(
+                *tp, h.producer_id, h.producer_epoch
+            )
+        except KafkaError:
+            continue  # not the leader: the append answers that
+        if guards[tp] is not VerificationGuard.SENTINEL:
+            asks.setdefault((h.producer_id, h.producer_epoch), []).append(tp)
+    return guards, asks
+
+
+async def _verify_then_append(
+    apis: KafkaApis,
+    body: dict,
+    results: dict[TopicPartition, AppendResult | None],
+    records: dict[TopicPartition, Any],
+    guards: dict[TopicPartition, VerificationGuard],
+    asks: dict[tuple[int, int], list[TopicPartition]],
+) -> dict | None:
+    verifier = apis.add_partitions_to_txn_manager
+    assert verifier is not None
+    for (producer_id, epoch), tps in asks.items():
+        answers = await verifier.verify_transaction(
+            body["transactional_id"], producer_id, epoch, tps
+        )
+        for tp, answer in answers.items():
+            error, message = produce_error(answer)
+            if error != Errors.NONE:
+                log.info("produce to %s-%d refused by verification: %s", *tp, answer.name)
+                results[tp] = AppendResult(error, message=message)
+                del records[tp]
+    answer = _append(apis, body, results, records, guards)
+    return await answer if isinstance(answer, asyncio.Future) else answer
+
+
+def _append(
+    apis: KafkaApis,
+    body: dict,
+    results: dict[TopicPartition, AppendResult | None],
+    records: dict[TopicPartition, Any],
+    guards: dict[TopicPartition, VerificationGuard],
+) -> Any:
+    """Append what passed the checks (with its verification guard, if any); answer
+    now, or (acks=all) once the ISR has it; acks=0: no answer."""
+    rm = apis.replica_manager
+    acks = body["acks"]
+    for tp, batch in records.items():
+        result = rm.append_records(tp[0], tp[1], batch, acks, verification_guard=guards.get(tp))
+        results[tp] = result
+        if result.message and result.error != Errors.NONE:
+            log.info("produce to %s-%d refused: %s", *tp, result.message)
+    done: dict[TopicPartition, AppendResult] = {tp: r for tp, r in results.items() if r}
     if acks == 0:
         return None  # the client does not read a response
-    waiting = {tp: r for tp, r in results.items() if r.error == Errors.NONE}
+    waiting = {tp: r for tp, r in done.items() if r.error == Errors.NONE}
     if acks == -1 and waiting:
         future = asyncio.get_running_loop().create_future()
         op = DelayedProduce(
             body["timeout_ms"],
             rm.partition,
             waiting,
-            lambda _: future.done() or future.set_result(produce_response(results)),
+            lambda _: future.done() or future.set_result(produce_response(done)),
         )
         if not rm.delayed_produce.try_complete_else_watch(op, list(waiting)):
             return future
-    return produce_response(results)
+    return produce_response(done)
 
 
 def validate_records(version: int, records: Any) -> AppendResult | None:

@@ -12,6 +12,12 @@ every rule), through the TransactionCoordinatorService, which runs it on
 INVALID_PRODUCER_EPOCH (InitProducerId below v4, the others below v2), as Kafka
 does.
 
+AddPartitionsToTxn v4+ (KIP-890 part 1) comes from partition leaders: with
+verify_only it asks whether partitions are in a producer's ongoing transaction,
+and the coordinator answers from its state without writing anything (the
+leader's side: kafkalab.server.add_partitions_to_txn_manager). Clients use v3
+and below; a v4+ request that did not come from a broker is refused.
+
 WriteTxnMarkers (27) comes from transaction coordinators (this broker's own too):
 each marker is a control batch appended to the partition with acks=all (origin
 COORDINATOR), answered once the ISR has it. A marker in a `__consumer_offsets`
@@ -82,7 +88,63 @@ async def handle_init_producer_id(apis: KafkaApis, header: RequestHeader, body: 
 
 
 async def handle_add_partitions_to_txn(apis: KafkaApis, header: RequestHeader, body: dict) -> dict:
-    wanted = [(t["name"], p) for t in body["v3_and_below_topics"] for p in t["partitions"]]
+    if header.api_version >= 4:
+        return await _add_partitions_from_broker(apis, header, body)
+    out = await _add_partitions(
+        apis,
+        header,
+        body["v3_and_below_transactional_id"],
+        body["v3_and_below_producer_id"],
+        body["v3_and_below_producer_epoch"],
+        body["v3_and_below_topics"],
+        verify_only=False,
+    )
+    return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": out}
+
+
+async def _add_partitions_from_broker(apis: KafkaApis, header: RequestHeader, body: dict) -> dict:
+    """v4+, the brokers' batched form (KIP-890 part 1): several transactions in one
+    request, each either added or, with verify_only, only checked (a partition
+    leader asking before a producer's first transactional write to it). Only
+    brokers send it: Kafka answers a principal without CLUSTER_ACTION with the
+    top-level CLUSTER_AUTHORIZATION_FAILED; here, a request that did not come on
+    the inter-broker listener (as WriteTxnMarkers)."""
+    if not apis.from_broker(header):
+        return {
+            "throttle_time_ms": 0,
+            "error_code": int(Errors.CLUSTER_AUTHORIZATION_FAILED),
+            "results_by_transaction": [],
+        }
+    results = []
+    for txn in body["transactions"]:
+        topic_results = await _add_partitions(
+            apis,
+            header,
+            txn["transactional_id"],
+            txn["producer_id"],
+            txn["producer_epoch"],
+            txn["topics"],
+            verify_only=txn["verify_only"],
+        )
+        results.append(
+            {"transactional_id": txn["transactional_id"], "topic_results": topic_results}
+        )
+    return {"throttle_time_ms": 0, "error_code": 0, "results_by_transaction": results}
+
+
+async def _add_partitions(
+    apis: KafkaApis,
+    header: RequestHeader,
+    transactional_id: str,
+    producer_id: int,
+    producer_epoch: int,
+    requested: list[dict],
+    *,
+    verify_only: bool,
+) -> list[dict]:
+    """One transaction's partitions added (or, `verify_only`, checked): the
+    results by topic, as both forms of the response carry them."""
+    wanted = [(t["name"], p) for t in requested for p in t["partitions"]]
     topics = apis.metadata_cache.topics()
     unknown = {tp for tp in wanted if tp[0] not in topics or tp[1] not in topics[tp[0]].partitions}
     if unknown:
@@ -92,12 +154,15 @@ async def handle_add_partitions_to_txn(apis: KafkaApis, header: RequestHeader, b
             else Errors.OPERATION_NOT_ATTEMPTED
             for tp in wanted
         }
+    elif verify_only:
+        errors = (
+            _service(apis)
+            .verify_partitions_in_txn(transactional_id, producer_id, producer_epoch, wanted)
+            .errors
+        )
     else:
         result = await _service(apis).add_partitions_to_txn(
-            body["v3_and_below_transactional_id"],
-            body["v3_and_below_producer_id"],
-            body["v3_and_below_producer_epoch"],
-            wanted,
+            transactional_id, producer_id, producer_epoch, wanted
         )
         errors = result.errors
     by_topic: dict[str, list[dict]] = {}
@@ -108,12 +173,7 @@ async def handle_add_partitions_to_txn(apis: KafkaApis, header: RequestHeader, b
                 "partition_error_code": int(_fenced(error, header.api_version, 2)),
             }
         )
-    return {
-        "throttle_time_ms": 0,
-        "results_by_topic_v3_and_below": [
-            {"name": t, "results_by_partition": ps} for t, ps in by_topic.items()
-        ],
-    }
+    return [{"name": t, "results_by_partition": ps} for t, ps in by_topic.items()]
 
 
 async def handle_add_offsets_to_txn(apis: KafkaApis, header: RequestHeader, body: dict) -> dict:
