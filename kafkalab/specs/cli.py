@@ -93,8 +93,8 @@ def _main(args: argparse.Namespace) -> int:
         trace = load_trace(args.trace)
         if "votedFor" in trace.variables:
             print(
-                "KafkaRaft traces do not replay yet: kafkalab's Raft module is being "
-                "written (issue 25); specs/kraft/README.md says what the replay needs",
+                "KafkaRaft traces do not replay yet: the replay onto kafkalab/raft is "
+                "still to write (issue 25); specs/kraft/README.md says what it needs",
                 file=sys.stderr,
             )
             return 2

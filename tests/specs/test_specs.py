@@ -193,8 +193,9 @@ def test_every_kraft_step_is_named_by_one_action_of_next(name):
 
 MODELS = sorted(SPECS_DIR.glob("*/MC_*.tla"))
 NO_REPLAY_YET = pytest.mark.skip(
-    reason="KafkaRaft has no implementation to replay against yet: kafkalab's Raft "
-    "module is being written (issue 25); specs/kraft/README.md says what the replay needs"
+    reason="KafkaRaft traces are not replayed yet: kafkalab/raft exists, the replay from "
+    "the spec's states to its messages is still to write (issue 25); specs/kraft/README.md "
+    "says what it needs"
 )
 
 
