@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from kafkalab.cluster.soak import ALL_KINDS
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 RESULTS = HERE / "results"
@@ -47,14 +49,7 @@ class Figure:
     code_at: str | None = None  # measure an older commit's kafkalab/ (a "before")
 
 
-SIX_KINDS = (
-    "leader-kill",
-    "follower-pause",
-    "power-failure",
-    "link-cut",
-    "rolling-restart",
-    "leader-pause",
-)
+SIX_KINDS = tuple(kind.value for kind in ALL_KINDS)  # the soak's every fault kind
 BEFORE_VALIDATOR = "0ced080"  # the last commit before the LogValidator walked records
 PRODUCE_AB = {
     "KAFKALAB_BENCH_RUNS": "7",
