@@ -11,6 +11,8 @@ one module per API family:
     apis/delete_records.py DeleteRecords (waits in a DelayedDeleteRecords)
     apis/configs.py       DescribeConfigs (a topic's configs and their sources)
     apis/cluster.py       DescribeCluster (the brokers, the controller, the cluster id)
+    apis/reassignment.py  ElectLeaders, AlterPartitionReassignments,
+                          ListPartitionReassignments (forwarded to the controller)
     apis/produce.py       Produce (acks=all waits in a DelayedProduce)
     apis/fetch.py         Fetch (waits in a DelayedFetch; followers report their LEO)
     apis/list_offsets.py  ListOffsets
@@ -62,6 +64,7 @@ from kafkalab.server.apis import (
     metadata,
     produce,
     producers,
+    reassignment,
     topics,
     txn,
 )
@@ -110,6 +113,9 @@ HANDLERS: dict[ApiKeys, Handler] = {
     ApiKeys.CONSUMER_GROUP_HEARTBEAT: consumer_group.handle_consumer_group_heartbeat,
     ApiKeys.CONSUMER_GROUP_DESCRIBE: consumer_group.handle_consumer_group_describe,
     ApiKeys.DESCRIBE_PRODUCERS: producers.handle_describe_producers,
+    ApiKeys.ELECT_LEADERS: reassignment.handle_elect_leaders,
+    ApiKeys.ALTER_PARTITION_REASSIGNMENTS: reassignment.handle_alter_partition_reassignments,
+    ApiKeys.LIST_PARTITION_REASSIGNMENTS: reassignment.handle_list_partition_reassignments,
 }
 
 

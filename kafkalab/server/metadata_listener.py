@@ -12,6 +12,8 @@ ReplicaManager.applyDelta). On every new batch of records:
         no leader (every ISR member is down)                  -> follower of nobody:
                                                                  offline here
         same leader and epoch, another ISR                    -> apply the ISR change
+        same leader and epoch, other replicas (a reassignment) -> track the new ones
+        not a replica (any more: a reassignment moved it)     -> stop it, delete its log
     partitions of deleted topics                               -> removed with their logs
 
 It reads on its own connection to the controller, in a loop of long polls
@@ -184,7 +186,16 @@ class BrokerMetadataListener:
                 worked_since = loop.time()
             topic = self.image.topics.get(tp[0])
             reg = topic.partitions.get(tp[1]) if topic is not None else None
-            if reg is None or me not in reg.replicas:
+            if reg is None:
+                continue
+            if me not in reg.replicas:
+                # Not (or no longer) a replica here: a reassignment moved it away. Stop
+                # fetching and delete the log (Kafka: stopPartitions with delete), also
+                # a stray log found at startup.
+                if rm.partition(tp) is not None or rm.log_manager.get_log(*tp) is not None:
+                    self.fetchers.remove(tp)
+                    rm.remove_partition(tp)
+                    self.events.record("replica_removed", topic=tp[0], partition=tp[1])
                 continue
             part = rm.partition(tp)
             if reg.leader == me:
@@ -233,10 +244,13 @@ class BrokerMetadataListener:
                 )
                 continue
             # Same leader and epoch: an ISR change (AlterPartition, or the controller
-            # fencing a broker). The leader computes its HW over the new ISR; a
-            # follower only keeps it current, so what it reports is what the
-            # metadata says.
-            if part.isr != reg.isr or part.partition_epoch != reg.partition_epoch:
+            # fencing a broker), or new replicas (a reassignment started or was
+            # cancelled: the leader tracks the adding ones). The leader computes its
+            # HW over the new ISR; a follower only keeps it current, so what it
+            # reports is what the metadata says.
+            if part.replicas != reg.replicas and part.partition_epoch <= reg.partition_epoch:
+                rm.update_assignment(tp, reg.replicas, reg.isr, reg.partition_epoch)
+            elif part.isr != reg.isr or part.partition_epoch != reg.partition_epoch:
                 rm.apply_isr_change(tp, reg.isr, reg.partition_epoch)
         if delta.removed_topics:
             for tp in [tp for tp in rm.partitions if tp[0] not in self.image.topics]:
