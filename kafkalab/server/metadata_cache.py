@@ -28,7 +28,7 @@ from typing import Protocol
 
 from kafkalab.controller.metadata_image import BrokerRegistration, PartitionRegistration, TopicInfo
 from kafkalab.controller.quorum_controller import MAX_PARTITIONS_PER_BATCH
-from kafkalab.errors import Errors
+from kafkalab.errors import Errors, KafkaError
 from kafkalab.protocol.api_keys import ApiKeys
 from kafkalab.replication.replica_manager import ReplicaManager
 from kafkalab.server.config import KafkaConfig
@@ -148,11 +148,35 @@ class KRaftMetadataCache:
 
     # -- elections and reassignments: the controller decides -----------------------------------
 
+    async def _forward(self, api_key: ApiKeys, version: int, body: dict) -> dict:
+        """Forward to the controller; once more on a new connection if the first one
+        broke (the controller restarted since it was opened). A controller still
+        unreachable is answered with REQUEST_TIMED_OUT (as Kafka's forwarding does
+        when the controller does not answer), not a dropped connection."""
+        for attempt in (1, 2):
+            try:
+                return await self.controller.request(api_key, version, body)
+            except KafkaError as e:
+                if e.code != Errors.NETWORK_EXCEPTION or attempt == 2:
+                    return {
+                        "throttle_time_ms": 0,
+                        "error_code": int(Errors.REQUEST_TIMED_OUT),
+                        "error_message": f"the controller did not answer: {e.message}",
+                        "replica_election_results": [],
+                        "responses": [],
+                        "topics": [],
+                    }
+        raise AssertionError("unreachable")
+
     async def _forward_then_catch_up(self, api_key: ApiKeys, version: int, body: dict) -> dict:
         """Forward to the controller, then apply what it wrote before it answered, so
         a client that asks this broker next (Metadata) sees the new leaders."""
-        response = await self.controller.request(api_key, version, body)
-        await self.listener.catch_up(0)
+        response = await self._forward(api_key, version, body)
+        if not response["error_code"]:
+            try:
+                await self.listener.catch_up(0)
+            except KafkaError:
+                pass  # the listener's own loop catches up once the controller answers
         return response
 
     async def elect_leaders(self, body: dict) -> dict:
@@ -162,7 +186,7 @@ class KRaftMetadataCache:
         return await self._forward_then_catch_up(ApiKeys.ALTER_PARTITION_REASSIGNMENTS, 1, body)
 
     async def list_partition_reassignments(self, body: dict) -> dict:
-        return await self.controller.request(ApiKeys.LIST_PARTITION_REASSIGNMENTS, 0, body)
+        return await self._forward(ApiKeys.LIST_PARTITION_REASSIGNMENTS, 0, body)
 
 
 class StandaloneMetadataCache:

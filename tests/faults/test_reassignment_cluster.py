@@ -9,8 +9,8 @@ leader-election` / `kafkalab reassign-partitions` verbs.
   up, and the history checker shows its cost (what only the old leader had is lost);
 - a replica moved away from the leader's broker under an acks=all load loses nothing;
 - a reassignment whose new replica's broker is down waits (listed, shown as in
-  progress), survives the kill of the old leader, and completes once the broker is
-  back; the replica left behind is deleted when its broker returns."""
+  progress), survives the kill of the old leader and a controller restart, and
+  completes once the broker is back; the replica left behind is deleted when its broker returns."""
 
 from __future__ import annotations
 
@@ -226,9 +226,9 @@ def test_a_reassignment_interrupted_by_broker_kills_completes_after_the_restart(
     code, out = cli(capsys, "reassign-partitions", "-b", bs, "--verify",
                     "--reassignment-json-file", str(plan))  # fmt: skip
     assert "Reassignment of partition interrupted-0 is still in progress." in out
+    tp = KafkaPythonTopicPartition("interrupted", 0)
     kp = KafkaAdminClient(bootstrap_servers=bs)
     try:
-        tp = KafkaPythonTopicPartition("interrupted", 0)
         assert kp.list_partition_reassignments() == {
             tp: {"replicas": [2, 3, 1], "adding_replicas": [3], "removing_replicas": [1]}
         }
@@ -245,6 +245,20 @@ def test_a_reassignment_interrupted_by_broker_kills_completes_after_the_restart(
     cluster.kill(1)
     wait_until(lambda: controller_partition(cluster, "interrupted").leader == 2, timeout=30)
     assert controller_partition(cluster, "interrupted").adding_replicas == [3]
+
+    # The controller restarts (on its address, the only one brokers know): the move
+    # is in its metadata log, so it is still there.
+    controller = cluster.controller
+    address = controller.bootstrap_servers
+    controller.kill()
+    controller.props["listeners"] = f"CONTROLLER://{address}"
+    controller.start()
+    kp = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+    try:
+        moving = wait_until(lambda: kp.list_partition_reassignments(), timeout=30)
+        assert moving[tp]["adding_replicas"] == [3]
+    finally:
+        kp.close()
 
     cluster.restart(3)  # it fetches from 2, joins the ISR, and the move completes
     wait_until(
