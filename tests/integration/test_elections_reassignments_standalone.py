@@ -65,3 +65,5 @@ def test_kafka_python_and_confluent_kafka(broker):
     tp = CTopicPartition("t", 0)
     result = client.elect_leaders(ElectionType.PREFERRED, [tp]).result(15)
     assert result[tp].code() == Errors.ELECTION_NOT_NEEDED
+    # No partitions named: every partition, and those needing no election are left out.
+    assert client.elect_leaders(ElectionType.UNCLEAN, None).result(15) == {}
