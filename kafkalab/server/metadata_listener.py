@@ -100,6 +100,9 @@ class BrokerMetadataListener:
         self.next_offset = 0
         self._lock = asyncio.Lock()  # one catch-up at a time: records apply once, in order
         self._applied = asyncio.Condition()
+        #: Partitions this broker holds that the image, part way through the log, no
+        #: longer lists it as a replica of: deleted only once caught up (see _publish).
+        self._strays: set[tuple[str, int]] = set()
         self._task: asyncio.Task | None = None
 
     @property
@@ -162,11 +165,11 @@ class BrokerMetadataListener:
                     self.image.replay(record)
                     delta.replay(record)
                     self.next_offset = offset + 1
-                await self._publish(delta)
+                await self._publish(delta, caught_up=self.next_offset >= part["high_watermark"])
                 async with self._applied:
                     self._applied.notify_all()
 
-    async def _publish(self, delta: MetadataDelta) -> None:
+    async def _publish(self, delta: MetadataDelta, caught_up: bool = True) -> None:
         """Make the ReplicaManager match the image for what `delta` changed (Kafka:
         BrokerMetadataPublisher applying a MetadataDelta): only the partitions the
         new records name are looked at, so an ISR change of one partition costs one
@@ -176,7 +179,13 @@ class BrokerMetadataListener:
         partitions (the 50 of __consumer_offsets), or the leaderships a fenced
         broker lost, take a leader epoch checkpoint (an fsync) a partition, and the
         broker's requests must go on meanwhile (its heartbeats have a thread of
-        their own)."""
+        their own).
+
+        A partition this broker is not (or no longer) a replica of is stopped and its
+        log deleted only when the image is the whole log (`caught_up`): a broker
+        replaying a long history in several fetches may pass through a reassignment
+        that moved the replica away and a later one that moved it back, and must not
+        delete a log the end of the history still needs."""
         rm, me = self.replica_manager, self.broker_id
         loop = asyncio.get_running_loop()
         worked_since = loop.time()
@@ -191,11 +200,9 @@ class BrokerMetadataListener:
             if me not in reg.replicas:
                 # Not (or no longer) a replica here: a reassignment moved it away. Stop
                 # fetching and delete the log (Kafka: stopPartitions with delete), also
-                # a stray log found at startup.
+                # a stray log found at startup; once the image is the whole log.
                 if rm.partition(tp) is not None or rm.log_manager.get_log(*tp) is not None:
-                    self.fetchers.remove(tp)
-                    rm.remove_partition(tp)
-                    self.events.record("replica_removed", topic=tp[0], partition=tp[1])
+                    self._strays.add(tp)
                 continue
             part = rm.partition(tp)
             if reg.leader == me:
@@ -252,6 +259,16 @@ class BrokerMetadataListener:
                 rm.update_assignment(tp, reg.replicas, reg.isr, reg.partition_epoch)
             elif part.isr != reg.isr or part.partition_epoch != reg.partition_epoch:
                 rm.apply_isr_change(tp, reg.isr, reg.partition_epoch)
+        if caught_up and self._strays:
+            for tp in sorted(self._strays):
+                topic = self.image.topics.get(tp[0])
+                reg = topic.partitions.get(tp[1]) if topic is not None else None
+                if reg is not None and me not in reg.replicas:
+                    self.fetchers.remove(tp)
+                    rm.remove_partition(tp)
+                    self.events.record("replica_removed", topic=tp[0], partition=tp[1])
+                    await asyncio.sleep(0)
+            self._strays.clear()
         if delta.removed_topics:
             for tp in [tp for tp in rm.partitions if tp[0] not in self.image.topics]:
                 self.fetchers.remove(tp)

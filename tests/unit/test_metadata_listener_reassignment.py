@@ -5,9 +5,12 @@ deletes the log, also a log it finds at startup."""
 
 from __future__ import annotations
 
+import asyncio
+
 from test_metadata_listener import apply, listener, topic
 
 from kafkalab.replication.partition import Role
+from kafkalab.server.metadata_listener import MetadataDelta
 
 
 def change(**fields) -> dict:
@@ -68,3 +71,25 @@ def test_a_stray_log_found_at_startup_is_deleted(tmp_path):
     records[1] = {**records[1], "replicas": [2, 3], "isr": [2, 3]}
     apply(lst, records)
     assert rm.partition(("a", 0)) is None and rm.log_manager.get_log("a", 0) is None
+
+
+def test_a_log_is_kept_while_the_image_is_only_part_of_the_log(tmp_path):
+    """Replaying a long history in several fetches, a broker passes through a move
+    away and a move back: nothing is deleted until the image is the whole log."""
+    lst, rm, _ = listener(tmp_path)
+    apply(lst, topic("a", 1, [2]))  # broker 1 follows 2
+    away = change(leader=2, isr=[2, 3], leader_epoch=1, partition_epoch=2, replicas=[2, 3])
+    back = change(leader=2, isr=[2, 3, 1], leader_epoch=1, partition_epoch=3, replicas=[2, 3, 1])
+    for record, caught_up in ((away, False), (back, True)):
+        delta = MetadataDelta()
+        lst.image.replay(record)
+        delta.replay(record)
+        asyncio.run(lst._publish(delta, caught_up=caught_up))
+    assert rm.partition(("a", 0)) is not None and (tmp_path / "logs" / "a-0").exists()
+    delta = MetadataDelta()
+    lst.image.replay(away)
+    delta.replay(away)
+    asyncio.run(lst._publish(delta, caught_up=False))
+    assert (tmp_path / "logs" / "a-0").exists()  # not yet: more of the log may follow
+    asyncio.run(lst._publish(MetadataDelta(), caught_up=True))
+    assert rm.partition(("a", 0)) is None and not (tmp_path / "logs" / "a-0").exists()
