@@ -92,11 +92,21 @@ class DelayedEndTxnRun:
         return pd.DataFrame(self.requests)
 
 
-class _HandBuiltProducer:
-    """A transactional producer whose every request is built here and recorded."""
+class HandBuiltProducer:
+    """A transactional producer whose every request is built here and recorded in
+    `run.requests` (a table the labs show): `begin(name)`, `add_partition(p)`
+    (nothing under version 2: Produce adds it), `write(p, value)` (the error's
+    name; NONE when written), `end(commit)`."""
 
-    def __init__(self, client: NetworkClient, topic: str, version: int, run: DelayedEndTxnRun):
-        self.client, self.topic, self.version, self.run = client, topic, version, run
+    def __init__(
+        self,
+        client: NetworkClient,
+        topic: str,
+        version: int = 1,
+        run: DelayedEndTxnRun | None = None,
+    ):
+        self.client, self.topic, self.version = client, topic, version
+        self.run = run if run is not None else DelayedEndTxnRun(version)
         self.tid = f"kafka-17754-{uuid.uuid4().hex[:8]}"
         self.txn, self.epoch = "", -1
         self.sequences: dict[int, int] = {}
@@ -169,7 +179,7 @@ class _HandBuiltProducer:
             raise AssertionError(f"AddPartitionsToTxn p{partition}: {answer}")
         self.added.add(partition)
 
-    def write(self, partition: int, value: bytes) -> None:
+    def write(self, partition: int, value: bytes) -> str:
         self.run.history.send(self.topic, partition, value, txn=self.txn)
         sequence = self.sequences.get(partition, 0)
         batch = build_batch(
@@ -197,11 +207,13 @@ class _HandBuiltProducer:
             lambda: leader._call(ApiKeys.PRODUCE, version, body)[1]["responses"][0]["partitions"][0]
         )
         self._note("Produce", version, f"{value.decode()} to p{partition}", answer, "to the leader")
+        error = Errors(answer["error_code"]).name
         if answer["error_code"] != 0:
-            self.run.history.fail(self.topic, partition, value, Errors(answer["error_code"]).name)
-            raise AssertionError(f"Produce {value!r}: {Errors(answer['error_code']).name}")
+            self.run.history.fail(self.topic, partition, value, error)
+            return error
         self.sequences[partition] = sequence + 1
         self.run.history.ack(self.topic, partition, value, answer["base_offset"])
+        return error
 
     def end_txn_body(self, commit: bool) -> dict:
         return {
@@ -255,13 +267,13 @@ def delayed_end_txn(
     run = DelayedEndTxnRun(version)
     client = NetworkClient(bootstrap_servers)
     try:
-        producer = _HandBuiltProducer(client, topic, version, run)
+        producer = HandBuiltProducer(client, topic, version, run)
         coordinator_dir = log_dir_of(producer.coordinator)
         addr = client.nodes[producer.coordinator]
 
         producer.begin("T1")
         producer.add_partition(0)
-        producer.write(0, b"a1")
+        _written(producer.write(0, b"a1"))
         # The first attempt of EndTxn(abort): the coordinator's broker holds it.
         hold_requests(coordinator_dir, ApiKeys.END_TXN, count=1, ms=120_000)
         held_body = producer.end_txn_body(commit=False)
@@ -299,7 +311,7 @@ def delayed_end_txn(
 
         producer.begin("T2")
         producer.add_partition(0)
-        producer.write(0, b"b1")
+        _written(producer.write(0, b"b1"))
         # The network delivers the first attempt at last.
         release_requests(coordinator_dir)
         thread.join(60)
@@ -317,7 +329,7 @@ def delayed_end_txn(
         )
         producer.wait_complete()
         producer.add_partition(1)
-        producer.write(1, b"b2")
+        _written(producer.write(1, b"b2"))
         answer = producer.end(commit=True)
         if answer["error_code"] == 0:
             run.history.commit("T2")
@@ -328,6 +340,25 @@ def delayed_end_txn(
         client.close()
     run.verdict = check(run.history)
     return run
+
+
+def watermarks(bootstrap_servers: str, topic: str, partition: int) -> dict[str, int]:
+    """The partition's high watermark and last stable offset, as ListOffsets
+    answers a read_uncommitted and a read_committed consumer."""
+    from kafkalab.client.consumer import KafkaConsumer
+
+    out = {}
+    for isolation, name in (("read_uncommitted", "HW"), ("read_committed", "LSO")):
+        with KafkaConsumer(
+            {"bootstrap.servers": bootstrap_servers, "isolation.level": isolation}
+        ) as consumer:
+            (out[name],) = consumer.end_offsets([(topic, partition)]).values()
+    return out
+
+
+def _written(error: str) -> None:
+    if error != "NONE":
+        raise AssertionError(f"a write of the scenario was refused: {error}")
 
 
 def _read_back(history: History, bootstrap_servers: str, topic: str) -> None:

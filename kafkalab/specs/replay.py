@@ -296,6 +296,34 @@ def _spec_txn_log(entries: list[dict]) -> list[dict]:
     ]
 
 
+def kafka_17754_trace(version: int) -> dict:
+    """KAFKA-17754 in the transactions spec under transaction version `version`
+    (MC_transactions_delayed_v1 / _v2), as an ITF document: the checker's
+    shortest way to transaction 2 Ongoing with a record in t0 while transaction
+    1's EndTxn (its first attempt) is still held in the network, then the step
+    where that request arrives."""
+    from kafkalab.specs.runner import SPECS_DIR
+    from kafkalab.specs.tla import check, load_module, solve_constants
+    from kafkalab.specs.tla.itf import trace_to_itf
+
+    module = str(SPECS_DIR / "transactions" / f"MC_transactions_delayed_v{version}.tla")
+    there = (
+        '~(delayed # {} /\\ coordinator.state = "Ongoing" /\\ 2 \\in coordinator.txns'
+        ' /\\ DataOffsets("t0", 2) # {})'
+    )
+    result = check(module, invariants=[there], cinit="ConstInit")
+    if result.verdict != "violation":
+        raise AssertionError(f"the scenario is not reachable in {module}: {result.summary()}")
+    mod = load_module(module)
+    constants = solve_constants(mod, "ConstInit", None)
+    (arrives,) = [
+        s for _, s in mod.successors(result.trace[-1], "Next", constants) if not s["delayed"]
+    ]
+    doc = trace_to_itf(mod.variables, [*result.trace, arrives], source=Path(module).name)
+    doc["#meta"]["constants"] = {k: v for k, v in constants.items() if isinstance(v, str | int)}
+    return doc
+
+
 class TransactionVersionNotServed(RuntimeError):
     """The trace is of transaction version 2 (KIP-890 part 2: the epoch bumped at
     every EndTxn) and kafkalab's TransactionStateMachine offers no version-2 mode

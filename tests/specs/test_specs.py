@@ -19,6 +19,7 @@ import pytest
 from kafkalab.specs.replay import (
     ReplayMismatch,
     coordinator_serves_transaction_version,
+    kafka_17754_trace,
     random_trace,
     random_walk,
     replay_replication,
@@ -36,8 +37,6 @@ from kafkalab.specs.runner import (
     run_check,
 )
 from kafkalab.specs.tla import check as builtin_check
-from kafkalab.specs.tla import load_module, solve_constants
-from kafkalab.specs.tla.itf import trace_to_itf
 from kafkalab.specs.trace import load_trace
 from kafkalab.specs.trace_actions import KRAFT_ACTIONS
 from kafkalab.viz.traces import (
@@ -328,33 +327,12 @@ def test_the_command_line_shows_a_kraft_trace_and_says_it_does_not_replay_yet():
 # -- KAFKA-17754: a delayed EndTxn under transaction version 1 and 2 ------------------------
 
 
-def _held_endtxn_lands_in_the_next_transaction(version: int) -> dict:
-    """A trace of MC_transactions_delayed_v<version>: the shortest way (the
-    checker's) to transaction 2 Ongoing with a record in t0 while transaction
-    1's held EndTxn is still in the network, then the step where it arrives."""
-    module = str(SPECS_DIR / "transactions" / f"MC_transactions_delayed_v{version}.tla")
-    there = (
-        '~(delayed # {} /\\ coordinator.state = "Ongoing" /\\ 2 \\in coordinator.txns'
-        ' /\\ DataOffsets("t0", 2) # {})'
-    )
-    result = builtin_check(module, invariants=[there], cinit="ConstInit")
-    assert result.verdict == "violation", "the scenario is reachable"
-    mod = load_module(module)
-    constants = solve_constants(mod, "ConstInit", None)
-    (arrives,) = [
-        s for _, s in mod.successors(result.trace[-1], "Next", constants) if not s["delayed"]
-    ]
-    doc = trace_to_itf(mod.variables, [*result.trace, arrives], source=Path(module).name)
-    doc["#meta"]["constants"] = {k: v for k, v in constants.items() if isinstance(v, str | int)}
-    return doc
-
-
 def test_kafka_17754_under_version_1_a_held_endtxn_ends_the_next_transaction():
     """Transaction 1's EndTxn(commit or abort), held while its retry ended
     transaction 1, arrives in transaction 2 (same epoch): the coordinator ends
     transaction 2, which the producer never asked for; kafkalab's coordinator
     does the same."""
-    trace = load_trace(_held_endtxn_lands_in_the_next_transaction(1))
+    trace = load_trace(kafka_17754_trace(1))
     before, after = trace.states[-2], trace.states[-1]
     (held,) = before["delayed"]
     assert held["txn"] == 1 and held["epoch"] == after["coordinator"]["epoch"]
@@ -385,7 +363,7 @@ def test_kafka_17754_under_version_2_the_held_endtxn_changes_nothing():
     """The same scenario under transaction version 2: EndTxn bumped the epoch,
     so the held copy names an epoch that is over; the spec's coordinator does
     not move. Replayed on kafkalab's coordinator when it serves version 2."""
-    trace = load_trace(_held_endtxn_lands_in_the_next_transaction(2))
+    trace = load_trace(kafka_17754_trace(2))
     before, after = trace.states[-2], trace.states[-1]
     (held,) = before["delayed"]
     assert held["epoch"] < before["coordinator"]["epoch"]
