@@ -67,10 +67,12 @@ def served_transaction_version(bootstrap_servers: str) -> int:
         body = conn._call(ApiKeys.API_VERSIONS, version, {})[1]
     finally:
         conn.close()
-    for feature in body.get("finalized_features") or []:
-        if feature["name"] == TRANSACTION_VERSION_FEATURE:
-            return int(feature["max_version_level"])
-    return 0
+    try:  # the features are tagged fields of ApiVersions v3+ (KIP-584)
+        from kafkalab.protocol.messages.api_versions import read_features
+    except ImportError:  # a broker package from before it advertised features
+        return 0
+    _, _, finalized = read_features(body)
+    return int(finalized.get(TRANSACTION_VERSION_FEATURE, 0))
 
 
 @dataclass

@@ -327,7 +327,7 @@ def kafka_17754_trace(version: int) -> dict:
 class TransactionVersionNotServed(RuntimeError):
     """The trace is of transaction version 2 (KIP-890 part 2: the epoch bumped at
     every EndTxn) and kafkalab's TransactionStateMachine offers no version-2 mode
-    (no `transaction_version` parameter) to replay it on."""
+    (no `transaction_version` parameter on its EndTxn) to replay it on."""
 
 
 def _transaction_version(trace: Trace) -> int:
@@ -343,7 +343,7 @@ def coordinator_serves_transaction_version(version: int) -> bool:
 
     return (
         version == 1
-        or "transaction_version" in inspect.signature(TransactionStateMachine).parameters
+        or "transaction_version" in inspect.signature(TransactionStateMachine.end_txn).parameters
     )
 
 
@@ -369,7 +369,7 @@ def replay_transactions(
     if not coordinator_serves_transaction_version(version):
         raise TransactionVersionNotServed(
             f"the trace is of transaction version {version}: kafkalab's "
-            "TransactionStateMachine has no transaction_version parameter to replay it on"
+            "TransactionStateMachine.end_txn takes no transaction_version to replay it on"
         )
     report = ReplayReport(f"BumpEpochOnInit={bump}, TransactionVersion={version}")
     spec = _transactions_module()
@@ -407,11 +407,13 @@ class _TransactionsReplay:
     def new_machine(self):
         from kafkalab.coordinator.transaction import TransactionStateMachine
 
-        if self.version == 1:
-            return TransactionStateMachine(self.PID, bump_epoch_on_init=self.bump)
-        return TransactionStateMachine(
-            self.PID, bump_epoch_on_init=self.bump, transaction_version=self.version
-        )
+        return TransactionStateMachine(self.PID, bump_epoch_on_init=self.bump)
+
+    @property
+    def speaks(self) -> dict:
+        """The transaction version a request's version says the client speaks (as
+        EndTxn v5+ and Produce v12+ do): passed to version-2 calls only."""
+        return {"transaction_version": self.version} if self.version >= 2 else {}
 
     def step(self, step: int, b: dict, a: dict) -> str:
         bc, ac = b["coordinator"], a["coordinator"]
@@ -460,7 +462,7 @@ class _TransactionsReplay:
         only the producer id, its epoch and commit or abort."""
         what = f"the held EndTxn({'commit' if m['commit'] else 'abort'}) of txn {m['txn']}"
         try:
-            self.machine.end_txn(m["epoch"], m["commit"])
+            self.machine.end_txn(m["epoch"], m["commit"], **self.speaks)
         except KafkaError as e:
             return f"{what} arrives, refused: {e}"
         return f"{what} arrives with epoch {m['epoch']}: the coordinator is {self.machine.current.state}"
@@ -534,7 +536,7 @@ class _TransactionsReplay:
             if a["coordinator"] == b["coordinator"]:
                 return f"EndTxn({i}) of an empty transaction"
             commit = a["coordinator"]["state"] == "PrepareCommit"
-            self.machine.end_txn(before["epoch"], commit)
+            self.machine.end_txn(before["epoch"], commit, **self.speaks)
             held = len(a.get("delayed", [])) > len(b.get("delayed", []))
             return f"EndTxn({i}, {'commit' if commit else 'abort'})" + (
                 ", its first attempt held in the network" if held else ""
@@ -542,7 +544,7 @@ class _TransactionsReplay:
         added = set(now["parts"]) - set(before["parts"])
         if added:
             (p,) = added
-            self.machine.add_partitions(before["epoch"], [p])
+            self.machine.add_partitions(before["epoch"], [p], **self.speaks)
             return f"AddPartitionsToTxn({i}, {p})"
         raise ReplayMismatch(step, "?", f"no action of the spec explains {i}")
 
