@@ -111,6 +111,8 @@ class LinkFaults:
         self.generation += 1
         if self.holds:
             log.info("link faults: holding client requests %s", self.holds)
+        if self.deaf_to != before:  # logged here: a client request may be the one to re-read
+            log.info("link faults: deaf to brokers %s", sorted(self.deaf_to))
         return self.deaf_to != before
 
     def take_hold(self, api_key: int) -> float | None:
