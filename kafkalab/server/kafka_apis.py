@@ -43,6 +43,7 @@ the same questions either way.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -75,6 +76,8 @@ from kafkalab.server.link_faults import LinkFaults
 from kafkalab.server.metadata_cache import MetadataCache
 from kafkalab.server.producer_ids import ProducerIdManager, RPCProducerIdManager
 from kafkalab.server.transaction_coordinator_service import TransactionCoordinatorService
+
+log = logging.getLogger(__name__)
 
 Handler = Callable[["KafkaApis", RequestHeader, dict], Any]
 
@@ -176,6 +179,25 @@ class KafkaApis:
         ):
             return Errors.NOT_LEADER_OR_FOLLOWER
         return Errors.NONE
+
+    def held(self, header: RequestHeader):
+        """An awaitable that holds this client request (kafkalab's held-request
+        fault, link_faults.py), or None: go on now. Requests between brokers are
+        never held."""
+        if self.link_faults is None or self.from_broker(header):
+            return None
+        seconds = self.link_faults.take_hold(header.api_key)
+        if seconds is None:
+            return None
+        log.info(
+            "holding %s v%d from %s (correlation id %d) for up to %.1f s",
+            ApiKeys(header.api_key).name,
+            header.api_version,
+            header.client_host,
+            header.correlation_id,
+            seconds,
+        )
+        return self.link_faults.wait_held(seconds)
 
     def hears(self, replica_id: int) -> bool:
         """Does a request from this replica reach us, or is the link cut (kafkalab's
