@@ -13,6 +13,7 @@ ReplicaManager.applyDelta). On every new batch of records:
                                                                  offline here
         same leader and epoch, another ISR                    -> apply the ISR change
     partitions of deleted topics                               -> removed with their logs
+    a topic's or the brokers' configs changed (ConfigRecord)  -> the logs take them live
 
 It reads on its own connection to the controller, in a loop of long polls
 (`run`): a fetch that has everything waits at the controller until the next
@@ -28,7 +29,7 @@ import json
 import logging
 from collections.abc import Callable
 
-from kafkalab.controller.metadata_image import MetadataImage
+from kafkalab.controller.metadata_image import TOPIC_RESOURCE, MetadataImage
 from kafkalab.controller.quorum_controller import METADATA_TOPIC
 from kafkalab.errors import KafkaError
 from kafkalab.protocol.api_keys import ApiKeys
@@ -57,13 +58,20 @@ class MetadataDelta:
         self.topics: set[str] = set()
         self.partitions_named: set[tuple[str, int]] = set()
         self.removed_topics: set[str] = set()
+        #: Topics whose overrides an AlterConfigs changed; whether broker configs changed.
+        self.config_topics: set[str] = set()
+        self.broker_configs_changed = False
 
     def replay(self, record: dict) -> None:
         kind = record["type"]
         if kind in ("PartitionRecord", "PartitionChangeRecord"):
             self.partitions_named.add((record["topic"], record["partition"]))
+        elif kind == "ConfigRecord" and "topic" in record:
+            self.topics.add(record["topic"])  # CreateTopics' configs
+        elif kind == "ConfigRecord" and record["resource_type"] == TOPIC_RESOURCE:
+            self.config_topics.add(record["resource_name"])
         elif kind == "ConfigRecord":
-            self.topics.add(record["topic"])
+            self.broker_configs_changed = True
         elif kind == "RemoveTopicRecord":
             self.removed_topics.add(record["name"])
 
@@ -99,6 +107,8 @@ class BrokerMetadataListener:
         self._lock = asyncio.Lock()  # one catch-up at a time: records apply once, in order
         self._applied = asyncio.Condition()
         self._task: asyncio.Task | None = None
+        #: Called with the image's broker configs when a ConfigRecord changed them.
+        self.on_broker_configs: Callable[[dict[str, dict[str, str]]], None] | None = None
 
     @property
     def last_applied_offset(self) -> int:
@@ -176,6 +186,13 @@ class BrokerMetadataListener:
         broker's requests must go on meanwhile (its heartbeats have a thread of
         their own)."""
         rm, me = self.replica_manager, self.broker_id
+        # Config changes first: the logs take them live (Kafka: DynamicConfigPublisher).
+        if delta.broker_configs_changed and self.on_broker_configs is not None:
+            self.on_broker_configs(self.image.broker_configs)
+        for name in delta.config_topics:
+            topic = self.image.topics.get(name)
+            if topic is not None:
+                rm.log_manager.update_topic_config(name, topic.configs)
         loop = asyncio.get_running_loop()
         worked_since = loop.time()
         for tp in delta.partitions(self.image):

@@ -9,7 +9,7 @@ fetch           Fetch (1), OffsetForLeaderEpoch (23)
 list_offsets    ListOffsets (2)
 topics          CreateTopics (19), DeleteTopics (20), CreatePartitions (37)
 delete_records  DeleteRecords (21)
-configs         DescribeConfigs (32)
+configs         DescribeConfigs (32), AlterConfigs (33), IncrementalAlterConfigs (44)
 cluster         DescribeCluster (60)
 controller      BrokerRegistration (62), BrokerHeartbeat (63), AlterPartition (56),
                 AllocateProducerIds (67);
@@ -58,9 +58,11 @@ from kafkalab.protocol.messages.cluster import (
     DESCRIBE_CLUSTER_RESPONSE,
 )
 from kafkalab.protocol.messages.configs import (
+    ALTER_CONFIGS_API,
     DESCRIBE_CONFIGS_API,
     DESCRIBE_CONFIGS_REQUEST,
     DESCRIBE_CONFIGS_RESPONSE,
+    INCREMENTAL_ALTER_CONFIGS_API,
 )
 from kafkalab.protocol.messages.consumer_group import (
     CONSUMER_GROUP_APIS,
@@ -197,6 +199,8 @@ APIS[ApiKeys.DESCRIBE_CONFIGS] = DESCRIBE_CONFIGS_API
 APIS[ApiKeys.DESCRIBE_CLUSTER] = DESCRIBE_CLUSTER_API
 APIS[ApiKeys.CREATE_PARTITIONS] = CREATE_PARTITIONS_API
 APIS[ApiKeys.DELETE_RECORDS] = DELETE_RECORDS_API
+APIS[ApiKeys.ALTER_CONFIGS] = ALTER_CONFIGS_API
+APIS[ApiKeys.INCREMENTAL_ALTER_CONFIGS] = INCREMENTAL_ALTER_CONFIGS_API
 
 __all__ = [
     "DESCRIBE_CLUSTER_API",
