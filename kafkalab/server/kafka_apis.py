@@ -139,7 +139,19 @@ class KafkaApis:
         # coordinator before a producer's first transactional write (None: off)
         self.add_partitions_to_txn_manager: AddPartitionsToTxnManager | None = None
         # the broker's config layers (static, dynamic); the broker sets the one it applies
-        self.dynamic_config = DynamicBrokerConfig(config.node_id, config.extra)
+        self._dynamic_config: DynamicBrokerConfig | None = None
+
+    @property
+    def dynamic_config(self) -> DynamicBrokerConfig:
+        """This broker's configs in layers (DescribeConfigs, AlterConfigs): the one
+        the broker applies, else one of its static config alone."""
+        if self._dynamic_config is None:
+            self._dynamic_config = DynamicBrokerConfig(self.config.node_id, self.config.extra)
+        return self._dynamic_config
+
+    @dynamic_config.setter
+    def dynamic_config(self, value: DynamicBrokerConfig) -> None:
+        self._dynamic_config = value
 
     def handle(self, header: RequestHeader, body: dict) -> Any:
         return HANDLERS[ApiKeys(header.api_key)](self, header, body)

@@ -28,7 +28,6 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import Protocol
 
 from kafkalab.controller import configuration_control_manager as config_control
@@ -183,14 +182,21 @@ class StandaloneMetadataCache:
         self.replica_manager = replica_manager
         self.advertised_address = advertised_address
         self.endpoints = endpoints
-        self.dynamic_config = dynamic_config or DynamicBrokerConfig(config.node_id, config.extra)
+        self._dynamic_config = dynamic_config
         # With no controller, this broker keeps the configs: topics' overrides and its
         # dynamic configs, in a file of its first log dir, so a restart keeps them.
-        self._configs_file = Path(config.log_dirs[0]) / DYNAMIC_CONFIGS_FILE
+        self._configs_file = replica_manager.log_manager.log_dirs[0] / DYNAMIC_CONFIGS_FILE
         self._broker_configs: dict[str, dict[str, str]] = {}
         self._load_configs()
         for tp in replica_manager.log_manager.all_logs():
             self._lead(tp)
+
+    @property
+    def dynamic_config(self) -> DynamicBrokerConfig:
+        """The broker's config layers (the broker's own, else its static config alone)."""
+        if self._dynamic_config is None:
+            self._dynamic_config = DynamicBrokerConfig(self.config.node_id, self.config.extra)
+        return self._dynamic_config
 
     def _load_configs(self) -> None:
         if not self._configs_file.exists():
