@@ -243,7 +243,12 @@ class Admin:
     def _config_connection(self, resource_type: int, name: str) -> BrokerConnection:
         """A broker's own configs are asked of that broker; the rest of any broker."""
         if resource_type == RESOURCE_TYPES["broker"] and name:
-            return self.client.connection(int(name))
+            try:
+                return self.client.connection(int(name))
+            except KeyError:
+                raise KafkaError(
+                    Errors.BROKER_NOT_AVAILABLE, f"broker {name} is not in the cluster's metadata"
+                ) from None
         return self.client.any_connection()
 
     def describe_configs(

@@ -28,8 +28,10 @@ from kafka.admin import ConfigResource as KConfigResource
 from kafka.admin import ConfigResourceType
 
 from kafkalab.client.admin import Admin
+from kafkalab.client.network_client import BrokerConnection
 from kafkalab.errors import Errors
 from kafkalab.errors import KafkaError as LabError
+from kafkalab.protocol.api_keys import ApiKeys
 from kafkalab.server.broker import BrokerThread
 
 SET, DELETE, APPEND, SUBTRACT = (
@@ -64,6 +66,13 @@ def admin_for(bs: str) -> AdminClient:
     if bs not in _ADMINS:
         _ADMINS[bs] = AdminClient({"bootstrap.servers": bs})
     return _ADMINS[bs]
+
+
+@pytest.fixture(autouse=True)
+def _forget_admins():
+    """Drop the test's AdminClients before its broker goes, so none keeps reconnecting."""
+    yield
+    _ADMINS.clear()
 
 
 def incremental(bs: str, resource_type, name: str, *entries, validate_only: bool = False):
@@ -202,6 +211,35 @@ def test_broker_configs_dynamic_static_and_refused(tmp_path):
             with pytest.raises(KafkaException) as e:
                 incremental(bs, ConfigResource.Type.BROKER, "1", entry).result(15)
             assert e.value.args[0].name() == code, entry
+        with Admin(bs) as admin:  # DescribeConfigs v3+: documentation when asked
+            documented = admin.describe_configs("brokers", "1", ["log.retention.ms"], True)
+            assert documented["log.retention.ms"].documentation
+            assert documented["log.retention.ms"].synonyms[0] == (
+                "log.retention.ms",
+                "60000",
+                "DYNAMIC_BROKER_CONFIG",
+            )
+            assert admin.describe_configs("brokers", "1")["node.id"].documentation is None
+            with pytest.raises(LabError) as e:  # the Admin asks a broker about itself only
+                admin.describe_configs("brokers", "2")
+            assert e.value.code == Errors.BROKER_NOT_AVAILABLE
+        host, port = bs.rsplit(":", 1)
+        connection = BrokerConnection(host, int(port))
+        try:  # ...and a broker asked about another answers as Kafka's does
+            body = {
+                "resources": [
+                    {"resource_type": 4, "resource_name": "2", "configuration_keys": None}
+                ],
+                "include_synonyms": False,
+                "include_documentation": False,
+            }
+            (result,) = connection.request(ApiKeys.DESCRIBE_CONFIGS, body)["results"]
+            assert result["error_code"] == Errors.INVALID_REQUEST
+            assert result["error_message"] == (
+                "Unexpected broker id, expected 1 or empty string, but received 2"
+            )
+        finally:
+            connection.close()
         # another broker's configs are that broker's to change (it is not here)
         with Admin(bs) as admin, pytest.raises(LabError) as e:
             admin.incremental_alter_configs("brokers", "", [("log.dirs", "SET", "/x")])
