@@ -328,7 +328,12 @@ def test_kafka_python_alters_and_describes(broker):
         result = admin.alter_configs(
             [KConfigResource(ConfigResourceType.TOPIC, "kp", {"retention.ms": "12345"})]
         )
-        assert result == {"topic": {"kp": "OK"}}
+        assert result == {"topic": {"kp": "OK"}}  # IncrementalAlterConfigs, which we advertise
+        legacy = admin.alter_configs(
+            [KConfigResource(ConfigResourceType.TOPIC, "kp", {"flush.ms": "777"})],
+            incremental=False,
+        )  # AlterConfigs; kafka-python adds the overrides it found, as the call replaces all
+        assert legacy == {"topic": {"kp": "OK"}}
         described = admin.describe_configs(
             [KConfigResource(ConfigResourceType.BROKER, "1")], config_filter="dynamic"
         )
@@ -339,7 +344,7 @@ def test_kafka_python_alters_and_describes(broker):
     assert "log.retention.ms" in described["broker"]["1"]  # dynamic: may be altered
     assert "node.id" not in described["broker"]["1"]  # read-only
     assert modified["topic"]["kp"]["retention.ms"]["config_source"] == "DYNAMIC_TOPIC_CONFIG"
-    assert set(modified["topic"]["kp"]) == {"retention.ms"}
+    assert set(modified["topic"]["kp"]) == {"retention.ms", "flush.ms"}
 
 
 def kafkalab(*args: str) -> subprocess.CompletedProcess:
@@ -389,3 +394,59 @@ def test_kafkalab_configs_describes_and_alters(broker):
     )
     out = kafkalab("-b", bs, "--alter", "--topic", "cli", "--add-config", "retention.ms=soon")
     assert out.returncode == 1 and "INVALID_CONFIG" in out.stderr
+
+
+def test_other_topic_configs_act_on_the_next_append(broker):
+    """max.message.bytes, compression.type, message.timestamp.type, segment.bytes
+    changed on a live topic: the next produce follows them."""
+    from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME
+
+    from kafkalab.records.record_batch import CompressionType, iter_headers
+
+    bs = broker.bootstrap_servers
+    create(bs, "live")
+    directory = Path(broker.config.log_dirs[0]) / "live-0"
+
+    def produce_one(value: bytes):
+        errors = []
+        producer = Producer({"bootstrap.servers": bs, "acks": "all", "retries": 0})
+        producer.produce("live", value, on_delivery=lambda e, m: errors.append(e))
+        assert producer.flush(15) == 0
+        return errors[0]
+
+    def last_batch():
+        data = b"".join(p.read_bytes() for p in sorted(directory.glob("*.log")))
+        return list(iter_headers(data))[-1][1]
+
+    assert produce_one(b"x" * 500) is None
+    incremental(bs, ConfigResource.Type.TOPIC, "live", ("max.message.bytes", SET, "200")).result(15)
+    error = produce_one(b"x" * 500)
+    assert error is not None and error.code() == KafkaError.MSG_SIZE_TOO_LARGE
+    assert produce_one(b"small") is None
+
+    assert last_batch().compression_type == CompressionType.NONE
+    ops = [("compression.type", SET, "gzip"), ("message.timestamp.type", SET, "LogAppendTime")]
+    incremental(bs, ConfigResource.Type.TOPIC, "live", *ops).result(15)
+    assert produce_one(b"now") is None
+    assert last_batch().compression_type == CompressionType.GZIP
+
+    segments = len(list(directory.glob("*.log")))
+    incremental(bs, ConfigResource.Type.TOPIC, "live", ("segment.bytes", SET, "100")).result(15)
+    assert produce_one(b"rolls") is None
+    assert produce_one(b"again") is None
+    assert len(list(directory.glob("*.log"))) > segments
+
+    consumer = Consumer({"bootstrap.servers": bs, "group.id": "live", "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition("live", 0, 0)])
+        got = []
+        deadline = time.monotonic() + 20
+        while len(got) < 5 and time.monotonic() < deadline:
+            m = consumer.poll(0.5)
+            if m is not None and m.error() is None:
+                got.append(m)
+    finally:
+        consumer.close()
+    kinds = [m.timestamp()[0] for m in got]
+    assert [m.value() for m in got] == [b"x" * 500, b"small", b"now", b"rolls", b"again"]
+    assert kinds == [TIMESTAMP_CREATE_TIME] * 2 + [TIMESTAMP_LOG_APPEND_TIME] * 3
