@@ -450,3 +450,18 @@ def test_other_topic_configs_act_on_the_next_append(broker):
     kinds = [m.timestamp()[0] for m in got]
     assert [m.value() for m in got] == [b"x" * 500, b"small", b"now", b"rolls", b"again"]
     assert kinds == [TIMESTAMP_CREATE_TIME] * 2 + [TIMESTAMP_LOG_APPEND_TIME] * 3
+
+
+def test_a_topic_created_again_does_not_inherit_the_deleted_ones_configs(broker):
+    bs = broker.bootstrap_servers
+    create(bs, "again", {"retention.ms": "1000"})
+    incremental(bs, ConfigResource.Type.TOPIC, "again", ("min.insync.replicas", SET, "2")).result(
+        15
+    )
+    with Admin(bs) as admin:
+        admin.delete_topic("again")
+        admin.create_topic("again")
+    topic = describe(bs, ConfigResource.Type.TOPIC, "again")
+    assert topic["retention.ms"].source == ConfigSource.DEFAULT_CONFIG.value
+    assert topic["min.insync.replicas"].value == "1"
+    assert send(bs, "again") == [None]
