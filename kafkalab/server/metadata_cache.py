@@ -433,5 +433,8 @@ class StandaloneMetadataCache:
             for index in info.partitions if info else ():
                 self.replica_manager.remove_partition((name, index))
             error = Errors.NONE if info else Errors.UNKNOWN_TOPIC_OR_PARTITION
+            if info:  # a topic created again under the name starts from the defaults
+                self.replica_manager.log_manager.topic_configs.pop(name, None)
+                self._save_configs()
             out.append({"name": name, "error_code": int(error)})
         return {"throttle_time_ms": 0, "responses": out}

@@ -260,6 +260,9 @@ class BrokerMetadataListener:
                 self.fetchers.remove(tp)
                 rm.remove_partition(tp)
                 await asyncio.sleep(0)
+            for name in delta.removed_topics - self.image.topics.keys():
+                # its overrides go too: a topic created again under the name has its own
+                rm.log_manager.topic_configs.pop(name, None)
 
     def broker_address(self, broker_id: int, listener: str | None = None) -> tuple[str, int]:
         """Where a broker listens (on `listener`, when named: the inter-broker one for

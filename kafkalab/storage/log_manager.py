@@ -274,9 +274,6 @@ class LogManager:
         removed.delete()
         self.checkpoint()
         self.cleaner.update_checkpoint(removed.dir.parent, (topic, partition), None)
-        if not any(name == topic for name, _ in self._logs):
-            # the topic is gone: a topic created again under its name starts from defaults
-            self.topic_configs.pop(topic, None)
         return True
 
     # -- background duties -----------------------------------------------------------------

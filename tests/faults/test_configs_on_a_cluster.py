@@ -8,7 +8,8 @@ ConfigRecords; every broker applies them live.
 - the change survives a controller restart and a broker restart (each broker,
   the restarted one too, describes it, and the restarted one acts on it);
 - retention.ms lowered: old segments go on every replica, the earliest offset
-  (ListOffsets) moves."""
+  (ListOffsets) moves;
+- a topic deleted and created again under its name does not inherit its overrides."""
 
 from __future__ import annotations
 
@@ -130,3 +131,14 @@ def test_min_insync_replicas_and_retention_live_and_across_restarts(tmp_path):
         for b in (1, 2, 3):
             directory = cluster.broker_dir(b) / "retained-0"
             assert wait_until(lambda d=directory, b=b: len(list(d.glob("*.log"))) < before[b], 30)
+
+        # a topic deleted and created again under its name starts from the defaults
+        with Admin(bs) as admin:
+            admin.delete_topic("guarded")
+        assert wait_until(lambda: partition_state(bs, "guarded")[0] == -1, 30)
+        with Admin(bs) as admin:
+            admin.create_topic("guarded", 1, 3)
+        assert wait_until(lambda: len(partition_state(bs, "guarded")[1]) == 3, 30)
+        for b in (1, 2, 3):
+            configs = described(cluster.brokers[b].bootstrap_servers, "guarded")
+            assert configs["min.insync.replicas"] == ("1", "DEFAULT_CONFIG"), b
