@@ -12,6 +12,8 @@ an `add_subcommand(subparsers)` function that sets `func` on its parser:
     kafkalab leader-election|reassign-partitions
                                      kafkalab.client.reassignment_cli
                                      (kafka-leader-election.sh, kafka-reassign-partitions.sh)
+    kafkalab configs --describe|--alter
+                                     kafkalab.client.configs_cli  (kafka-configs.sh)
     kafkalab cluster up|down|kill..  kafkalab.cluster.cli  (a local cluster and its faults)
     kafkalab specs check|show|replay kafkalab.specs.cli  (the TLA+ specs)
 """
@@ -30,6 +32,7 @@ _VERB_MODULES = (
     "kafkalab.server.controller_server",
     "kafkalab.client.cli",
     "kafkalab.client.reassignment_cli",
+    "kafkalab.client.configs_cli",
     "kafkalab.cluster.cli",
     "kafkalab.specs.cli",
 )

@@ -1,5 +1,7 @@
 """The teaching Admin client (Kafka: Admin / KafkaAdminClient): topics (created, grown
-with CreatePartitions, trimmed with DeleteRecords), and consumer groups as
+with CreatePartitions, trimmed with DeleteRecords), configs (DescribeConfigs,
+IncrementalAlterConfigs, AlterConfigs: a BROKER resource with an id goes to that
+broker, as Kafka's Admin sends it), and consumer groups as
 kafka-consumer-groups.sh sees them.
 
 Groups live on their coordinators: FindCoordinator names the broker that leads
@@ -31,6 +33,33 @@ from kafkalab.protocol.api_keys import ApiKeys
 from kafkalab.protocol.consumer_protocol import decode_assignment
 
 RETRIABLE = (Errors.COORDINATOR_NOT_AVAILABLE, Errors.COORDINATOR_LOAD_IN_PROGRESS)
+#: Config resource types (Kafka: ConfigResource.Type), by kafka-configs.sh's entity type.
+RESOURCE_TYPES = {"topic": 2, "topics": 2, "broker": 4, "brokers": 4}
+#: IncrementalAlterConfigs operations (Kafka: AlterConfigOp.OpType).
+CONFIG_OPS = {"SET": 0, "DELETE": 1, "APPEND": 2, "SUBTRACT": 3}
+#: DescribeConfigs' config sources (Kafka: ConfigEntry.ConfigSource), by id.
+CONFIG_SOURCES = {
+    0: "UNKNOWN",
+    1: "DYNAMIC_TOPIC_CONFIG",
+    2: "DYNAMIC_BROKER_CONFIG",
+    3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
+    4: "STATIC_BROKER_CONFIG",
+    5: "DEFAULT_CONFIG",
+    6: "DYNAMIC_BROKER_LOGGER_CONFIG",
+}
+
+
+@dataclass(frozen=True)
+class ConfigEntry:
+    """One config of a resource, as DescribeConfigs answers it (Kafka: ConfigEntry)."""
+
+    name: str
+    value: str | None
+    source: str  # CONFIG_SOURCES' names: where the value comes from
+    read_only: bool
+    is_sensitive: bool
+    synonyms: tuple[tuple[str, str | None, str], ...]  # (name, value, source), first wins
+    documentation: str | None = None
 
 
 #: ElectLeaders' ElectionType (KIP-460), by Kafka's names.
@@ -227,6 +256,100 @@ class Admin:
                         else p["low_watermark"]
                     )
         return out
+
+    # -- configs -------------------------------------------------------------------------------
+
+    def _config_connection(self, resource_type: int, name: str) -> BrokerConnection:
+        """A broker's own configs are asked of that broker; the rest of any broker."""
+        if resource_type == RESOURCE_TYPES["broker"] and name:
+            try:
+                return self.client.connection(int(name))
+            except KeyError:
+                raise KafkaError(
+                    Errors.BROKER_NOT_AVAILABLE, f"broker {name} is not in the cluster's metadata"
+                ) from None
+        return self.client.any_connection()
+
+    def describe_configs(
+        self,
+        resource_type: int | str,
+        name: str,
+        keys: list[str] | None = None,
+        include_documentation: bool = False,
+    ) -> dict[str, ConfigEntry]:
+        """DescribeConfigs of one resource (a topic; a broker by id, or "" for the
+        cluster-wide broker default), with synonyms; raises KafkaError."""
+        kind = RESOURCE_TYPES.get(resource_type, resource_type)
+        body = {
+            "resources": [
+                {"resource_type": kind, "resource_name": name, "configuration_keys": keys}
+            ],
+            "include_synonyms": True,
+            "include_documentation": include_documentation,
+        }
+        response = self._config_connection(kind, name).request(ApiKeys.DESCRIBE_CONFIGS, body)
+        (result,) = response["results"]
+        if result["error_code"]:
+            raise KafkaError(result["error_code"], result.get("error_message") or name)
+        return {
+            c["name"]: ConfigEntry(
+                c["name"],
+                c["value"],
+                CONFIG_SOURCES.get(c["config_source"], str(c["config_source"])),
+                c["read_only"],
+                c["is_sensitive"],
+                tuple(
+                    (s["name"], s["value"], CONFIG_SOURCES.get(s["source"], str(s["source"])))
+                    for s in c["synonyms"]
+                ),
+                c.get("documentation"),
+            )
+            for c in result["configs"]
+        }
+
+    def incremental_alter_configs(
+        self,
+        resource_type: int | str,
+        name: str,
+        ops: list[tuple[str, int | str, str | None]],
+        validate_only: bool = False,
+    ) -> None:
+        """IncrementalAlterConfigs of one resource: (key, SET|DELETE|APPEND|SUBTRACT,
+        value) each, as kafka-configs.sh --alter sends them; raises KafkaError."""
+        kind = RESOURCE_TYPES.get(resource_type, resource_type)
+        configs = [
+            {
+                "name": key,
+                "config_operation": CONFIG_OPS.get(op, op),
+                "value": None if CONFIG_OPS.get(op, op) == CONFIG_OPS["DELETE"] else value,
+            }
+            for key, op, value in ops
+        ]
+        self._alter(ApiKeys.INCREMENTAL_ALTER_CONFIGS, kind, name, configs, validate_only)
+
+    def alter_configs(
+        self,
+        resource_type: int | str,
+        name: str,
+        configs: dict[str, str],
+        validate_only: bool = False,
+    ) -> None:
+        """The legacy AlterConfigs: `configs` become the resource's whole set (keys
+        not named go back to their defaults); raises KafkaError."""
+        kind = RESOURCE_TYPES.get(resource_type, resource_type)
+        entries = [{"name": k, "value": str(v)} for k, v in configs.items()]
+        self._alter(ApiKeys.ALTER_CONFIGS, kind, name, entries, validate_only)
+
+    def _alter(
+        self, api: ApiKeys, kind: int, name: str, configs: list[dict], validate_only: bool
+    ) -> None:
+        body = {
+            "resources": [{"resource_type": kind, "resource_name": name, "configs": configs}],
+            "validate_only": validate_only,
+        }
+        (result,) = self._config_connection(kind, name).request(api, body)["responses"]
+        if result["error_code"]:
+            raise KafkaError(result["error_code"], result.get("error_message") or name)
 
     def list_topics(self) -> dict[str, int]:
         """topic -> number of partitions."""

@@ -18,6 +18,10 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
+#: ConfigRecord resource types (Kafka: ConfigResource.Type).
+TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
+
 
 @dataclass
 class BrokerRegistration:
@@ -77,6 +81,9 @@ class MetadataImage:
         #: The first producer id no broker has been given yet (Kafka:
         #: ProducerIdControlManager's nextProducerBlock, from ProducerIdsRecord).
         self.next_producer_id = 0
+        #: Dynamic broker configs, by resource name: a broker's id ("1"), or "" for
+        #: the cluster-wide default (ConfigRecords of resource type BROKER).
+        self.broker_configs: dict[str, dict[str, str]] = {}
 
     def replay(self, r: dict) -> None:
         kind = r["type"]
@@ -99,7 +106,7 @@ class MetadataImage:
                 r["name"], topic_id=uuid.UUID(topic_id) if topic_id else None
             )
         elif kind == "ConfigRecord":
-            self.topics[r["topic"]].configs[r["name"]] = r["value"]
+            self._replay_config(r)
         elif kind == "PartitionRecord":
             self.topics[r["topic"]].partitions[r["partition"]] = PartitionRegistration(
                 r["replicas"], r["isr"], r["leader"], r["leader_epoch"], r["partition_epoch"]
@@ -122,3 +129,21 @@ class MetadataImage:
             self.next_producer_id = r["next_producer_id"]
         else:
             raise ValueError(f"unknown metadata record type {kind!r}")
+
+    def _replay_config(self, r: dict) -> None:
+        """A ConfigRecord: CreateTopics writes {"topic": name, ...}; AlterConfigs and
+        IncrementalAlterConfigs write Kafka's fields (resource_type 2 a topic, 4 a
+        broker; a None value deletes the key)."""
+        if "topic" in r:
+            configs = self.topics[r["topic"]].configs
+        elif r["resource_type"] == TOPIC_RESOURCE:
+            topic = self.topics.get(r["resource_name"])
+            if topic is None:
+                return  # deleted since
+            configs = topic.configs
+        else:
+            configs = self.broker_configs.setdefault(r["resource_name"], {})
+        if r["value"] is None:
+            configs.pop(r["name"], None)
+        else:
+            configs[r["name"]] = r["value"]

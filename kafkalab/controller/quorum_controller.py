@@ -10,7 +10,8 @@ or lags simply catches up.
 
 Record types (KRaft's names): RegisterBrokerRecord, UnfenceBrokerRecord,
 FenceBrokerRecord, TopicRecord, PartitionRecord, PartitionChangeRecord,
-RemoveTopicRecord, ConfigRecord, ProducerIdsRecord. Values are JSON, so `kafkalab dump-log
+RemoveTopicRecord, ConfigRecord (a topic's or a broker's config:
+configuration_control_manager), ProducerIdsRecord. Values are JSON, so `kafkalab dump-log
 --print-data-log` shows them. A PartitionChangeRecord of a reassignment also carries
 `replicas`, `adding_replicas` and `removing_replicas` (Kafka's Replicas, AddingReplicas,
 RemovingReplicas: present only when they change); `partition_reassignment.py` works
@@ -39,7 +40,9 @@ import random
 import uuid
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
+from kafkalab.controller import configuration_control_manager as config_control
 from kafkalab.controller.metadata_image import (
     BrokerRegistration,
     MetadataImage,
@@ -466,7 +469,11 @@ class QuorumController:
     # -- partitions --------------------------------------------------------------------------
 
     def _unclean_allowed(self, topic: TopicInfo) -> bool:
+        """The topic's unclean.leader.election.enable, else the cluster-wide dynamic
+        broker default, else the controller's own config."""
         value = topic.configs.get("unclean.leader.election.enable")
+        if value is None:
+            value = self.image.broker_configs.get("", {}).get("unclean.leader.election.enable")
         return self.unclean_default if value is None else value.lower() == "true"
 
     def _change(self, topic: str, partition: int, leader: int, isr: list[int]) -> dict | None:
@@ -841,6 +848,52 @@ class QuorumController:
         if removing != part.removing_replicas:
             record["removing_replicas"] = removing
         return record
+
+    # -- configs -----------------------------------------------------------------------------
+
+    def alter_configs(
+        self,
+        resources: list[tuple[int, str, Any]],
+        incremental: bool,
+        validate_only: bool = False,
+    ) -> list[KafkaError | None]:
+        """AlterConfigs (`incremental` False: each resource's configs as a dict, the
+        whole new set) or IncrementalAlterConfigs (a list of (key, op, value)), one
+        (resource type, name, configs) a resource. Each resource is judged alone
+        (Kafka: ConfigurationControlManager); the accepted ones' ConfigRecords are
+        written as one batch, unless `validate_only`. Answers, in order, None or the
+        KafkaError that refused the resource. When unclean.leader.election.enable
+        changes, a partition with no leader gets one now if it may."""
+        records: list[dict] = []
+        outcomes: list[KafkaError | None] = []
+        for resource_type, name, configs in resources:
+            try:
+                current = self._configs_of(resource_type, name)
+                if incremental:
+                    changes = config_control.incremental_changes(
+                        resource_type, name, current, configs
+                    )
+                else:
+                    changes = config_control.legacy_changes(resource_type, name, current, configs)
+                config_control.validate(
+                    resource_type, name, current, changes, exists=name in self.topics
+                )
+            except KafkaError as e:
+                outcomes.append(e)
+                continue
+            records += config_control.config_records(resource_type, name, changes)
+            outcomes.append(None)
+        if records and not validate_only:
+            self._write(*records)
+            if any(r["name"] == "unclean.leader.election.enable" for r in records):
+                self._elect_where_needed(0, "unclean.leader.election.enable changed")
+        return outcomes
+
+    def _configs_of(self, resource_type: int, name: str) -> dict[str, str]:
+        if resource_type == config_control.ResourceType.TOPIC:
+            topic = self.topics.get(name)
+            return dict(topic.configs) if topic is not None else {}
+        return dict(self.image.broker_configs.get(name, {}))
 
     def describe(self) -> dict:
         """Brokers and partitions as plain data (for tables in the labs)."""

@@ -13,6 +13,9 @@ controller's APIs:
     AlterPartitionReassignments (45), ListPartitionReassignments (46)
                              move replicas (PartitionChangeRecords with adding and
                              removing replicas), and list the moves in progress
+    AlterConfigs (33), IncrementalAlterConfigs (44)
+                             topic and broker configs (ConfigRecords), sent on
+                             by the broker that got them
     Fetch (1)                brokers read `__cluster_metadata-0`, the metadata log,
                              from the offset they have, like any partition
 
@@ -76,6 +79,8 @@ class ControllerApis:
             ApiKeys.ELECT_LEADERS: self.elect_leaders,
             ApiKeys.ALTER_PARTITION_REASSIGNMENTS: self.alter_partition_reassignments,
             ApiKeys.LIST_PARTITION_REASSIGNMENTS: self.list_partition_reassignments,
+            ApiKeys.ALTER_CONFIGS: self.alter_configs,
+            ApiKeys.INCREMENTAL_ALTER_CONFIGS: self.incremental_alter_configs,
         }[header.api_key]
         result = handler(body)
         self.changes.observe()  # wake long-polling brokers, record fences and elections
@@ -316,6 +321,39 @@ class ControllerApis:
                     ],
                 }
                 for name, parts in sorted(ongoing.items())
+            ],
+        }
+
+    def alter_configs(self, body: dict) -> dict:
+        """AlterConfigs from a broker, which has checked it (ConfigAdminManager);
+        every accepted resource's ConfigRecords in one batch."""
+        return self._alter_configs(body, incremental=False)
+
+    def incremental_alter_configs(self, body: dict) -> dict:
+        return self._alter_configs(body, incremental=True)
+
+    def _alter_configs(self, body: dict, incremental: bool) -> dict:
+        resources = [
+            (
+                r["resource_type"],
+                r["resource_name"],
+                [(c["name"], c["config_operation"], c["value"]) for c in r["configs"]]
+                if incremental
+                else {c["name"]: c["value"] for c in r["configs"]},
+            )
+            for r in body["resources"]
+        ]
+        outcomes = self.controller.alter_configs(resources, incremental, body["validate_only"])
+        return {
+            "throttle_time_ms": 0,
+            "responses": [
+                {
+                    "error_code": 0 if e is None else int(e.code),
+                    "error_message": None if e is None else e.message,
+                    "resource_type": r["resource_type"],
+                    "resource_name": r["resource_name"],
+                }
+                for r, e in zip(body["resources"], outcomes, strict=True)
             ],
         }
 

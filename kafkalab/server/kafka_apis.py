@@ -9,7 +9,8 @@ one module per API family:
     apis/metadata.py      Metadata (auto-creating topics when allowed)
     apis/topics.py        CreateTopics, DeleteTopics, CreatePartitions
     apis/delete_records.py DeleteRecords (waits in a DelayedDeleteRecords)
-    apis/configs.py       DescribeConfigs (a topic's configs and their sources)
+    apis/configs.py       DescribeConfigs, AlterConfigs, IncrementalAlterConfigs (topic
+                          and broker configs, their sources; changes go to the controller)
     apis/cluster.py       DescribeCluster (the brokers, the controller, the cluster id)
     apis/reassignment.py  ElectLeaders, AlterPartitionReassignments,
                           ListPartitionReassignments (forwarded to the controller)
@@ -70,6 +71,7 @@ from kafkalab.server.apis import (
     txn,
 )
 from kafkalab.server.config import KafkaConfig
+from kafkalab.server.dynamic_broker_config import DynamicBrokerConfig
 from kafkalab.server.group_coordinator_service import GroupCoordinatorService
 from kafkalab.server.inter_broker_connection import parse_broker_client_id
 from kafkalab.server.link_faults import LinkFaults
@@ -92,6 +94,8 @@ HANDLERS: dict[ApiKeys, Handler] = {
     ApiKeys.CREATE_PARTITIONS: topics.handle_create_partitions,
     ApiKeys.DELETE_RECORDS: delete_records.handle_delete_records,
     ApiKeys.DESCRIBE_CONFIGS: configs.handle_describe_configs,
+    ApiKeys.ALTER_CONFIGS: configs.handle_alter_configs,
+    ApiKeys.INCREMENTAL_ALTER_CONFIGS: configs.handle_incremental_alter_configs,
     ApiKeys.DESCRIBE_CLUSTER: cluster.handle_describe_cluster,
     ApiKeys.INIT_PRODUCER_ID: txn.handle_init_producer_id,
     ApiKeys.ADD_PARTITIONS_TO_TXN: txn.handle_add_partitions_to_txn,
@@ -143,6 +147,20 @@ class KafkaApis:
         # transaction.partition.verification.enable: the leader asks the transaction
         # coordinator before a producer's first transactional write (None: off)
         self.add_partitions_to_txn_manager: AddPartitionsToTxnManager | None = None
+        # the broker's config layers (static, dynamic); the broker sets the one it applies
+        self._dynamic_config: DynamicBrokerConfig | None = None
+
+    @property
+    def dynamic_config(self) -> DynamicBrokerConfig:
+        """This broker's configs in layers (DescribeConfigs, AlterConfigs): the one
+        the broker applies, else one of its static config alone."""
+        if self._dynamic_config is None:
+            self._dynamic_config = DynamicBrokerConfig(self.config.node_id, self.config.extra)
+        return self._dynamic_config
+
+    @dynamic_config.setter
+    def dynamic_config(self, value: DynamicBrokerConfig) -> None:
+        self._dynamic_config = value
 
     def handle(self, header: RequestHeader, body: dict) -> Any:
         return HANDLERS[ApiKeys(header.api_key)](self, header, body)

@@ -15,6 +15,7 @@ ReplicaManager.applyDelta). On every new batch of records:
         same leader and epoch, other replicas (a reassignment) -> track the new ones
         not a replica (any more: a reassignment moved it)     -> stop it, delete its log
     partitions of deleted topics                               -> removed with their logs
+    a topic's or the brokers' configs changed (ConfigRecord)  -> the logs take them live
 
 It reads on its own connection to the controller, in a loop of long polls
 (`run`): a fetch that has everything waits at the controller until the next
@@ -30,7 +31,7 @@ import json
 import logging
 from collections.abc import Callable
 
-from kafkalab.controller.metadata_image import MetadataImage
+from kafkalab.controller.metadata_image import TOPIC_RESOURCE, MetadataImage
 from kafkalab.controller.quorum_controller import METADATA_TOPIC
 from kafkalab.errors import KafkaError
 from kafkalab.protocol.api_keys import ApiKeys
@@ -59,13 +60,20 @@ class MetadataDelta:
         self.topics: set[str] = set()
         self.partitions_named: set[tuple[str, int]] = set()
         self.removed_topics: set[str] = set()
+        #: Topics whose overrides an AlterConfigs changed; whether broker configs changed.
+        self.config_topics: set[str] = set()
+        self.broker_configs_changed = False
 
     def replay(self, record: dict) -> None:
         kind = record["type"]
         if kind in ("PartitionRecord", "PartitionChangeRecord"):
             self.partitions_named.add((record["topic"], record["partition"]))
+        elif kind == "ConfigRecord" and "topic" in record:
+            self.topics.add(record["topic"])  # CreateTopics' configs
+        elif kind == "ConfigRecord" and record["resource_type"] == TOPIC_RESOURCE:
+            self.config_topics.add(record["resource_name"])
         elif kind == "ConfigRecord":
-            self.topics.add(record["topic"])
+            self.broker_configs_changed = True
         elif kind == "RemoveTopicRecord":
             self.removed_topics.add(record["name"])
 
@@ -104,6 +112,8 @@ class BrokerMetadataListener:
         #: longer lists it as a replica of: deleted only once caught up (see _publish).
         self._strays: set[tuple[str, int]] = set()
         self._task: asyncio.Task | None = None
+        #: Called with the image's broker configs when a ConfigRecord changed them.
+        self.on_broker_configs: Callable[[dict[str, dict[str, str]]], None] | None = None
 
     @property
     def last_applied_offset(self) -> int:
@@ -187,6 +197,13 @@ class BrokerMetadataListener:
         that moved the replica away and a later one that moved it back, and must not
         delete a log the end of the history still needs."""
         rm, me = self.replica_manager, self.broker_id
+        # Config changes first: the logs take them live (Kafka: DynamicConfigPublisher).
+        if delta.broker_configs_changed and self.on_broker_configs is not None:
+            self.on_broker_configs(self.image.broker_configs)
+        for name in delta.config_topics:
+            topic = self.image.topics.get(name)
+            if topic is not None:
+                rm.log_manager.update_topic_config(name, topic.configs)
         loop = asyncio.get_running_loop()
         worked_since = loop.time()
         for tp in delta.partitions(self.image):
@@ -274,6 +291,9 @@ class BrokerMetadataListener:
                 self.fetchers.remove(tp)
                 rm.remove_partition(tp)
                 await asyncio.sleep(0)
+            for name in delta.removed_topics - self.image.topics.keys():
+                # its overrides go too: a topic created again under the name has its own
+                rm.log_manager.topic_configs.pop(name, None)
 
     def broker_address(self, broker_id: int, listener: str | None = None) -> tuple[str, int]:
         """Where a broker listens (on `listener`, when named: the inter-broker one for

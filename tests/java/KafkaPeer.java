@@ -33,6 +33,8 @@ import java.util.concurrent.atomic.AtomicBoolean;
 
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.AlterConfigOp;
+import org.apache.kafka.clients.admin.AlterConfigsOptions;
 import org.apache.kafka.clients.admin.AlterPartitionReassignmentsOptions;
 import org.apache.kafka.clients.admin.Config;
 import org.apache.kafka.clients.admin.ConfigEntry;
@@ -83,6 +85,7 @@ public final class KafkaPeer {
         ADMIN_OPS.put("createTopics", KafkaPeer::createTopics);
         ADMIN_OPS.put("listTopics", KafkaPeer::listTopics);
         ADMIN_OPS.put("describeConfigs", KafkaPeer::describeConfigs);
+        ADMIN_OPS.put("incrementalAlterConfigs", KafkaPeer::incrementalAlterConfigs);
         ADMIN_OPS.put("listConsumerGroups", KafkaPeer::listConsumerGroups);
         ADMIN_OPS.put("describeProducers", KafkaPeer::describeProducers);
         ADMIN_OPS.put("electLeaders", KafkaPeer::electLeaders);
@@ -416,6 +419,36 @@ public final class KafkaPeer {
                 }
                 emit(obj("event", "configs", "type", res.type().name(), "name", res.name(), "entries", entries));
             }
+        }
+    }
+
+    /**
+     * incrementalAlterConfigs --type topic|broker --name N --ops "k:SET:v;k2:DELETE:;k3:APPEND:a,b"
+     * [--validate-only true]: one resource, the operations separated by ';'.
+     */
+    static void incrementalAlterConfigs(Opts o) throws Exception {
+        ConfigResource.Type type = ConfigResource.Type.valueOf(o.get("type", "topic").toUpperCase());
+        ConfigResource resource = new ConfigResource(type, o.get("name", ""));
+        List<AlterConfigOp> ops = new ArrayList<>();
+        for (String op : o.required("ops").split(";")) {
+            String[] parts = op.split(":", 3);
+            AlterConfigOp.OpType opType = AlterConfigOp.OpType.valueOf(parts[1]);
+            String value = opType == AlterConfigOp.OpType.DELETE ? null : parts[2];
+            ops.add(new AlterConfigOp(new ConfigEntry(parts[0], value), opType));
+        }
+        Map<ConfigResource, Collection<AlterConfigOp>> changes = new HashMap<>();
+        changes.put(resource, ops);
+        AlterConfigsOptions options = new AlterConfigsOptions().validateOnly(o.bool("validate-only", false));
+        try (Admin admin = adminClient(o)) {
+            Map<String, Object> out = obj("event", "altered", "type", type.name(), "name", resource.name());
+            try {
+                admin.incrementalAlterConfigs(changes, options).values().get(resource).get();
+                out.put("error", null);
+            } catch (ExecutionException e) {
+                out.put("error", e.getCause().getClass().getSimpleName());
+                out.put("message", e.getCause().getMessage());
+            }
+            emit(out);
         }
     }
 

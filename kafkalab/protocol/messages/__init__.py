@@ -9,7 +9,7 @@ fetch           Fetch (1), OffsetForLeaderEpoch (23)
 list_offsets    ListOffsets (2)
 topics          CreateTopics (19), DeleteTopics (20), CreatePartitions (37)
 delete_records  DeleteRecords (21)
-configs         DescribeConfigs (32)
+configs         DescribeConfigs (32), AlterConfigs (33), IncrementalAlterConfigs (44)
 cluster         DescribeCluster (60)
 reassignment    ElectLeaders (43), AlterPartitionReassignments (45),
                 ListPartitionReassignments (46); REASSIGNMENT_APIS
@@ -60,9 +60,11 @@ from kafkalab.protocol.messages.cluster import (
     DESCRIBE_CLUSTER_RESPONSE,
 )
 from kafkalab.protocol.messages.configs import (
+    ALTER_CONFIGS_API,
     DESCRIBE_CONFIGS_API,
     DESCRIBE_CONFIGS_REQUEST,
     DESCRIBE_CONFIGS_RESPONSE,
+    INCREMENTAL_ALTER_CONFIGS_API,
 )
 from kafkalab.protocol.messages.consumer_group import (
     CONSUMER_GROUP_APIS,
@@ -213,6 +215,8 @@ APIS[ApiKeys.CREATE_PARTITIONS] = CREATE_PARTITIONS_API
 APIS[ApiKeys.DELETE_RECORDS] = DELETE_RECORDS_API
 # Forwarded to the controller (kafkalab.server.apis.reassignment).
 APIS.update(REASSIGNMENT_APIS)
+APIS[ApiKeys.ALTER_CONFIGS] = ALTER_CONFIGS_API
+APIS[ApiKeys.INCREMENTAL_ALTER_CONFIGS] = INCREMENTAL_ALTER_CONFIGS_API
 
 __all__ = [
     "ALTER_PARTITION_REASSIGNMENTS_API",
