@@ -124,3 +124,25 @@ def test_defects_are_off_by_default_and_named_for_their_jira():
     assert QuorumConfig().defects == frozenset()
     with pytest.raises(ValueError, match="KAFKA-10527"):
         QuorumConfig(defects=frozenset({"KAFKA-0"}))
+
+
+def test_a_candidate_refused_from_a_newer_epoch_follows_the_leader_it_is_told_of():
+    """What the replay found in the spec: Kafka's candidate takes the leader a voter
+    of a newer epoch names in its VoteResponse (maybeTransition), where the spec
+    left it Unattached. A walk with such a step replays, and the code follows."""
+    for module in sorted((SPECS_DIR / "kraft").glob("MC_kraft*.tla")):
+        for seed in range(100):
+            walk = random_walk(module, 30, seed)
+            names, states = follow_trace(module, walk, KRAFT_ACTIONS), load_trace(walk).states
+            learnt = [
+                (i, name.split('"')[1])
+                for i, name in enumerate(names, start=1)
+                if name.startswith("RequestVote")
+                and states[i]["role"][name.split('"')[1]] == "follower"
+            ]
+            if learnt:
+                step, c = learnt[0]
+                report = replay_kraft(load_trace(walk))
+                assert f"{c} is follower" in report.steps[step - 1]["implementation"]
+                return
+    pytest.fail("no walk has a candidate refused by a voter that knows a leader")
