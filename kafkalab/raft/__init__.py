@@ -4,7 +4,9 @@ Kafka's module: raft/ (org.apache.kafka.raft; KIP-595, pre-vote KIP-996). One
 voter is a KafkaRaftClient: no sockets, no threads, no clock of its own. Time
 and messages come in as arguments; the messages it sends come back as data
 (RaftMessage), so a notebook steps an election by hand and a hypothesis test
-runs 3 or 5 voters over a network that drops, delays, reorders and duplicates.
+runs 3 or 5 voters over a network that drops, delays, reorders and duplicates. The
+KafkaRaft spec's traces replay onto it (kafkalab/specs/kraft_replay.py); its broken
+variants switch on QuorumConfig.defects (KAFKA-12619, KAFKA-10527; off by default).
 
     kafka_raft_client   KafkaRaftClient: poll(now_ms), handle(message, now_ms), the
                         handlers of Vote, BeginQuorumEpoch, EndQuorumEpoch and Fetch,
@@ -20,8 +22,7 @@ runs 3 or 5 voters over a network that drops, delays, reorders and duplicates.
     raft_log            RaftLog: an in-memory log of (offset, epoch, record) with
                         truncation and the leader-epoch history for DivergingEpoch
     raft_message        the requests and responses as data (Kafka's JSON names)
-    quorum_config       the controller.quorum.* timeouts; the deliberately broken modes
-                        (defects, named for their JIRA) the spec replay switches on
+    quorum_config       the controller.quorum.* timeouts
     errors              RaftError and its subclasses
 
 Safety rules and what guards them (tests/unit/test_raft_*.py name the JIRA/KIP):
@@ -39,7 +40,5 @@ and is kept whole), dynamic voters (KIP-853; the voter set is static, kraft.vers
 0), observers (only voters fetch), a file-backed log, the wire encoding of these
 messages, and the wiring: the QuorumController on this client, sockets between
 controllers, `kafkalab cluster --controllers 3`, DescribeQuorum on the wire and the
-lab. Those are the next steps of issue 25. The TLA+ spec lives in specs/kraft/; its
-traces replay onto this module (kafkalab/specs/kraft_replay.py), the broken variants
-with QuorumConfig.defects (KAFKA-12619, KAFKA-10527; off by default).
+lab. Those are the next steps of issue 25; the TLA+ spec lives in specs/kraft/.
 """
