@@ -1,11 +1,12 @@
 """The TLA+ specs in CI: every configuration of specs/checks.toml gives its
 expected verdict with the built-in checker, every counterexample (found now or
 stored in specs/) replays step by step against kafkalab's Partition, and so do
-random walks through every replication configuration (conformance).
+random walks through every configuration (conformance).
 
-KafkaRaft (specs/kraft/) has no implementation to replay against yet (the Raft
-module is being written, issue 25): its counterexamples are followed through
-the spec itself instead, which keeps the stored ones honest."""
+KafkaRaft (specs/kraft/) traces replay against kafkalab's Raft voters
+(kafkalab.specs.kraft_replay; more of it in test_kraft_replay.py); its
+counterexamples are also followed through the spec itself, which keeps the
+stored ones honest."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from kafkalab.specs.kraft_replay import replay_kraft
 from kafkalab.specs.replay import (
     ReplayMismatch,
     coordinator_serves_transaction_version,
@@ -54,6 +56,8 @@ def replay(trace):
     source = trace["#meta"]["source"] if isinstance(trace, dict) else trace.meta["source"]
     if "transactions" in source.lower():
         return replay_transactions(trace)
+    if "kraft" in source.lower():
+        return replay_kraft(trace)
     return replay_replication(trace)
 
 
@@ -64,11 +68,15 @@ def test_every_configuration_gives_its_expected_verdict(check):
     if check.expect == "ok":
         assert result.counterexample is None and result.states > 1000
     elif check.name.startswith("kraft/"):
-        # No Raft module to replay against yet: the counterexample is a behaviour
-        # of the spec that breaks the expected invariant in its last state only.
+        # The counterexample is a behaviour of the spec that breaks the expected
+        # invariant in its last state only, and kafkalab's Raft voters, with the
+        # matching defect switched on, break it too.
         steps = follow_counterexample(check, result.counterexample, KRAFT_ACTIONS)
         assert len(steps) == len(result.counterexample["states"]) - 1
         assert "Next" not in steps  # every step is one named action instance
+        report = replay(result.counterexample)
+        assert len(report.steps) == len(steps) and report.defects
+        assert any(v.startswith(check.expect) for v in report.violations), report.violations
     else:
         # The counterexample drives the implementation, configured the same way
         # (the unsafe rule, the broken coordinator), into the same states.
@@ -194,11 +202,6 @@ def test_every_kraft_step_is_named_by_one_action_of_next(name):
 
 
 MODELS = sorted(SPECS_DIR.glob("*/MC_*.tla"))
-NO_REPLAY_YET = pytest.mark.skip(
-    reason="KafkaRaft traces are not replayed yet: kafkalab/raft exists, the replay from "
-    "the spec's states to its messages is still to write (issue 25); specs/kraft/README.md "
-    "says what it needs"
-)
 
 
 NO_TRANSACTION_VERSION_2 = pytest.mark.skipif(
@@ -210,8 +213,6 @@ NO_TRANSACTION_VERSION_2 = pytest.mark.skipif(
 
 
 def _model_marks(m: Path):
-    if m.parent.name == "kraft":
-        return [NO_REPLAY_YET]
     if "TransactionVersion = 2" in m.read_text():
         return [NO_TRANSACTION_VERSION_2]
     return []
@@ -309,7 +310,7 @@ def test_without_apalache_the_command_says_how_to_get_it(monkeypatch):
         run_check(CHECKS[0], checker="apalache")
 
 
-def test_the_command_line_shows_a_kraft_trace_and_says_it_does_not_replay_yet():
+def test_the_command_line_shows_and_replays_a_kraft_trace():
     path = next(p for p in KRAFT_STORED if "vote-not-persisted" in p.name)
     show = subprocess.run(
         [sys.executable, "-m", "kafkalab", "specs", "show", str(path)],
@@ -321,7 +322,15 @@ def test_the_command_line_shows_a_kraft_trace_and_says_it_does_not_replay_yet():
         [sys.executable, "-m", "kafkalab", "specs", "replay", str(path)],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
-    assert replay.returncode == 2 and "issue 25" in replay.stderr
+    assert replay.returncode == 0, replay.stderr
+    assert "kafkalab did what the spec did" in replay.stdout
+    assert "kafkalab's voters break ElectionSafety: epoch 1 had leaders c1, c2" in replay.stdout
+    correct = subprocess.run(
+        [sys.executable, "-m", "kafkalab", "specs", "replay", str(path), "--defects", "none"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert correct.returncode == 1 and 'step 4 (Restart("c3"))' in correct.stderr
+    assert "KAFKA-10527" in correct.stderr
 
 
 # -- KAFKA-17754: a delayed EndTxn under transaction version 1 and 2 ------------------------
