@@ -72,6 +72,13 @@ def latest_assignment(member: JavaPeerProcess) -> set[int]:
     return assigned
 
 
+def listed_group(bs: str, group: str) -> dict:
+    """The group as the Java Admin's listConsumerGroups (ListGroups v5) shows it."""
+    (listing,) = java_peer("admin", "listConsumerGroups", "--bootstrap", bs)
+    (g,) = [g for g in listing["groups"] if g["groupId"] == group]
+    return {"state": g["state"], "type": g["type"]}
+
+
 def committed_offsets(bs: str, group: str, topic: str, partitions: int) -> dict[int, int]:
     c = Consumer({"bootstrap.servers": bs, "group.id": group, "enable.auto.commit": False})
     try:
@@ -103,6 +110,7 @@ def test_classic_group_of_two_java_members_shares_and_commits(broker):
 
             wait_for_all([a, b], split, timeout=90)
             split_a, split_b = latest_assignment(a), latest_assignment(b)
+            assert listed_group(bs, group) == {"state": "STABLE", "type": "CLASSIC"}
             sent = of_kind(
                 java_peer("produce", "--bootstrap", bs, "--topic", topic, "--count", "200"),
                 "sent",
@@ -153,6 +161,13 @@ def test_transactions_commit_and_abort_seen_by_read_committed(broker):
     assert sorted(r["value"] for r in read_committed) == sorted(committed)
     read_uncommitted = read("read_uncommitted")
     assert sorted(r["value"] for r in read_uncommitted) == sorted(committed | aborted)
+    # DescribeProducers: the transactional producer, its transactions all ended
+    states = java_peer(
+        "admin", "describeProducers", "--bootstrap", bs, "--topic", topic, "--partitions", "0,1"
+    )
+    producers = [p for s in of_kind(states, "producers") for p in s["producers"]]
+    assert producers and {p["currentTransactionStartOffset"] for p in producers} == {None}
+    assert len({p["producerId"] for p in producers}) == 1
 
 
 def test_admin_describe_cluster_create_topics_describe_configs(broker):
@@ -224,6 +239,7 @@ def test_kip848_group_of_two_java_members_shares_commits_and_hands_over(broker):
             assert {m.client_id for m in described.members} == {"a", "b"}
             owned = {m.client_id: {p for _, p in m.partitions} for m in described.members}
             assert owned == {"a": split_a, "b": split_b}
+            assert listed_group(bs, group) == {"state": "STABLE", "type": "CONSUMER"}
 
             first = of_kind(
                 java_peer("produce", "--bootstrap", bs, "--topic", topic, "--count", "200"),
