@@ -9,6 +9,9 @@ an `add_subcommand(subparsers)` function that sets `func` on its parser:
     kafkalab produce|consume|topics|groups|transactions
                                      kafkalab.client.cli  (kcat, kafka-topics.sh,
                                      kafka-consumer-groups.sh, kafka-transactions.sh)
+    kafkalab leader-election|reassign-partitions
+                                     kafkalab.client.reassignment_cli
+                                     (kafka-leader-election.sh, kafka-reassign-partitions.sh)
     kafkalab cluster up|down|kill..  kafkalab.cluster.cli  (a local cluster and its faults)
     kafkalab specs check|show|replay kafkalab.specs.cli  (the TLA+ specs)
 """
@@ -26,6 +29,7 @@ _VERB_MODULES = (
     "kafkalab.server.broker",
     "kafkalab.server.controller_server",
     "kafkalab.client.cli",
+    "kafkalab.client.reassignment_cli",
     "kafkalab.cluster.cli",
     "kafkalab.specs.cli",
 )

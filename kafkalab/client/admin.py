@@ -13,6 +13,11 @@ broker (each for the transactional ids it coordinates), DescribeTransactions goe
 to the id's transaction coordinator (FindCoordinator key type 1), and
 DescribeProducers to the partition's leader (its producer state: the open
 transaction's first offset holds the last stable offset back).
+
+Leadership and placement as kafka-leader-election.sh and kafka-reassign-partitions.sh
+see them: ElectLeaders, AlterPartitionReassignments and ListPartitionReassignments go
+to any broker, which forwards them to the controller; `partition_replicas` reads each
+partition's replicas from Metadata.
 """
 
 from __future__ import annotations
@@ -26,6 +31,20 @@ from kafkalab.protocol.api_keys import ApiKeys
 from kafkalab.protocol.consumer_protocol import decode_assignment
 
 RETRIABLE = (Errors.COORDINATOR_NOT_AVAILABLE, Errors.COORDINATOR_LOAD_IN_PROGRESS)
+
+
+#: ElectLeaders' ElectionType (KIP-460), by Kafka's names.
+ELECTION_TYPES = {"preferred": 0, "unclean": 1}
+
+
+@dataclass(frozen=True)
+class PartitionReassignment:
+    """A reassignment in progress (Kafka: PartitionReassignment): `replicas` holds
+    the target and the replicas still leaving."""
+
+    replicas: list[int]
+    adding_replicas: list[int]
+    removing_replicas: list[int]
 
 
 @dataclass(frozen=True)
@@ -445,6 +464,117 @@ class Admin:
                 raise KafkaError(p["error_code"], f"ListOffsets {topic}-{partition}")
             out[(topic, partition)] = p["offset"]
         return out
+
+    # -- leader elections and reassignments ----------------------------------------------------
+
+    def elect_leaders(
+        self, election_type: str | int, partitions: list[tuple[str, int]] | None = None
+    ) -> dict[tuple[str, int], KafkaError | None]:
+        """ElectLeaders: "preferred" (0) or "unclean" (1), for these partitions (None:
+        every partition; those already led as asked are left out of the answer).
+        Answers None for an election done, else the KafkaError (ELECTION_NOT_NEEDED,
+        PREFERRED_LEADER_NOT_AVAILABLE, ELIGIBLE_LEADERS_NOT_AVAILABLE, ...)."""
+        kind = ELECTION_TYPES.get(election_type, election_type)
+        if kind not in ELECTION_TYPES.values():
+            raise ValueError(f"election type {election_type!r}: use preferred or unclean")
+        named: dict[str, list[int]] = {}
+        for topic, partition in partitions or ():
+            named.setdefault(topic, []).append(partition)
+        body = {
+            "election_type": kind,
+            "topic_partitions": None
+            if partitions is None
+            else [{"topic": t, "partitions": ps} for t, ps in named.items()],
+            "timeout_ms": 30_000,
+        }
+        response = self.client.any_connection().request(ApiKeys.ELECT_LEADERS, body)
+        if response["error_code"]:
+            raise KafkaError(response["error_code"], "ElectLeaders")
+        return {
+            (t["topic"], p["partition_id"]): KafkaError(
+                p["error_code"], p["error_message"] or f"{t['topic']}-{p['partition_id']}"
+            )
+            if p["error_code"]
+            else None
+            for t in response["replica_election_results"]
+            for p in t["partition_result"]
+        }
+
+    def alter_partition_reassignments(
+        self, targets: dict[tuple[str, int], list[int] | None]
+    ) -> dict[tuple[str, int], KafkaError | None]:
+        """AlterPartitionReassignments: move each partition to its target replicas (None:
+        cancel its reassignment in progress). Answers None where it started (or
+        finished at once), else the KafkaError."""
+        by_topic: dict[str, list[dict]] = {}
+        for (topic, partition), replicas in targets.items():
+            by_topic.setdefault(topic, []).append(
+                {
+                    "partition_index": partition,
+                    "replicas": None if replicas is None else list(replicas),
+                }
+            )
+        body = {
+            "timeout_ms": 30_000,
+            "allow_replication_factor_change": True,
+            "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+        }
+        response = self.client.any_connection().request(ApiKeys.ALTER_PARTITION_REASSIGNMENTS, body)
+        if response["error_code"]:
+            raise KafkaError(response["error_code"], response["error_message"] or "")
+        return {
+            (t["name"], p["partition_index"]): KafkaError(
+                p["error_code"], p["error_message"] or f"{t['name']}-{p['partition_index']}"
+            )
+            if p["error_code"]
+            else None
+            for t in response["responses"]
+            for p in t["partitions"]
+        }
+
+    def list_partition_reassignments(
+        self, partitions: list[tuple[str, int]] | None = None
+    ) -> dict[tuple[str, int], PartitionReassignment]:
+        """ListPartitionReassignments: the reassignments in progress (of these
+        partitions; None: all of them)."""
+        named: dict[str, list[int]] = {}
+        for topic, partition in partitions or ():
+            named.setdefault(topic, []).append(partition)
+        body = {
+            "timeout_ms": 30_000,
+            "topics": None
+            if partitions is None
+            else [{"name": t, "partition_indexes": ps} for t, ps in named.items()],
+        }
+        response = self.client.any_connection().request(ApiKeys.LIST_PARTITION_REASSIGNMENTS, body)
+        if response["error_code"]:
+            raise KafkaError(response["error_code"], response["error_message"] or "")
+        return {
+            (t["name"], p["partition_index"]): PartitionReassignment(
+                p["replicas"], p["adding_replicas"], p["removing_replicas"]
+            )
+            for t in response["topics"]
+            for p in t["partitions"]
+        }
+
+    def partition_replicas(
+        self, topics: list[str] | None = None
+    ) -> dict[tuple[str, int], list[int]]:
+        """Each partition's replicas, as Metadata says (a reassignment in progress:
+        target and leaving ones). Unknown topics raise UNKNOWN_TOPIC_OR_PARTITION."""
+        response = self.client.refresh_metadata(topics, allow_auto_topic_creation=False)
+        out = {}
+        for t in response["topics"]:
+            if t["error_code"]:
+                raise KafkaError(t["error_code"], f"topic {t['name']!r}")
+            for p in t["partitions"]:
+                out[(t["name"], p["partition_index"])] = list(p["replica_nodes"])
+        return out
+
+    def broker_ids(self) -> list[int]:
+        """The live brokers' ids (Metadata's brokers)."""
+        self.client.refresh_metadata([], allow_auto_topic_creation=False)
+        return sorted(self.client.nodes)
 
     def close(self) -> None:
         self.client.close()

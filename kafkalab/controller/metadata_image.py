@@ -44,6 +44,10 @@ class PartitionRegistration:
     leader: int
     leader_epoch: int = 0
     partition_epoch: int = 0
+    #: A reassignment in progress (KIP-455): the replicas joining and leaving;
+    #: `replicas` holds both meanwhile. Empty: none in progress.
+    adding_replicas: list[int] = field(default_factory=list)
+    removing_replicas: list[int] = field(default_factory=list)
 
 
 def name_based_topic_id(name: str) -> uuid.UUID:
@@ -104,6 +108,14 @@ class MetadataImage:
             part = self.topics[r["topic"]].partitions[r["partition"]]
             part.isr, part.leader = r["isr"], r["leader"]
             part.leader_epoch, part.partition_epoch = r["leader_epoch"], r["partition_epoch"]
+            # Kafka's PartitionChangeRecord: Replicas, AddingReplicas and RemovingReplicas
+            # are there only when they change (a reassignment).
+            if "replicas" in r:
+                part.replicas = r["replicas"]
+            if "adding_replicas" in r:
+                part.adding_replicas = r["adding_replicas"]
+            if "removing_replicas" in r:
+                part.removing_replicas = r["removing_replicas"]
         elif kind == "RemoveTopicRecord":
             self.topics.pop(r["name"], None)
         elif kind == "ProducerIdsRecord":

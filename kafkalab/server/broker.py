@@ -350,8 +350,7 @@ class KafkaBroker:
         while True:
             await asyncio.sleep(reporter.next_delay())
             try:
-                if self.link_faults.refresh():
-                    log.info("link faults: deaf to brokers %s", sorted(self.link_faults.deaf_to))
+                self.link_faults.refresh()  # it logs what changed
                 changed = self.replica_manager.take_changed()
                 if loop.time() >= next_full:
                     changed, next_full = None, loop.time() + FULL_REPORT_S

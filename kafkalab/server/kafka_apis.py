@@ -11,6 +11,8 @@ one module per API family:
     apis/delete_records.py DeleteRecords (waits in a DelayedDeleteRecords)
     apis/configs.py       DescribeConfigs (a topic's configs and their sources)
     apis/cluster.py       DescribeCluster (the brokers, the controller, the cluster id)
+    apis/reassignment.py  ElectLeaders, AlterPartitionReassignments,
+                          ListPartitionReassignments (forwarded to the controller)
     apis/produce.py       Produce (acks=all waits in a DelayedProduce)
     apis/fetch.py         Fetch (waits in a DelayedFetch; followers report their LEO)
     apis/list_offsets.py  ListOffsets
@@ -41,6 +43,7 @@ the same questions either way.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -62,6 +65,7 @@ from kafkalab.server.apis import (
     metadata,
     produce,
     producers,
+    reassignment,
     topics,
     txn,
 )
@@ -72,6 +76,8 @@ from kafkalab.server.link_faults import LinkFaults
 from kafkalab.server.metadata_cache import MetadataCache
 from kafkalab.server.producer_ids import ProducerIdManager, RPCProducerIdManager
 from kafkalab.server.transaction_coordinator_service import TransactionCoordinatorService
+
+log = logging.getLogger(__name__)
 
 Handler = Callable[["KafkaApis", RequestHeader, dict], Any]
 
@@ -110,6 +116,9 @@ HANDLERS: dict[ApiKeys, Handler] = {
     ApiKeys.CONSUMER_GROUP_HEARTBEAT: consumer_group.handle_consumer_group_heartbeat,
     ApiKeys.CONSUMER_GROUP_DESCRIBE: consumer_group.handle_consumer_group_describe,
     ApiKeys.DESCRIBE_PRODUCERS: producers.handle_describe_producers,
+    ApiKeys.ELECT_LEADERS: reassignment.handle_elect_leaders,
+    ApiKeys.ALTER_PARTITION_REASSIGNMENTS: reassignment.handle_alter_partition_reassignments,
+    ApiKeys.LIST_PARTITION_REASSIGNMENTS: reassignment.handle_list_partition_reassignments,
 }
 
 
@@ -170,6 +179,25 @@ class KafkaApis:
         ):
             return Errors.NOT_LEADER_OR_FOLLOWER
         return Errors.NONE
+
+    def held(self, header: RequestHeader):
+        """An awaitable that holds this client request (kafkalab's held-request
+        fault, link_faults.py), or None: go on now. Requests between brokers are
+        never held."""
+        if self.link_faults is None or self.from_broker(header):
+            return None
+        seconds = self.link_faults.take_hold(header.api_key)
+        if seconds is None:
+            return None
+        log.info(
+            "holding %s v%d from %s (correlation id %d) for up to %.1f s",
+            ApiKeys(header.api_key).name,
+            header.api_version,
+            header.client_host,
+            header.correlation_id,
+            seconds,
+        )
+        return self.link_faults.wait_held(seconds)
 
     def hears(self, replica_id: int) -> bool:
         """Does a request from this replica reach us, or is the link cut (kafkalab's

@@ -28,7 +28,7 @@ from typing import Protocol
 
 from kafkalab.controller.metadata_image import BrokerRegistration, PartitionRegistration, TopicInfo
 from kafkalab.controller.quorum_controller import MAX_PARTITIONS_PER_BATCH
-from kafkalab.errors import Errors
+from kafkalab.errors import Errors, KafkaError
 from kafkalab.protocol.api_keys import ApiKeys
 from kafkalab.replication.replica_manager import ReplicaManager
 from kafkalab.server.config import KafkaConfig
@@ -76,6 +76,18 @@ class MetadataCache(Protocol):
 
     async def create_partitions(self, body: dict) -> dict:
         """A CreatePartitions request body in, its response body out."""
+        ...
+
+    async def elect_leaders(self, body: dict) -> dict:
+        """An ElectLeaders request body in, its response body out."""
+        ...
+
+    async def alter_partition_reassignments(self, body: dict) -> dict:
+        """An AlterPartitionReassignments request body in, its response body out."""
+        ...
+
+    async def list_partition_reassignments(self, body: dict) -> dict:
+        """A ListPartitionReassignments request body in, its response body out."""
         ...
 
 
@@ -133,6 +145,48 @@ class KRaftMetadataCache:
 
             await self.listener.wait_until(applied, 10)
         return response
+
+    # -- elections and reassignments: the controller decides -----------------------------------
+
+    async def _forward(self, api_key: ApiKeys, version: int, body: dict) -> dict:
+        """Forward to the controller; once more on a new connection if the first one
+        broke (the controller restarted since it was opened). A controller still
+        unreachable is answered with REQUEST_TIMED_OUT (as Kafka's forwarding does
+        when the controller does not answer), not a dropped connection."""
+        for attempt in (1, 2):
+            try:
+                return await self.controller.request(api_key, version, body)
+            except KafkaError as e:
+                if e.code != Errors.NETWORK_EXCEPTION or attempt == 2:
+                    return {
+                        "throttle_time_ms": 0,
+                        "error_code": int(Errors.REQUEST_TIMED_OUT),
+                        "error_message": f"the controller did not answer: {e.message}",
+                        "replica_election_results": [],
+                        "responses": [],
+                        "topics": [],
+                    }
+        raise AssertionError("unreachable")
+
+    async def _forward_then_catch_up(self, api_key: ApiKeys, version: int, body: dict) -> dict:
+        """Forward to the controller, then apply what it wrote before it answered, so
+        a client that asks this broker next (Metadata) sees the new leaders."""
+        response = await self._forward(api_key, version, body)
+        if not response["error_code"]:
+            try:
+                await self.listener.catch_up(0)
+            except KafkaError:
+                pass  # the listener's own loop catches up once the controller answers
+        return response
+
+    async def elect_leaders(self, body: dict) -> dict:
+        return await self._forward_then_catch_up(ApiKeys.ELECT_LEADERS, 2, body)
+
+    async def alter_partition_reassignments(self, body: dict) -> dict:
+        return await self._forward_then_catch_up(ApiKeys.ALTER_PARTITION_REASSIGNMENTS, 1, body)
+
+    async def list_partition_reassignments(self, body: dict) -> dict:
+        return await self._forward(ApiKeys.LIST_PARTITION_REASSIGNMENTS, 0, body)
 
 
 class StandaloneMetadataCache:
@@ -302,6 +356,60 @@ class StandaloneMetadataCache:
                     self._lead((name, p), configs or None)
             out.append({"name": name, "error_code": int(error), "error_message": message})
         return {"throttle_time_ms": 0, "results": out}
+
+    # -- elections and reassignments: one broker leads everything, nothing moves -------------
+
+    async def elect_leaders(self, body: dict) -> dict:
+        """This broker leads every partition it has: ELECTION_NOT_NEEDED for each
+        (left out when the request names none), UNKNOWN_TOPIC_OR_PARTITION for others."""
+        existing = self.topics()
+        results = []
+        for t in body["topic_partitions"] or ():
+            out = []
+            for p in t["partitions"]:
+                known = t["topic"] in existing and p in existing[t["topic"]].partitions
+                error = Errors.ELECTION_NOT_NEEDED if known else Errors.UNKNOWN_TOPIC_OR_PARTITION
+                out.append({"partition_id": p, "error_code": int(error), "error_message": None})
+            results.append({"topic": t["topic"], "partition_result": out})
+        return {"throttle_time_ms": 0, "error_code": 0, "replica_election_results": results}
+
+    async def alter_partition_reassignments(self, body: dict) -> dict:
+        """The only assignment there is, [this broker], is accepted (nothing moves);
+        any other is INVALID_REPLICA_ASSIGNMENT and a cancel NO_REASSIGNMENT_IN_PROGRESS."""
+        existing, me = self.topics(), self.config.node_id
+        responses = []
+        for t in body["topics"]:
+            out = []
+            for p in t["partitions"]:
+                error, message = Errors.NONE, None
+                if t["name"] not in existing or p["partition_index"] not in (
+                    existing[t["name"]].partitions
+                ):
+                    error = Errors.UNKNOWN_TOPIC_OR_PARTITION
+                    message = f"Unable to find partition {t['name']}:{p['partition_index']}."
+                elif p["replicas"] is None:
+                    error = Errors.NO_REASSIGNMENT_IN_PROGRESS
+                elif p["replicas"] != [me]:
+                    error = Errors.INVALID_REPLICA_ASSIGNMENT
+                    message = f"broker {me} is the only broker: the only assignment is [{me}]"
+                out.append(
+                    {
+                        "partition_index": p["partition_index"],
+                        "error_code": int(error),
+                        "error_message": message,
+                    }
+                )
+            responses.append({"name": t["name"], "partitions": out})
+        return {
+            "throttle_time_ms": 0,
+            "allow_replication_factor_change": body.get("allow_replication_factor_change", True),
+            "error_code": 0,
+            "error_message": None,
+            "responses": responses,
+        }
+
+    async def list_partition_reassignments(self, body: dict) -> dict:
+        return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "topics": []}
 
     async def delete_topics(self, body: dict) -> dict:
         existing = self.topics()

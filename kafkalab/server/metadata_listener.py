@@ -12,6 +12,8 @@ ReplicaManager.applyDelta). On every new batch of records:
         no leader (every ISR member is down)                  -> follower of nobody:
                                                                  offline here
         same leader and epoch, another ISR                    -> apply the ISR change
+        same leader and epoch, other replicas (a reassignment) -> track the new ones
+        not a replica (any more: a reassignment moved it)     -> stop it, delete its log
     partitions of deleted topics                               -> removed with their logs
 
 It reads on its own connection to the controller, in a loop of long polls
@@ -98,6 +100,9 @@ class BrokerMetadataListener:
         self.next_offset = 0
         self._lock = asyncio.Lock()  # one catch-up at a time: records apply once, in order
         self._applied = asyncio.Condition()
+        #: Partitions this broker holds that the image, part way through the log, no
+        #: longer lists it as a replica of: deleted only once caught up (see _publish).
+        self._strays: set[tuple[str, int]] = set()
         self._task: asyncio.Task | None = None
 
     @property
@@ -160,11 +165,11 @@ class BrokerMetadataListener:
                     self.image.replay(record)
                     delta.replay(record)
                     self.next_offset = offset + 1
-                await self._publish(delta)
+                await self._publish(delta, caught_up=self.next_offset >= part["high_watermark"])
                 async with self._applied:
                     self._applied.notify_all()
 
-    async def _publish(self, delta: MetadataDelta) -> None:
+    async def _publish(self, delta: MetadataDelta, caught_up: bool = True) -> None:
         """Make the ReplicaManager match the image for what `delta` changed (Kafka:
         BrokerMetadataPublisher applying a MetadataDelta): only the partitions the
         new records name are looked at, so an ISR change of one partition costs one
@@ -174,7 +179,13 @@ class BrokerMetadataListener:
         partitions (the 50 of __consumer_offsets), or the leaderships a fenced
         broker lost, take a leader epoch checkpoint (an fsync) a partition, and the
         broker's requests must go on meanwhile (its heartbeats have a thread of
-        their own)."""
+        their own).
+
+        A partition this broker is not (or no longer) a replica of is stopped and its
+        log deleted only when the image is the whole log (`caught_up`): a broker
+        replaying a long history in several fetches may pass through a reassignment
+        that moved the replica away and a later one that moved it back, and must not
+        delete a log the end of the history still needs."""
         rm, me = self.replica_manager, self.broker_id
         loop = asyncio.get_running_loop()
         worked_since = loop.time()
@@ -184,7 +195,14 @@ class BrokerMetadataListener:
                 worked_since = loop.time()
             topic = self.image.topics.get(tp[0])
             reg = topic.partitions.get(tp[1]) if topic is not None else None
-            if reg is None or me not in reg.replicas:
+            if reg is None:
+                continue
+            if me not in reg.replicas:
+                # Not (or no longer) a replica here: a reassignment moved it away. Stop
+                # fetching and delete the log (Kafka: stopPartitions with delete), also
+                # a stray log found at startup; once the image is the whole log.
+                if rm.partition(tp) is not None or rm.log_manager.get_log(*tp) is not None:
+                    self._strays.add(tp)
                 continue
             part = rm.partition(tp)
             if reg.leader == me:
@@ -233,11 +251,24 @@ class BrokerMetadataListener:
                 )
                 continue
             # Same leader and epoch: an ISR change (AlterPartition, or the controller
-            # fencing a broker). The leader computes its HW over the new ISR; a
-            # follower only keeps it current, so what it reports is what the
-            # metadata says.
-            if part.isr != reg.isr or part.partition_epoch != reg.partition_epoch:
+            # fencing a broker), or new replicas (a reassignment started or was
+            # cancelled: the leader tracks the adding ones). The leader computes its
+            # HW over the new ISR; a follower only keeps it current, so what it
+            # reports is what the metadata says.
+            if part.replicas != reg.replicas and part.partition_epoch <= reg.partition_epoch:
+                rm.update_assignment(tp, reg.replicas, reg.isr, reg.partition_epoch)
+            elif part.isr != reg.isr or part.partition_epoch != reg.partition_epoch:
                 rm.apply_isr_change(tp, reg.isr, reg.partition_epoch)
+        if caught_up and self._strays:
+            for tp in sorted(self._strays):
+                topic = self.image.topics.get(tp[0])
+                reg = topic.partitions.get(tp[1]) if topic is not None else None
+                if reg is not None and me not in reg.replicas:
+                    self.fetchers.remove(tp)
+                    rm.remove_partition(tp)
+                    self.events.record("replica_removed", topic=tp[0], partition=tp[1])
+                    await asyncio.sleep(0)
+            self._strays.clear()
         if delta.removed_topics:
             for tp in [tp for tp in rm.partitions if tp[0] not in self.image.topics]:
                 self.fetchers.remove(tp)

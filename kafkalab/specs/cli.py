@@ -85,6 +85,7 @@ def _main(args: argparse.Namespace) -> int:
     if args.verb == "replay":
         from kafkalab.specs.replay import (
             ReplayMismatch,
+            TransactionVersionNotServed,
             replay_replication,
             replay_transactions,
         )
@@ -106,6 +107,9 @@ def _main(args: argparse.Namespace) -> int:
         except ReplayMismatch as e:
             print(e, file=sys.stderr)
             return 1
+        except TransactionVersionNotServed as e:
+            print(f"not replayed: {e}", file=sys.stderr)
+            return 2
         print(report.table().to_string())
         print(f"replayed {len(report.steps)} steps: kafkalab did what the spec did")
         return 0

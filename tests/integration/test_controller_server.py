@@ -140,11 +140,14 @@ def test_brokers_register_heartbeat_and_read_the_metadata_log(controller):
         19,
         20,
         37,
+        43,
+        45,
+        46,
         56,
         62,
         63,
         67,
-    }  # 37: CreatePartitions, 67: AllocateProducerIds
+    }  # 37: CreatePartitions, 43/45/46: ElectLeaders and the reassignments, 67: AllocateProducerIds
     epochs = {b: client.register(b) for b in (1, 2, 3)}
     assert sorted(epochs.values()) == list(epochs.values())  # epochs are log offsets
     for b, e in epochs.items():

@@ -18,6 +18,8 @@ import pytest
 
 from kafkalab.specs.replay import (
     ReplayMismatch,
+    coordinator_serves_transaction_version,
+    kafka_17754_trace,
     random_trace,
     random_walk,
     replay_replication,
@@ -199,9 +201,25 @@ NO_REPLAY_YET = pytest.mark.skip(
 )
 
 
+NO_TRANSACTION_VERSION_2 = pytest.mark.skipif(
+    not coordinator_serves_transaction_version(2),
+    reason="transaction.version=2 not served: kafkalab's TransactionStateMachine has no "
+    "transaction_version mode yet (issue 23, part 2), so version-2 traces have nothing to "
+    "replay on",
+)
+
+
+def _model_marks(m: Path):
+    if m.parent.name == "kraft":
+        return [NO_REPLAY_YET]
+    if "TransactionVersion = 2" in m.read_text():
+        return [NO_TRANSACTION_VERSION_2]
+    return []
+
+
 @pytest.mark.parametrize(
     "module",
-    [pytest.param(m, marks=NO_REPLAY_YET) if m.parent.name == "kraft" else m for m in MODELS],
+    [pytest.param(m, marks=_model_marks(m)) for m in MODELS],
     ids=[m.stem for m in MODELS],
 )
 def test_random_walks_through_the_spec_replay_against_kafkalab(module):
@@ -304,3 +322,56 @@ def test_the_command_line_shows_a_kraft_trace_and_says_it_does_not_replay_yet():
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert replay.returncode == 2 and "issue 25" in replay.stderr
+
+
+# -- KAFKA-17754: a delayed EndTxn under transaction version 1 and 2 ------------------------
+
+
+def test_kafka_17754_under_version_1_a_held_endtxn_ends_the_next_transaction():
+    """Transaction 1's EndTxn(commit or abort), held while its retry ended
+    transaction 1, arrives in transaction 2 (same epoch): the coordinator ends
+    transaction 2, which the producer never asked for; kafkalab's coordinator
+    does the same."""
+    trace = load_trace(kafka_17754_trace(1))
+    before, after = trace.states[-2], trace.states[-1]
+    (held,) = before["delayed"]
+    assert held["txn"] == 1 and held["epoch"] == after["coordinator"]["epoch"]
+    assert after["coordinator"]["state"] in ("PrepareCommit", "PrepareAbort")
+    assert after["coordinator"]["txns"] == [2] and after["producer"]["p1"]["txn"] == 2
+    report = replay_transactions(trace)
+    assert (
+        "held EndTxn" in report.steps[-1]["action"] and "refused" not in report.steps[-1]["action"]
+    )
+
+
+def test_the_kafka_17754_counterexample_shows_a_read_of_an_uncommitted_transaction():
+    """The stored counterexample: the held EndTxn(commit) of transaction 1
+    commits transaction 2's record in t0; the producer goes on with transaction 2
+    (adds t1): read_committed returns a record of a transaction still open."""
+    (path,) = [p for p in STORED if "delayed-endtxn-v1" in p.name]
+    trace = load_trace(path)
+    report = replay_transactions(trace)
+    delivered = [s for s in report.steps if "held EndTxn" in s["action"]]
+    assert len(delivered) == 1 and "arrives with epoch" in delivered[0]["action"]
+    last = trace.states[-1]
+    txns = {e["txn"] for e in last["log"]["t0"] if e["kind"] == "data"}
+    assert txns == {2} and last["outcome"][1] == "open"  # outcome: a list, txn t at t - 1
+    assert last["log"]["t0"][-1]["kind"] == "commit"
+
+
+def test_kafka_17754_under_version_2_the_held_endtxn_changes_nothing():
+    """The same scenario under transaction version 2: EndTxn bumped the epoch,
+    so the held copy names an epoch that is over; the spec's coordinator does
+    not move. Replayed on kafkalab's coordinator when it serves version 2."""
+    trace = load_trace(kafka_17754_trace(2))
+    before, after = trace.states[-2], trace.states[-1]
+    (held,) = before["delayed"]
+    assert held["epoch"] < before["coordinator"]["epoch"]
+    assert after["coordinator"] == before["coordinator"] and after["outcome"] == before["outcome"]
+    if not coordinator_serves_transaction_version(2):
+        pytest.skip(
+            "transaction.version=2 not served: kafkalab's TransactionStateMachine has no "
+            "transaction_version mode yet (issue 23, part 2)"
+        )
+    report = replay_transactions(trace)
+    assert "held EndTxn" in report.steps[-1]["action"]  # and the coordinator did not move

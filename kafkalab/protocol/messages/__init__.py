@@ -11,6 +11,8 @@ topics          CreateTopics (19), DeleteTopics (20), CreatePartitions (37)
 delete_records  DeleteRecords (21)
 configs         DescribeConfigs (32)
 cluster         DescribeCluster (60)
+reassignment    ElectLeaders (43), AlterPartitionReassignments (45),
+                ListPartitionReassignments (46); REASSIGNMENT_APIS
 controller      BrokerRegistration (62), BrokerHeartbeat (63), AlterPartition (56),
                 AllocateProducerIds (67);
                 CONTROLLER_APIS, what the controller's listener serves
@@ -138,6 +140,18 @@ from kafkalab.protocol.messages.produce import (
     PRODUCE_REQUEST,
     PRODUCE_RESPONSE,
 )
+from kafkalab.protocol.messages.reassignment import (
+    ALTER_PARTITION_REASSIGNMENTS_API,
+    ALTER_PARTITION_REASSIGNMENTS_REQUEST,
+    ALTER_PARTITION_REASSIGNMENTS_RESPONSE,
+    ELECT_LEADERS_API,
+    ELECT_LEADERS_REQUEST,
+    ELECT_LEADERS_RESPONSE,
+    LIST_PARTITION_REASSIGNMENTS_API,
+    LIST_PARTITION_REASSIGNMENTS_REQUEST,
+    LIST_PARTITION_REASSIGNMENTS_RESPONSE,
+    REASSIGNMENT_APIS,
+)
 from kafkalab.protocol.messages.topics import (
     CREATE_PARTITIONS_API,
     CREATE_PARTITIONS_REQUEST,
@@ -197,8 +211,20 @@ APIS[ApiKeys.DESCRIBE_CONFIGS] = DESCRIBE_CONFIGS_API
 APIS[ApiKeys.DESCRIBE_CLUSTER] = DESCRIBE_CLUSTER_API
 APIS[ApiKeys.CREATE_PARTITIONS] = CREATE_PARTITIONS_API
 APIS[ApiKeys.DELETE_RECORDS] = DELETE_RECORDS_API
+# Forwarded to the controller (kafkalab.server.apis.reassignment).
+APIS.update(REASSIGNMENT_APIS)
 
 __all__ = [
+    "ALTER_PARTITION_REASSIGNMENTS_API",
+    "ALTER_PARTITION_REASSIGNMENTS_REQUEST",
+    "ALTER_PARTITION_REASSIGNMENTS_RESPONSE",
+    "ELECT_LEADERS_API",
+    "ELECT_LEADERS_REQUEST",
+    "ELECT_LEADERS_RESPONSE",
+    "LIST_PARTITION_REASSIGNMENTS_API",
+    "LIST_PARTITION_REASSIGNMENTS_REQUEST",
+    "LIST_PARTITION_REASSIGNMENTS_RESPONSE",
+    "REASSIGNMENT_APIS",
     "DESCRIBE_CLUSTER_API",
     "DESCRIBE_CLUSTER_REQUEST",
     "DESCRIBE_CLUSTER_RESPONSE",

@@ -9,6 +9,7 @@ from kafkalab.protocol.api_keys import ApiKeys
 from kafkalab.protocol.messages.api import Api
 from kafkalab.protocol.messages.api_versions import API_VERSIONS_API
 from kafkalab.protocol.messages.fetch import FETCH_API
+from kafkalab.protocol.messages.reassignment import REASSIGNMENT_APIS
 from kafkalab.protocol.messages.topics import (
     CREATE_PARTITIONS_API,
     CREATE_TOPICS_API,
@@ -217,3 +218,5 @@ CONTROLLER_APIS: dict[ApiKeys, Api] = {
         ),
     )
 }
+# Brokers forward them here (Kafka's ControllerApis serves them).
+CONTROLLER_APIS.update(REASSIGNMENT_APIS)
