@@ -28,8 +28,14 @@ from kafkalab.protocol.messages import APIS
 CLIENT_ID = "kafkalab-client"
 #: Versions only brokers send each other: a client stops below them, as Kafka's Java
 #: client does (AddPartitionsToTxnRequest.Builder.forClient: v3 at most; v4+ is the
-#: partition leader's verify-only form, KIP-890).
-CLIENT_MAX_VERSIONS = {ApiKeys.ADD_PARTITIONS_TO_TXN: 3}
+#: partition leader's verify-only form, KIP-890). And versions this client does not
+#: speak: it is a classic-protocol consumer that names topics, so OffsetCommit and
+#: OffsetFetch stay at v7 (v8+ batch groups, v9 is for KIP-848 members, v10 uses ids).
+CLIENT_MAX_VERSIONS = {
+    ApiKeys.ADD_PARTITIONS_TO_TXN: 3,
+    ApiKeys.OFFSET_COMMIT: 7,
+    ApiKeys.OFFSET_FETCH: 7,
+}
 _SIZE = struct.Struct(">i")
 
 

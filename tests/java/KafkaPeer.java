@@ -58,6 +58,7 @@ import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.ElectionType;
+import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.config.ConfigResource;
@@ -250,8 +251,11 @@ public final class KafkaPeer {
                     consumer.committed(consumer.assignment(), Duration.ofSeconds(10)).forEach((tp, om) ->
                             committed.put(tp.toString(), om == null ? null : om.offset()));
                     emit(obj("event", "committed-now", "offsets", committed));
-                } catch (WakeupException e) {
-                    // stop arrived during the read; the commits above are what counts
+                } catch (KafkaException e) {
+                    // Only a report (a stop's wakeup, a slow coordinator): the commits
+                    // above are what counts, so say what happened and finish.
+                    emit(obj("event", "committed-now", "error", e.getClass().getName(),
+                            "message", String.valueOf(e.getMessage())));
                 }
             }
         }
