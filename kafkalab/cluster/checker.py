@@ -394,7 +394,10 @@ class _Analysis:
             bound = max((order.by_value[v] for v in read if v in order.by_value), default=-1)
             if bound < 0:
                 continue
-            max_reader = next(iter(self.readers_of[key][order.by_index[bound]]), None)
+            # The value some ok poll read at the highest index: the evidence that
+            # everything below should have been read too.
+            max_read = min(v for v in order.log[order.offsets[bound]] if v in read)
+            max_reader = next(op for op in self.readers_of[key][max_read] if op.type == OK)
             for value, i in sorted(last_index.items(), key=lambda kv: kv[1]):
                 if i > bound or value in read:
                     continue
@@ -408,8 +411,8 @@ class _Analysis:
                         "offset": order.offsets[order.by_value[value]],
                         "index": order.by_value[value],
                         "max read index": bound,
-                        "max read": order.by_index[bound],
-                        "max reader": max_reader and (max_reader.index, max_reader.process),
+                        "max read": max_read,
+                        "max reader": (max_reader.index, max_reader.process),
                         "writer": (writer.index, writer.process),
                     }
                 )
