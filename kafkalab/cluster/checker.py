@@ -310,6 +310,15 @@ class _Analysis:
                         self.logs[s.key][s.offset].add(s.value)
         self.orders = {key: VersionOrder.of(log) for key, log in self.logs.items()}
         self._unseen: tuple | None = None
+        #: (key, offset) -> (op index, process, value) of every op that saw it
+        self.seen_at: dict[tuple, list[tuple]] = defaultdict(list)
+        for op in self.ops:
+            for key, pairs in op.read_pairs().items():
+                for offset, value in pairs:
+                    self.seen_at[(key, offset)].append((op.index, op.process, value))
+            for sent in op.sends():
+                if sent.offset is not None:
+                    self.seen_at[(sent.key, sent.offset)].append((op.index, op.process, sent.value))
 
     def committed(self, op: Op) -> bool:
         """ok, or unknown with one of its sends read by an ok poll."""
@@ -351,14 +360,7 @@ class _Analysis:
 
     def _ops_seeing(self, key: Key, offset: int, values: list[bytes]) -> list[tuple]:
         """(op index, process, value) of each op that saw one of `values` at `offset`."""
-        seen = []
-        for op in self.ops:
-            pairs = list(op.read_pairs().get(key, []))
-            pairs += [(s.offset, s.value) for s in op.sends() if s.key == key]
-            for o, v in pairs:
-                if o == offset and v in values:
-                    seen.append((op.index, op.process, v))
-        return seen
+        return [seen for seen in self.seen_at[(key, offset)] if seen[2] in values]
 
     def duplicates(self) -> list[dict]:
         out = []
@@ -423,7 +425,7 @@ class _Analysis:
         non-empty keys are the `unseen` anomaly."""
         if self._unseen is not None:
             return self._unseen
-        sent: dict[Key, set[bytes]] = defaultdict(set)
+        unseen: dict[Key, set[bytes]] = {}  # acknowledged, not yet polled
         polled: dict[Key, set[bytes]] = defaultdict(set)
         series = []
         for op in self.ops:
@@ -433,13 +435,14 @@ class _Analysis:
             if not writes and not reads:
                 continue
             for k, vs in writes.items():
-                sent[k].update(vs)
+                unseen.setdefault(k, set()).update(v for v in vs if v not in polled[k])
             for k, vs in reads.items():
                 polled[k].update(vs)
-            series.append((op.complete, {k: len(sent[k] - polled[k]) for k in sent}))
+                if k in unseen:
+                    unseen[k].difference_update(vs)
+            series.append((op.complete, {k: len(vs) for k, vs in unseen.items()}))
         cases = []
-        for key in sent:
-            missing = sent[key] - polled[key]
+        for key, missing in unseen.items():
             if missing:
                 cases.append(
                     {
@@ -642,14 +645,16 @@ class _Analysis:
         ww_only = {e: k for e, k in ww_only.items() if k}
         for scc in strongly_connected(ww_only):
             out["G0"].append(self._cycle_case(scc, ww_only, None))
-        for scc in strongly_connected(edges):
-            inner_wr = [
-                e
-                for e, kinds in edges.items()
-                if e[0] in scc and e[1] in scc and any(x[0] == "wr" for x in kinds)
-            ]
-            if inner_wr:
-                out["G1c"].append(self._cycle_case(scc, edges, min(inner_wr)))
+        components = strongly_connected(edges)
+        component_of = {node: n for n, scc in enumerate(components) for node in scc}
+        inner_wr: dict[int, list[tuple[int, int]]] = defaultdict(list)
+        for (a, b), kinds in edges.items():
+            n = component_of.get(a)
+            if n is not None and component_of.get(b) == n and any(x[0] == "wr" for x in kinds):
+                inner_wr[n].append((a, b))
+        for n, scc in enumerate(components):
+            if inner_wr[n]:
+                out["G1c"].append(self._cycle_case(scc, edges, min(inner_wr[n])))
         return out
 
     def _cycle_case(self, scc: set[int], edges: dict, through: tuple[int, int] | None) -> dict:

@@ -321,3 +321,23 @@ def test_a_failed_op_is_not_in_the_graph():
     t2 = Op("t2", OK, [Send(Y, b"y1", 0), Poll({X: [(0, b"x1")]})], transactional=True)
     v = check(history(t1, t2, poll("r", [(0, b"y1")], key=Y)))
     assert set(v.anomalies) == {"G1a"}  # t2 read an aborted write; no cycle
+
+
+def test_an_unknown_transaction_proven_committed_by_a_read_can_lose_its_other_write():
+    """One of its sends was read, so it committed: its other send must be there."""
+    unknown = Op("p9", INFO, [Send(K, b"b", 1), Send(K, b"c", 2)], transactional=True)
+    h = history(
+        send("p0", b"a", 0),
+        unknown,
+        send("p0", b"d", 3),
+        poll("p1", [(0, b"a"), (1, b"b"), (3, b"d")]),
+    )
+    v = check(h)
+    assert set(v.anomalies) == {"lost-write", "int-poll-skip"} and not v.valid
+    assert [(c["value"], c["writer"]) for c in v.anomalies["lost-write"]] == [(b"c", (1, "p9"))]
+    assert v.anomalies["int-poll-skip"][0]["skipped"] == [b"c"]
+    # Nobody read either of its sends: it may never have committed; nothing is lost.
+    h = history(
+        send("p0", b"a", 0), unknown, send("p0", b"d", 3), poll("p1", [(0, b"a"), (3, b"d")])
+    )
+    assert check(h).anomalies == {}
