@@ -22,7 +22,8 @@ case with its evidence (keys, values, offsets, indices, processes, op indices):
     lost-write             a committed value below the highest index some ok
                            poll read, that no ok poll read
     unseen                 acknowledged, never polled by the end (and, as a series
-                           over time, `Verdict.unseen_series`)
+                           over time, `Verdict.unseen_series`; and Jepsen's
+                           realtime lag of each poll, `Verdict.lag_series`)
     G1a                    an ok poll read a value whose send definitely failed
                            (an aborted read)
     precommitted-read      an op polled a value it sent itself (under
@@ -223,6 +224,9 @@ class Verdict:
     #: (time, {key: acknowledged but not yet polled}) after each ok op
     unseen_series: list[tuple[float, dict[Key, int]]]
     version_orders: dict[Key, VersionOrder]
+    #: Jepsen's realtime lag: per ok poll, process and key, how long before the poll
+    #: began the offset after the highest one the process had seen was known to exist
+    lag_series: list[dict] = field(default_factory=list)
 
     @property
     def bad(self) -> list[str]:
@@ -267,6 +271,7 @@ def check(history: History, settings: Settings = Settings()) -> Verdict:
         allowed=allowed,
         unseen_series=a.unseen()[0],
         version_orders=a.orders,
+        lag_series=realtime_lag(history),
     )
 
 
@@ -678,6 +683,55 @@ class _Analysis:
                 }
             )
         return {"ops": sorted(scc), "cycle": steps}
+
+
+def realtime_lag(history: History) -> list[dict]:
+    """For each ok poll, each key its process has assigned or seen: the lag, a lower
+    bound on how long the process had been behind when the poll began: the poll's
+    invoke time minus the time some op had shown the next offset to exist (0 when
+    none had). An assign keeps the positions of the keys it keeps (new ones start
+    at -1), a subscribe forgets them all (the group decides what comes)."""
+    known_at: dict[Key, dict[int, float]] = defaultdict(dict)  # offset -> first known
+    for op in history.ops:
+        if op.type == FAIL:
+            continue
+        for key, offset in _max_offsets(op).items():
+            times = known_at[key]
+            while offset >= 0 and offset not in times:  # every lower offset exists too
+                times[offset] = op.complete
+                offset -= 1
+    positions: dict[str, dict[Key, int]] = defaultdict(dict)
+    lags = []
+    for op in history.ops:
+        if op.type != OK:
+            continue
+        mine = positions[op.process]
+        for mop in op.mops:
+            if isinstance(mop, Assign):
+                positions[op.process] = mine = {k: mine.get(k, -1) for k in mop.keys}
+            elif isinstance(mop, Subscribe):
+                positions[op.process] = mine = {}
+        if not any(isinstance(mop, Poll) for mop in op.mops):
+            continue
+        for key, offset in _max_offsets(op).items():
+            mine[key] = max(mine.get(key, -1), offset)
+        for key, offset in mine.items():
+            since = known_at[key].get(offset + 1)
+            lag = 0.0 if since is None else max(0.0, op.invoke - since)
+            lags.append({"time": op.invoke, "process": op.process, "key": key, "lag": lag})
+    return lags
+
+
+def _max_offsets(op: Op) -> dict[Key, int]:
+    """The highest offset of each key an op read or sent."""
+    out: dict[Key, int] = {}
+    for key, pairs in op.read_pairs().items():
+        for offset, _ in pairs:
+            out[key] = max(out.get(key, -1), offset)
+    for sent in op.sends():
+        if sent.offset is not None:
+            out[sent.key] = max(out.get(sent.key, -1), sent.offset)
+    return out
 
 
 def strongly_connected(edges: Iterable[tuple[int, int]]) -> list[set[int]]:

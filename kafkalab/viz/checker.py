@@ -4,6 +4,7 @@ what each process saw of it, anomalies marked, and unseen over time.
     verdict = check(history)                   # kafkalab.cluster.checker
     key_order_plot(history, verdict, ("t", 0))
     unseen_plot(verdict)
+    lag_plot(verdict)
 """
 
 from __future__ import annotations
@@ -108,6 +109,30 @@ def unseen_plot(verdict, ax=None):
     final = sum(verdict.unseen_series[-1][1].values()) if verdict.unseen_series else 0
     ax.set_title(f"acknowledged, not yet polled ({final} at the end)")
     if keys:
+        ax.legend(fontsize=8)
+    ax.figure.tight_layout()
+    return ax
+
+
+def lag_plot(verdict, ax=None):
+    """Jepsen's realtime lag: per process, the largest lag over its keys at each
+    poll (how far behind the log's tail it was at least)."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 2.8))
+    worst: dict[str, dict[float, float]] = {}
+    for point in verdict.lag_series:
+        by_time = worst.setdefault(point["process"], {})
+        by_time[point["time"]] = max(by_time.get(point["time"], 0.0), point["lag"])
+    for process in sorted(worst):
+        times = sorted(worst[process])
+        ax.plot(times, [worst[process][t] for t in times], marker=".", label=process)
+    ax.set_xlabel("time")
+    ax.set_ylabel("lag")
+    top = max((p["lag"] for p in verdict.lag_series), default=0)
+    ax.set_title(f"realtime lag per process (worst {top:g})")
+    if worst:
         ax.legend(fontsize=8)
     ax.figure.tight_layout()
     return ax

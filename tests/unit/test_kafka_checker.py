@@ -341,3 +341,27 @@ def test_an_unknown_transaction_proven_committed_by_a_read_can_lose_its_other_wr
         send("p0", b"a", 0), unknown, send("p0", b"d", 3), poll("p1", [(0, b"a"), (3, b"d")])
     )
     assert check(h).anomalies == {}
+
+
+def test_realtime_lag_after_jepsens_example():
+    """A poll that saw the latest write has lag 0; a poll beginning at 4 that sees
+    nothing new, when offset 1 was known to exist at 3, is at least 1 behind."""
+    h = History()
+    h.add(Op("w", OK, [Send(K, b"a", 0)], invoke=0.5, complete=1))
+    h.add(Op("r", OK, [Poll({K: [(0, b"a")]})], invoke=1.5, complete=2))
+    h.add(Op("w", OK, [Send(K, b"b", 1)], invoke=2.5, complete=3))
+    h.add(Op("r", OK, [Poll({})], invoke=4, complete=5))
+    v = check(h)
+    assert v.lag_series == [
+        {"time": 1.5, "process": "r", "key": K, "lag": 0.0},
+        {"time": 4, "process": "r", "key": K, "lag": 1.0},
+    ]
+
+
+def test_an_assign_starts_new_keys_from_the_beginning_and_subscribe_forgets():
+    h = History()
+    h.add(Op("w", OK, [Send(K, b"a", 0)], complete=1))
+    h.add(Op("r", OK, [Assign((K,)), Poll({})], invoke=3, complete=4))
+    h.add(Op("r", OK, [Subscribe((K,)), Poll({})], invoke=5, complete=6))
+    v = check(h)
+    assert v.lag_series == [{"time": 3, "process": "r", "key": K, "lag": 2.0}]

@@ -6,7 +6,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 from kafkalab.cluster.checker import OK, History, Op, Poll, Send, check  # noqa: E402
-from kafkalab.viz.checker import key_order_plot, unseen_plot  # noqa: E402
+from kafkalab.viz.checker import key_order_plot, lag_plot, unseen_plot  # noqa: E402
 
 K = ("t", 0)
 
@@ -39,3 +39,15 @@ def test_unseen_plot_follows_the_series():
     (line,) = ax.get_lines()
     assert list(line.get_ydata()) == [1, 2, 3, 2, 1]
     assert "1 at the end" in ax.get_title()
+
+
+def test_lag_plot_draws_each_process_worst_lag():
+    h = History()
+    h.add(Op("w", OK, [Send(K, b"a", 0)], complete=1))
+    h.add(Op("r", OK, [Poll({K: [(0, b"a")]})], invoke=1.5, complete=2))
+    h.add(Op("w", OK, [Send(K, b"b", 1)], complete=3))
+    h.add(Op("r", OK, [Poll({})], invoke=4, complete=5))
+    ax = lag_plot(check(h))
+    (line,) = ax.get_lines()
+    assert (list(line.get_xdata()), list(line.get_ydata())) == ([1.5, 4], [0.0, 1.0])
+    assert "worst 1" in ax.get_title()
