@@ -269,10 +269,16 @@ class QuorumController:
         replication_factor: int,
         configs: dict[str, str] | None = None,
         assignments: dict[int, list[int]] | None = None,
-    ) -> None:
+        validate_only: bool = False,
+    ) -> tuple[uuid.UUID, dict[int, list[int]]]:
         """Create a topic, its replicas placed by Kafka's rack-unaware assignment or,
         with `assignments` ({partition: [broker, ...]}), where the caller says; the
-        first replica of each partition is its preferred leader."""
+        first replica of each partition is its preferred leader. Returns the topic id
+        (its TopicRecord's) and the replicas of each partition. With `validate_only`,
+        checks everything (name, existence, partitions, replication factor against the
+        live brokers, assignments, configs) and writes nothing; the id returned is then
+        the one the topic would have had (Kafka's validate-only answer carries one too).
+        Raises KafkaError with Kafka's code."""
         try:
             check_topic_name(name)  # a broker could not create its directory
         except ValueError as e:
@@ -326,7 +332,10 @@ class QuorumController:
                 )
             )
         )
-        records = [{"type": "TopicRecord", "name": name, "topic_id": str(uuid.uuid4())}]
+        topic_id = uuid.uuid4()
+        if validate_only:
+            return topic_id, assignment
+        records = [{"type": "TopicRecord", "name": name, "topic_id": str(topic_id)}]
         records += [
             {"type": "ConfigRecord", "topic": name, "name": k, "value": str(v)}
             for k, v in (configs or {}).items()
@@ -345,6 +354,7 @@ class QuorumController:
             for p, replicas in assignment.items()
         ]
         self._write(*records)
+        return topic_id, assignment
 
     def create_partitions(
         self,

@@ -43,12 +43,14 @@ from kafkalab.errors import Errors, KafkaError
 from kafkalab.protocol.api_keys import ApiKeys
 from kafkalab.protocol.header import RequestHeader
 from kafkalab.protocol.messages import CONTROLLER_APIS, api_versions_body
+from kafkalab.server.apis.configs import created_topic_configs
 from kafkalab.server.broker import run_from_command_line, serve
 from kafkalab.server.config import parse_listener
 from kafkalab.server.events import EventLog
 from kafkalab.server.socket_server import SocketServer
 from kafkalab.storage.errors import StorageError
 from kafkalab.storage.file_lock import FileLock
+from kafkalab.storage.log_config import LogConfig
 
 log = logging.getLogger(__name__)
 TICK_SECONDS = 0.25
@@ -195,25 +197,40 @@ class ControllerApis:
         return {"throttle_time_ms": 0, "error_code": 0, "topics": topics}
 
     def create_topics(self, body: dict) -> dict:
+        """Each topic created, or Kafka's error for it (Kafka: ReplicationControlManager.
+        createTopics). A created topic is answered with its TopicRecord's id, its
+        partitions, replication factor and configs (v5+, v7+ for the id; the configs as
+        DescribeConfigs gives them, from Kafka's defaults: a controller has no broker's
+        static config); one that failed with -1s and null configs. With validate_only,
+        every check is made and nothing written; the answer is the same."""
         out = []
         for t in body["topics"]:
             error, message = Errors.NONE, None
             configs = {c["name"]: c["value"] for c in t["configs"] if c["value"] is not None}
+            result: dict = {"name": t["name"]}
             try:
-                if not body["validate_only"]:
-                    assignments = {a["partition_index"]: a["broker_ids"] for a in t["assignments"]}
-                    self.controller.create_topic(
-                        t["name"],
-                        t["num_partitions"] if t["num_partitions"] > 0 else 1,
-                        t["replication_factor"] if t["replication_factor"] > 0 else 1,
-                        configs,
-                        assignments or None,
-                    )
+                assignments = {a["partition_index"]: a["broker_ids"] for a in t["assignments"]}
+                topic_id, placed = self.controller.create_topic(
+                    t["name"],
+                    # -1: the default (one); 0 or below -1 is refused, as Kafka does
+                    1 if t["num_partitions"] == -1 else t["num_partitions"],
+                    1 if t["replication_factor"] == -1 else t["replication_factor"],
+                    configs,
+                    assignments or None,
+                    validate_only=body["validate_only"],
+                )
+                result.update(
+                    topic_id=topic_id,
+                    num_partitions=len(placed),
+                    replication_factor=len(next(iter(placed.values()))),
+                    configs=created_topic_configs(LogConfig(), configs),
+                )
             except KafkaError as e:
                 error, message = e.code, str(e)
             except (ValueError, StorageError) as e:
                 error, message = Errors.INVALID_CONFIG, str(e)
-            out.append({"name": t["name"], "error_code": int(error), "error_message": message})
+            result.update(error_code=int(error), error_message=message)
+            out.append(result)
         return {"throttle_time_ms": 0, "topics": out}
 
     def delete_topics(self, body: dict) -> dict:

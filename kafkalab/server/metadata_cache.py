@@ -32,7 +32,12 @@ from typing import Protocol
 
 from kafkalab.controller import configuration_control_manager as config_control
 from kafkalab.controller.configuration_control_manager import ResourceType
-from kafkalab.controller.metadata_image import BrokerRegistration, PartitionRegistration, TopicInfo
+from kafkalab.controller.metadata_image import (
+    BrokerRegistration,
+    PartitionRegistration,
+    TopicInfo,
+    name_based_topic_id,
+)
 from kafkalab.controller.quorum_controller import MAX_PARTITIONS_PER_BATCH
 from kafkalab.errors import Errors, KafkaError
 from kafkalab.protocol.api_keys import ApiKeys
@@ -137,7 +142,8 @@ class KRaftMetadataCache:
         return topic is not None and tp[1] in topic.partitions
 
     async def create_topics(self, body: dict) -> dict:
-        response = await self.controller.request(ApiKeys.CREATE_TOPICS, 4, body)
+        # v7: the controller answers each topic's id, partitions, factor and configs
+        response = await self.controller.request(ApiKeys.CREATE_TOPICS, 7, body)
         created = {t["name"] for t in response["topics"] if t["error_code"] == 0}
         if created and not body["validate_only"]:
             # Answer once the topics are in our image (a client may ask us next).
@@ -420,7 +426,16 @@ class StandaloneMetadataCache:
                             self._save_configs()
                 except InvalidConfigError as e:
                     error, message = Errors.INVALID_CONFIG, e.message
-            out.append({"name": name, "error_code": int(error), "error_message": message})
+            result: dict = {"name": name, "error_code": int(error), "error_message": message}
+            if error == Errors.NONE:
+                # v5+/v7+: what was created (the configs: the broker handler adds them)
+                result.update(
+                    topic_id=name_based_topic_id(name),
+                    num_partitions=partitions,
+                    replication_factor=1,
+                    configs=[],
+                )
+            out.append(result)
         return {"throttle_time_ms": 0, "topics": out}
 
     async def create_partitions(self, body: dict) -> dict:

@@ -347,3 +347,65 @@ def test_create_partitions_over_the_wire_writes_partition_records(controller, ve
         fewer["error_message"]
         == "The topic t currently has 3 partition(s); 2 would not be an increase."
     )
+
+
+def test_create_topics_v7_answers_what_was_created_and_validate_only_writes_nothing(controller):
+    """CreateTopics v5+ answers each created topic's partitions, replication factor and
+    configs, v7 its TopicRecord's id; validate_only checks as a creation would (the
+    live brokers, partitions, configs, existence) and writes nothing; a topic that
+    failed is answered with -1s and null configs (Kafka: ReplicationControlManager)."""
+    client = Client(controller.server.address)
+    epochs = {b: client.register(b) for b in (1, 2)}
+    for b, e in epochs.items():
+        client.heartbeat(b, e)
+
+    def topic(name, partitions=2, factor=2, **configs):
+        return {
+            "name": name,
+            "num_partitions": partitions,
+            "replication_factor": factor,
+            "assignments": [],
+            "configs": [{"name": k.replace("_", "."), "value": v} for k, v in configs.items()],
+        }
+
+    def create(topics, validate_only=False, version=7):
+        body = {"topics": topics, "timeout_ms": 1000, "validate_only": validate_only}
+        return {t["name"]: t for t in client.call(19, version, body)["topics"]}
+
+    start = len(client.metadata_records())
+    dry = create(
+        [
+            topic("fine", retention_ms="1000"),
+            topic("wide", factor=3),
+            topic("none", partitions=0),
+            topic("bad", retention_ms="soon"),
+        ],
+        validate_only=True,
+    )
+    assert len(client.metadata_records()) == start  # nothing written
+    assert dry["fine"]["error_code"] == 0
+    assert (dry["fine"]["num_partitions"], dry["fine"]["replication_factor"]) == (2, 2)
+    assert dry["wide"]["error_code"] == Errors.INVALID_REPLICATION_FACTOR
+    assert dry["none"]["error_code"] == Errors.INVALID_PARTITIONS
+    assert dry["bad"]["error_code"] == Errors.INVALID_CONFIG
+    for failed in ("wide", "none", "bad"):
+        assert (dry[failed]["num_partitions"], dry[failed]["replication_factor"]) == (-1, -1)
+        assert dry[failed]["configs"] is None
+    assert controller.call(lambda c: "fine" in c.topics) is False
+
+    made = create([topic("fine", retention_ms="1000")])["fine"]
+    assert made["error_code"] == 0 and made["num_partitions"] == 2
+    assert made["replication_factor"] == 2
+    record = next(
+        r for r in client.metadata_records() if r["type"] == "TopicRecord" and r["name"] == "fine"
+    )
+    assert made["topic_id"] == uuid.UUID(record["topic_id"])
+    configs = {c["name"]: c for c in made["configs"]}
+    assert configs["retention.ms"]["value"] == "1000"
+    assert configs["retention.ms"]["config_source"] == 1  # DYNAMIC_TOPIC_CONFIG
+    assert configs["segment.bytes"]["config_source"] == 5  # DEFAULT_CONFIG
+    assert [c["name"] for c in made["configs"]] == sorted(configs)
+
+    again = create([topic("fine")], validate_only=True)["fine"]
+    assert again["error_code"] == Errors.TOPIC_ALREADY_EXISTS
+    assert again["topic_id"] == uuid.UUID(int=0) and again["configs"] is None

@@ -8,9 +8,11 @@ from kafkalab.protocol.schema import NULL, Message
 from kafkalab.protocol.schema import Field as F
 from kafkalab.protocol.types import (
     BOOL,
+    INT8,
     INT16,
     INT32,
     STRING,
+    UUID,
     ArrayOf,
 )
 
@@ -57,8 +59,27 @@ CREATE_TOPICS_RESPONSE = Message(
             "topics",
             [
                 F("name", STRING),
+                F("topic_id", UUID, "7+"),
                 F("error_code", INT16),
                 F("error_message", STRING, "1+", nullable="0+"),
+                # v5+ also has topic_config_error_code, tagged field 0 (default 0, NONE):
+                # Kafka sets it only when the caller may not describe the topic's configs;
+                # kafkalab has no ACLs, so it is never sent (a received one stays in _tagged).
+                F("num_partitions", INT32, "5+", default=-1),
+                F("replication_factor", INT16, "5+", default=-1),
+                F(
+                    "configs",
+                    [
+                        F("name", STRING),
+                        F("value", STRING, nullable="0+"),
+                        F("read_only", BOOL),
+                        F("config_source", INT8, default=-1),
+                        F("is_sensitive", BOOL),
+                    ],
+                    "5+",
+                    nullable="5+",
+                    default=NULL,
+                ),
             ],
         ),
     ],
@@ -69,7 +90,7 @@ CREATE_TOPICS_API = Api(
     ApiKeys.CREATE_TOPICS,
     "CreateTopics",
     0,
-    4,
+    7,
     CREATE_TOPICS_REQUEST,
     CREATE_TOPICS_RESPONSE,
 )

@@ -148,6 +148,25 @@ def describe_topic(
     return out
 
 
+def created_topic_configs(
+    default: LogConfig, overrides: dict[str, str], dynamic: DynamicBrokerConfig | None = None
+) -> list[dict]:
+    """A new topic's configs as CreateTopics v5+ answers them (its CreatableTopicConfigs):
+    every topic config, sorted by name, with the value and source DescribeConfigs
+    would give (describe_topic); a sensitive value would be null (none is, here)."""
+    entries = describe_topic(default, overrides, None, False, dynamic)
+    return [
+        {
+            "name": e["name"],
+            "value": None if e["is_sensitive"] else e["value"],
+            "read_only": e["read_only"],
+            "config_source": e["config_source"],
+            "is_sensitive": e["is_sensitive"],
+        }
+        for e in sorted(entries, key=lambda e: e["name"])
+    ]
+
+
 # -- AlterConfigs, IncrementalAlterConfigs -------------------------------------------------
 
 

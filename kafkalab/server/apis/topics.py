@@ -10,13 +10,29 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kafkalab.protocol.header import RequestHeader
+from kafkalab.server.apis.configs import created_topic_configs
 
 if TYPE_CHECKING:
     from kafkalab.server.kafka_apis import KafkaApis
 
 
-def handle_create_topics(apis: KafkaApis, header: RequestHeader, body: dict) -> Any:
-    return apis.metadata_cache.create_topics(body)
+async def handle_create_topics(apis: KafkaApis, header: RequestHeader, body: dict) -> dict:
+    """Create (or with validate_only, check) the topics. From v5 each created topic is
+    answered with its partitions, replication factor and configs, v7 its id; the
+    configs as DescribeConfigs to this broker gives them (this broker's static and
+    dynamic configs under the topic's overrides), as Kafka's controller answers from
+    the same layers. A topic that failed keeps -1s and null configs."""
+    response = await apis.metadata_cache.create_topics(body)
+    if header.api_version >= 5:
+        asked = {t["name"]: t["configs"] for t in body["topics"]}
+        default = apis.replica_manager.log_manager.default_config
+        for result in response["topics"]:
+            if result["error_code"] == 0 and result["name"] in asked:
+                overrides = {
+                    c["name"]: c["value"] for c in asked[result["name"]] if c["value"] is not None
+                }
+                result["configs"] = created_topic_configs(default, overrides, apis.dynamic_config)
+    return response
 
 
 def handle_delete_topics(apis: KafkaApis, header: RequestHeader, body: dict) -> Any:
