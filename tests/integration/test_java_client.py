@@ -272,3 +272,51 @@ def test_kip848_group_of_two_java_members_shares_commits_and_hands_over(broker):
     for s in sent:
         ends[s["partition"]] = max(ends[s["partition"]], s["offset"] + 1)
     assert committed_offsets(bs, group, topic, 4) == ends
+
+
+def test_admin_create_topics_answers_id_partitions_factor_and_configs(broker):
+    """CreateTopics v7 (issue 24): Kafka's Java Admin reads each created topic's id,
+    partitions, replication factor and configs from the answer; the configs are what
+    describeConfigs says; validate-only answers the same and creates nothing; a
+    refused topic's metadata fails with its error."""
+    bs = broker.bootstrap_servers
+    created = create_topic(bs, "java-v7", 3, "retention.ms=4242")
+    assert "metadataError" not in created, created
+    assert (created["partitions"], created["replicationFactor"]) == (3, 1)
+    (listing,) = java_peer("admin", "listTopics", "--bootstrap", bs)
+    ids = {t["name"]: t["topicId"] for t in listing["topics"]}
+    assert created["topicId"] == ids["java-v7"]
+    (described,) = java_peer(
+        "admin", "describeConfigs", "--bootstrap", bs, "--type", "topic", "--names", "java-v7"
+    )
+    assert created["configs"] == described["entries"]
+    assert created["configs"]["retention.ms"]["source"] == "DYNAMIC_TOPIC_CONFIG"
+    assert created["configs"]["segment.bytes"]["source"] == "DEFAULT_CONFIG"
+
+    (dry,) = java_peer(
+        "admin", "createTopics", "--bootstrap", bs, "--topics", "java-v7-dry",
+        "--partitions", "2", "--topic-config", "cleanup.policy=compact",
+        "--validate-only", "true",
+    )  # fmt: skip
+    assert dry["error"] is None and "metadataError" not in dry, dry
+    assert (dry["partitions"], dry["replicationFactor"]) == (2, 1)
+    assert dry["configs"]["cleanup.policy"]["value"] == "compact"
+    (listing,) = java_peer("admin", "listTopics", "--bootstrap", bs)
+    assert "java-v7-dry" not in {t["name"] for t in listing["topics"]}
+
+    refusals = [
+        (["--replication-factor", "3"], "InvalidReplicationFactorException"),
+        (["--partitions", "0"], "InvalidPartitionsException"),
+        (["--topic-config", "retention.ms=soon"], "InvalidConfigurationException"),
+    ]
+    for args, error in refusals:
+        (refused,) = java_peer(
+            "admin", "createTopics", "--bootstrap", bs, "--topics", "java-v7-refused",
+            "--validate-only", "true", *args,
+        )  # fmt: skip
+        assert refused["error"] == error, (args, refused)
+        assert refused["metadataError"] == error, (args, refused)
+    (exists,) = java_peer(
+        "admin", "createTopics", "--bootstrap", bs, "--topics", "java-v7", "--validate-only", "true"
+    )
+    assert exists["error"] == exists["metadataError"] == "TopicExistsException"

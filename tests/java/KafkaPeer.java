@@ -39,6 +39,7 @@ import org.apache.kafka.clients.admin.AlterPartitionReassignmentsOptions;
 import org.apache.kafka.clients.admin.Config;
 import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.ConsumerGroupListing;
+import org.apache.kafka.clients.admin.CreateTopicsOptions;
 import org.apache.kafka.clients.admin.CreateTopicsResult;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
 import org.apache.kafka.clients.admin.DescribeProducersResult;
@@ -358,7 +359,11 @@ public final class KafkaPeer {
         }
     }
 
-    /** createTopics --topics a,b --partitions 3 --replication-factor 1 [--topic-config k=v,...] */
+    /**
+     * createTopics --topics a,b --partitions 3 --replication-factor 1 [--topic-config k=v,...]
+     * [--validate-only true]: each topic's outcome and what CreateTopics v5+ answers about it
+     * (partitions, replicationFactor, topicId (v7), configs with their sources).
+     */
     static void createTopics(Opts o) throws Exception {
         int partitions = o.intOpt("partitions", 1);
         short rf = (short) o.intOpt("replication-factor", 1);
@@ -372,7 +377,8 @@ public final class KafkaPeer {
             topics.add(new NewTopic(name, partitions, rf).configs(configs));
         }
         try (Admin admin = adminClient(o)) {
-            CreateTopicsResult r = admin.createTopics(topics);
+            CreateTopicsOptions options = new CreateTopicsOptions().validateOnly(o.bool("validate-only", false));
+            CreateTopicsResult r = admin.createTopics(topics, options);
             for (NewTopic t : topics) {
                 Map<String, Object> out = obj("event", "topic", "name", t.name());
                 try {
@@ -383,11 +389,18 @@ public final class KafkaPeer {
                     out.put("message", e.getCause().getMessage());
                 }
                 // Only CreateTopics v5+ answers with the topic's metadata (v7+: its id);
-                // against an older broker these fail with UnsupportedVersionException.
+                // against an older broker these fail with UnsupportedVersionException, for a
+                // topic that failed with its error: either is reported as metadataError.
                 try {
                     out.put("partitions", r.numPartitions(t.name()).get());
                     out.put("replicationFactor", r.replicationFactor(t.name()).get());
                     out.put("topicId", r.topicId(t.name()).get().toString());
+                    Map<String, Object> entries = new TreeMap<>();
+                    for (ConfigEntry e : r.config(t.name()).get().entries()) {
+                        entries.put(e.name(), obj("value", e.value(), "source", e.source().name(),
+                                "readOnly", e.isReadOnly(), "sensitive", e.isSensitive()));
+                    }
+                    out.put("configs", entries);
                 } catch (ExecutionException e) {
                     out.put("metadataError", e.getCause().getClass().getSimpleName());
                 }
