@@ -1,7 +1,14 @@
 """AddPartitionsToTxnManager: a partition leader asks the transaction coordinator.
 
-Kafka's class: kafka.server.AddPartitionsToTxnManager (KIP-890 part 1). With
-`transaction.partition.verification.enable`, before a producer's first
+Kafka's class: kafka.server.AddPartitionsToTxnManager (KIP-890 parts 1 and 2).
+
+Transactions v2 (part 2): a transactional Produce v12+ (or a TxnOffsetCommit
+v5+) comes from a client that no longer sends AddPartitionsToTxn (or
+AddOffsetsToTxn); the leader adds the partition itself, AddPartitionsToTxn v5
+without verify_only (`add_to_transaction`; Kafka: the `addPartition` transaction
+supported operation), whatever `transaction.partition.verification.enable` says.
+
+Part 1: with `transaction.partition.verification.enable`, before a producer's first
 transactional batch in a partition (no transaction of its epoch ongoing there),
 the leader asks the coordinator of the producer's transactional id whether the
 partition is in its ongoing transaction: AddPartitionsToTxn v4 with
@@ -37,6 +44,7 @@ from kafkalab.server.metadata_cache import MetadataCache
 log = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
 VERIFY_VERSION = 4  # the first version with verify_only
+ADD_VERSION = 5  # what a leader of transactions v2 sends to add a partition
 #: The broker setting (Kafka's name); kafkalab's default is false (README, Transactions).
 VERIFICATION_ENABLE = "transaction.partition.verification.enable"
 
@@ -110,6 +118,32 @@ class AddPartitionsToTxnManager:
         partitions: Iterable[TopicPartition],
     ) -> dict[TopicPartition, Errors]:
         """The coordinator's answer per partition (Kafka: verifyTransaction)."""
+        return await self._ask(
+            transactional_id, producer_id, producer_epoch, partitions, verify_only=True
+        )
+
+    async def add_to_transaction(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[TopicPartition],
+    ) -> dict[TopicPartition, Errors]:
+        """Transactions v2: the coordinator adds the partitions to the producer's
+        transaction (beginning one if none is ongoing); its answer per partition."""
+        return await self._ask(
+            transactional_id, producer_id, producer_epoch, partitions, verify_only=False
+        )
+
+    async def _ask(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[TopicPartition],
+        *,
+        verify_only: bool,
+    ) -> dict[TopicPartition, Errors]:
         wanted = sorted(set(partitions))
         key = self._coordinator(transactional_id)
         if key is None:
@@ -126,14 +160,18 @@ class AddPartitionsToTxnManager:
                     "transactional_id": transactional_id,
                     "producer_id": producer_id,
                     "producer_epoch": producer_epoch,
-                    "verify_only": True,
+                    "verify_only": verify_only,
                     "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
                 }
             ]
         }
         try:
             response = await asyncio.wait_for(
-                conn.request(ApiKeys.ADD_PARTITIONS_TO_TXN, VERIFY_VERSION, body),
+                conn.request(
+                    ApiKeys.ADD_PARTITIONS_TO_TXN,
+                    VERIFY_VERSION if verify_only else ADD_VERSION,
+                    body,
+                ),
                 self.request_timeout_ms / 1000,
             )
         except (KafkaError, TimeoutError) as e:

@@ -182,14 +182,17 @@ class KafkaBroker:
             self.group_coordinator,
             self.transaction_coordinator,
         )
-        if config.extra.get(VERIFICATION_ENABLE, "false").lower() == "true":
-            self.apis.add_partitions_to_txn_manager = AddPartitionsToTxnManager(
-                metadata,
-                self.transaction_coordinator.coordinator.config.transaction_state_log_num_partitions,
-                lambda host, port: InterBrokerConnection(host, port, APIS, self._client_id),
-                listener=config.inter_broker_listener,
-                request_timeout_ms=int(config.extra.get("request.timeout.ms", 30_000)),
-            )
+        # the leader's side of KIP-890: it connects only when first asked
+        self.apis.add_partitions_to_txn_manager = AddPartitionsToTxnManager(
+            metadata,
+            self.transaction_coordinator.coordinator.config.transaction_state_log_num_partitions,
+            lambda host, port: InterBrokerConnection(host, port, APIS, self._client_id),
+            listener=config.inter_broker_listener,
+            request_timeout_ms=int(config.extra.get("request.timeout.ms", 30_000)),
+        )
+        self.apis.transaction_verification_enable = (
+            config.extra.get(VERIFICATION_ENABLE, "false").lower() == "true"
+        )
         advertised = config.advertised()
         for name, host, port in config.listener_list():
             server = SocketServer(

@@ -131,9 +131,12 @@ class KafkaApis:
         self.link_faults = link_faults
         self.group_coordinator = group_coordinator
         self.transaction_coordinator = transaction_coordinator
-        # transaction.partition.verification.enable: the leader asks the transaction
-        # coordinator before a producer's first transactional write (None: off)
+        # the leader asks the transaction coordinator: before a producer's first
+        # transactional write (transaction.partition.verification.enable), and to add a
+        # partition of transactions v2 (Produce v12+, TxnOffsetCommit v5+); None: a
+        # KafkaApis built without one (a unit test), which does neither
         self.add_partitions_to_txn_manager: AddPartitionsToTxnManager | None = None
+        self.transaction_verification_enable = False
 
     def handle(self, header: RequestHeader, body: dict) -> Any:
         return HANDLERS[ApiKeys(header.api_key)](self, header, body)

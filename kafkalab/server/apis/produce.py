@@ -10,6 +10,12 @@ first transactional batch in a partition waits for its transaction coordinator
 to confirm that the partition is in the producer's ongoing transaction
 (AddPartitionsToTxnManager); refused, nothing is written and the client gets
 INVALID_TXN_STATE for that partition.
+
+Transactions v2 (KIP-890 part 2): a transactional Produce v12+ comes from a
+client that did not send AddPartitionsToTxn; the leader adds the partition to
+the producer's transaction itself (AddPartitionsToTxnManager.add_to_transaction),
+before the producer's first batch of a transaction in the partition, with or
+without verification, and appends once the coordinator has it.
 """
 
 from __future__ import annotations
@@ -54,11 +60,13 @@ def handle_produce(apis: KafkaApis, header: RequestHeader, body: dict) -> Any:
             if results[tp] is None:
                 records[tp] = part["records"]
     verifier = apis.add_partitions_to_txn_manager
+    v2 = header.api_version >= 12  # transactions v2: the leader adds the partition
     if verifier is not None and body.get("transactional_id") and records:
-        guards, asks = start_verification(apis.replica_manager, records)
-        if asks:
-            return _verify_then_append(apis, body, results, records, guards, asks)
-        return _append(apis, body, results, records, guards)
+        if v2 or apis.transaction_verification_enable:
+            guards, asks = start_verification(apis.replica_manager, records)
+            if asks:
+                return _verify_then_append(apis, body, results, records, guards, asks, add=v2)
+            return _append(apis, body, results, records, guards)
     return _append(apis, body, results, records, {})
 
 
@@ -98,13 +106,16 @@ async def _verify_then_append(
     records: dict[TopicPartition, Any],
     guards: dict[TopicPartition, VerificationGuard],
     asks: dict[tuple[int, int], list[TopicPartition]],
+    *,
+    add: bool = False,
 ) -> dict | None:
+    """Ask the coordinator (verify, or with `add`, add the partitions), then append
+    what it confirmed."""
     verifier = apis.add_partitions_to_txn_manager
     assert verifier is not None
+    ask = verifier.add_to_transaction if add else verifier.verify_transaction
     for (producer_id, epoch), tps in asks.items():
-        answers = await verifier.verify_transaction(
-            body["transactional_id"], producer_id, epoch, tps
-        )
+        answers = await ask(body["transactional_id"], producer_id, epoch, tps)
         for tp, answer in answers.items():
             error, message = produce_error(answer)
             if error != Errors.NONE:
