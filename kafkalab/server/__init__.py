@@ -9,7 +9,8 @@ broker_lifecycle_manager.py  registration and heartbeats with the controller (ow
 metadata_listener.py         BrokerMetadataListener: apply the metadata log
 replica_fetcher.py           ReplicaFetcherManager: followers truncate, then fetch
 alter_partition_manager.py   ISR changes to the controller
-add_partitions_to_txn_manager.py  a leader asks a transaction coordinator (KIP-890 part 1)
+add_partitions_to_txn_manager.py  a leader asks a transaction coordinator (KIP-890 parts 1, 2)
+features.py                  the features ApiVersions finalizes (transaction.version)
 inter_broker_connection.py   a broker's connection to the controller or a leader
 controller_server.py         the controller process (ControllerServer, ControllerApis)
 config.py, producer_ids.py, link_faults.py, replica_state.py

@@ -20,8 +20,12 @@ from txn_harness import TxnHarness
 from kafkalab.coordinator.transaction import TransactionConfig
 from kafkalab.coordinator.transaction import transaction_log as tlog
 from kafkalab.coordinator.transaction.transaction_state import VALID_PREVIOUS_STATES, TxnState
-from kafkalab.coordinator.transaction.transaction_state_machine import MAX_EPOCH
-from kafkalab.errors import Errors
+from kafkalab.coordinator.transaction.transaction_state_machine import (
+    MAX_EPOCH,
+    TransactionStateMachine,
+)
+from kafkalab.errors import Errors, KafkaError
+from kafkalab.viz.transactions import DEAD, TRANSITIONS_V2
 
 TID = "orders"
 T0, T1 = ("t", 0), ("t", 1)
@@ -273,3 +277,46 @@ class EpochsOnlyGrow(RuleBasedStateMachine):
 _COMPLETE = (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
 EpochsOnlyGrow.TestCase.settings = settings(max_examples=120, stateful_step_count=30, deadline=None)
 TestEpochsOnlyGrow = EpochsOnlyGrow.TestCase
+
+
+def _explore_v2() -> set[tuple[str, str]]:
+    """Every (state, next state) the state machine writes when every add and EndTxn
+    is of version 2 (as test_viz_transactions explores version 1)."""
+    edges: set[tuple[str, str]] = set()
+    seen: set = set()
+    todo = [TransactionStateMachine(7).current]
+    while todo:
+        s = todo.pop()
+        if s in seen or s.producer_epoch > 4:
+            continue
+        seen.add(s)
+        ops = [
+            ("init", lambda m: m.init_producer_id()),
+            ("add", lambda m, e=s.producer_epoch: m.add_partitions(e, [T0], 2)),
+            ("add", lambda m, e=s.producer_epoch: m.add_partitions(e, [T1], 2)),
+            ("end", lambda m, e=s.producer_epoch: m.end_txn(e, True, 2)),
+            ("end", lambda m, e=s.producer_epoch: m.end_txn(e, False, 2)),
+            ("timeout", lambda m: m.timeout_abort()),
+            ("complete", lambda m: [m.marker_written(tp) for tp in m.current.pending_markers]),
+        ]
+        for kind, op in ops:
+            m = TransactionStateMachine.load(s)
+            try:
+                op(m)
+                if kind == "complete":
+                    m.complete()
+            except KafkaError:
+                pass
+            after = m.current
+            if after == s:
+                continue
+            if after.state != s.state or kind in ("init", "add"):
+                edges.add((s.state, after.state))
+            todo.append(after)
+    return edges
+
+
+def test_version_2_transitions_are_exactly_what_the_state_machine_makes():
+    assert _explore_v2() == {edge for edge in TRANSITIONS_V2 if DEAD not in edge}
+    for before, after in TRANSITIONS_V2:
+        assert before in VALID_PREVIOUS_STATES[after], (before, after)
