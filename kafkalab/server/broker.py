@@ -37,6 +37,7 @@ from kafkalab.errors import KafkaError
 from kafkalab.protocol.api_keys import ApiKeys
 from kafkalab.protocol.messages import APIS, CONTROLLER_APIS
 from kafkalab.replication.replica_manager import ReplicaManager
+from kafkalab.server import features
 from kafkalab.server.add_partitions_to_txn_manager import (
     VERIFICATION_ENABLE,
     AddPartitionsToTxnManager,
@@ -233,6 +234,7 @@ class KafkaBroker:
             metadata,
             append_timeout_ms=int(extra.get("offsets.commit.timeout.ms", 5000)),
         )
+        features.transaction_version(extra)  # 1 or 2, refused at start otherwise
         self.transaction_coordinator = TransactionCoordinatorService(
             TransactionConfig.from_properties(extra),
             self.replica_manager,

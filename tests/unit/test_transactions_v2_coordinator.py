@@ -320,3 +320,27 @@ def test_version_2_transitions_are_exactly_what_the_state_machine_makes():
     assert _explore_v2() == {edge for edge in TRANSITIONS_V2 if DEAD not in edge}
     for before, after in TRANSITIONS_V2:
         assert before in VALID_PREVIOUS_STATES[after], (before, after)
+
+
+@pytest.mark.parametrize(("level", "written"), [(2, 2), (1, 0)])
+def test_a_timeout_abort_carries_the_clusters_transaction_version(level, written):
+    """An abort no client asked for is written with the cluster's version (Kafka:
+    transactionVersionLevel), with one epoch more, which fences the producer."""
+    h = TxnHarness(
+        TransactionConfig(
+            transaction_state_log_num_partitions=1,
+            transaction_abort_timed_out_transaction_cleanup_interval_ms=1000,
+            transaction_version=level,
+        )
+    )
+    r = h.call("init_producer_id", TID, 3000)
+    h.call("add_partitions_to_txn", TID, r.producer_id, r.producer_epoch, [T0])
+    h.advance(5000)
+    aborted = [
+        v
+        for v in (tlog.read_value(value) for _, value in h.logs[0])
+        if v.state == TxnState.PREPARE_ABORT
+    ]
+    assert [(v.producer_epoch, v.client_transaction_version) for v in aborted] == [
+        (r.producer_epoch + 1, written)
+    ]

@@ -154,6 +154,13 @@ class TransactionCoordinatorShard:
             transactional_id, self.config.transaction_state_log_num_partitions
         )
 
+    def _server_version(self) -> int:
+        """The client transaction version a record of the coordinator's own carries:
+        0 below version 2 (Kafka's TV_0/TV_1 write 0 or 1; kafkalab keeps 0, the
+        default, so those records stay version 0 bytes), else the level."""
+        version = self.config.transaction_version
+        return version if version >= 2 else 0
+
     def _machine(self, state: TransactionState) -> TransactionStateMachine:
         return TransactionStateMachine.load(state, self.config.bump_epoch_on_init)
 
@@ -267,6 +274,9 @@ class TransactionCoordinatorShard:
                 machine.init_producer_id()  # moves to PrepareAbort and says so
             except KafkaError:
                 pass
+            machine.current = replace(
+                machine.current, client_transaction_version=self._server_version()
+            )
             busy = InitProducerIdResult(Errors.CONCURRENT_TRANSACTIONS)
             return self._write(TxnAppendKind.FENCE, meta, machine.current, now_ms, busy)
         if s.state.is_prepared:
@@ -562,6 +572,10 @@ class TransactionCoordinatorShard:
                 continue
             machine = self._machine(meta.state)
             machine.timeout_abort()
+            # not from a client: the cluster's version (Kafka: transactionVersionLevel)
+            machine.current = replace(
+                machine.current, client_transaction_version=self._server_version()
+            )
             out.append(self._write(TxnAppendKind.TIMEOUT_ABORT, meta, machine.current, now_ms))
         return out
 
