@@ -44,7 +44,9 @@ def start(tmp_path_factory, level: int) -> BrokerThread:
     ).start()
 
 
-def transaction_log(bs: str, transactional_id: str) -> list[tlog.TransactionLogValue]:
+def transaction_log(
+    bs: str, transactional_id: str, state_partitions: int = STATE_PARTITIONS
+) -> list[tlog.TransactionLogValue]:
     """The __transaction_state records of one id, in log order."""
     c = Consumer(
         {
@@ -53,7 +55,7 @@ def transaction_log(bs: str, transactional_id: str) -> list[tlog.TransactionLogV
             "enable.auto.commit": False,
         }
     )
-    partition = tlog.partition_for(transactional_id, STATE_PARTITIONS)
+    partition = tlog.partition_for(transactional_id, state_partitions)
     c.assign([TopicPartition(tlog.TRANSACTION_STATE_TOPIC, partition, 0)])
     values = []
     idle_since = time.monotonic()
@@ -69,6 +71,7 @@ def transaction_log(bs: str, transactional_id: str) -> list[tlog.TransactionLogV
 
 
 def producer_epoch(bs: str, topic: str) -> dict[int, int]:
+    """DescribeProducers at `bs` (the partition's leader): producer id -> epoch."""
     host, port = bs.rsplit(":", 1)
     conn = BrokerConnection(host, int(port), timeout_s=30)
     try:
@@ -79,8 +82,13 @@ def producer_epoch(bs: str, topic: str) -> dict[int, int]:
     return {s["producer_id"]: s["producer_epoch"] for s in p["active_producers"]}
 
 
-def run_transactions(bs: str, topic: str, tid: str) -> tuple[set[str], set[str]]:
-    create_topic(bs, topic, 1)
+def run_transactions(
+    bs: str, topic: str, tid: str, create: bool = True
+) -> tuple[set[str], set[str]]:
+    """The Java client's transactions (PATTERN) on partition 0 of `topic`, checked
+    against read_committed: (committed values, aborted values)."""
+    if create:
+        create_topic(bs, topic, 1)
     txns = of_kind(
         java_peer(
             "transactions", "--bootstrap", bs, "--topic", topic, "--transactional-id", tid,
