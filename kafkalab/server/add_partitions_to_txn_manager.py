@@ -19,6 +19,10 @@ The coordinator is found as a client finds it (FindCoordinator): the leader of
 the `__transaction_state` partition of the id, in the MetadataCache. The request
 goes over an InterBrokerConnection on the inter-broker listener, also when the
 coordinator is this broker (as the marker channel writes to its own partitions).
+Kafka keeps that connection in its inter-broker NetworkClient; kafkalab closes it
+once no question is in flight on it, so a broker holds no connection it is not
+using (tests/integration/test_protocol_fuzz.py counts the broker's sockets after
+thousands of hostile frames, Produce v12 among them).
 
 The answer, per partition, becomes the Produce error (Kafka: ReplicaManager's
 mapping): NONE appends; INVALID_TXN_STATE and the other refusals go to the
@@ -59,10 +63,15 @@ RETRIABLE = frozenset(
 )
 
 
-def produce_error(error: Errors) -> tuple[Errors, str | None]:
-    """The Produce error (and message) for the coordinator's answer on a partition."""
+def produce_error(error: Errors, add: bool = False) -> tuple[Errors, str | None]:
+    """The Produce error (and message) for the coordinator's answer on a partition.
+    With `add` (transactions v2) CONCURRENT_TRANSACTIONS stays itself, as Kafka's
+    leader leaves it (the last transaction's markers are being written; a client of
+    version 2 retries it)."""
     if error == Errors.NONE:
         return Errors.NONE, None
+    if add and error == Errors.CONCURRENT_TRANSACTIONS:
+        return error, None
     if error in RETRIABLE:
         return (
             Errors.NOT_ENOUGH_REPLICAS,
@@ -91,6 +100,7 @@ class AddPartitionsToTxnManager:
         self.request_timeout_ms = request_timeout_ms
         self._connect = connect
         self._connections: dict[tuple[int, str, int], InterBrokerConnection] = {}
+        self._in_flight: dict[tuple[int, str, int], int] = {}
 
     def close(self) -> None:
         for conn in self._connections.values():
@@ -165,6 +175,7 @@ class AddPartitionsToTxnManager:
                 }
             ]
         }
+        self._in_flight[key] = self._in_flight.get(key, 0) + 1
         try:
             response = await asyncio.wait_for(
                 conn.request(
@@ -175,10 +186,18 @@ class AddPartitionsToTxnManager:
                 self.request_timeout_ms / 1000,
             )
         except (KafkaError, TimeoutError) as e:
-            log.info("verifying %s with broker %d: %s", transactional_id, key[0], e or "timeout")
+            log.info("asking %s's coordinator %d: %s", transactional_id, key[0], e or "timeout")
             conn.close()
-            self._connections.pop(key, None)
+            if self._connections.get(key) is conn:
+                del self._connections[key]
             return dict.fromkeys(wanted, Errors.NOT_COORDINATOR)
+        finally:
+            self._in_flight[key] -= 1
+            if not self._in_flight[key]:
+                del self._in_flight[key]
+                if self._connections.get(key) is conn:  # idle: let it go
+                    del self._connections[key]
+                    conn.close()
         if response["error_code"] != 0:
             return dict.fromkeys(wanted, Errors(response["error_code"]))
         answers = dict.fromkeys(wanted, Errors.UNKNOWN_SERVER_ERROR)  # unless answered

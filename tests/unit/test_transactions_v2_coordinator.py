@@ -344,3 +344,42 @@ def test_a_timeout_abort_carries_the_clusters_transaction_version(level, written
     assert [(v.producer_epoch, v.client_transaction_version) for v in aborted] == [
         (r.producer_epoch + 1, written)
     ]
+
+
+# -- the partition side: the marker with the bumped epoch ---------------------------------------
+
+
+def test_the_v2_marker_keeps_the_next_transactions_verification_and_fences_the_old(tmp_path):
+    """Transactions v2: transaction N (epoch 0) is open in the partition; the leader
+    starts adding the partition for transaction N+1 (epoch 1, the epoch EndTxn v5
+    answered); N's marker arrives with the bumped epoch 1 meanwhile. The add's guard
+    stays valid (the marker ended N, not N+1), and a delayed write of N (epoch 0)
+    is fenced by the producer state (KAFKA-17754)."""
+    from kafkalab.records import SimpleRecord, build_batch
+    from kafkalab.records.control_record import ControlRecordType, build_end_txn_marker_batch
+    from kafkalab.storage import UnifiedLog
+    from kafkalab.storage.producer_state_manager import InvalidProducerEpochError
+    from kafkalab.storage.unified_log import AppendOrigin
+
+    def batch(seq: int, epoch: int) -> bytes:
+        records = [SimpleRecord(b"e%d-s%d" % (epoch, seq))]
+        return build_batch(
+            records, producer_id=7, producer_epoch=epoch, base_sequence=seq, is_transactional=True
+        )
+
+    log = UnifiedLog(tmp_path / "t-0")
+    try:
+        first = log.maybe_start_transaction_verification(7, 0)
+        log.append_as_leader(batch(0, 0), verification_guard=first)
+        guard = log.maybe_start_transaction_verification(7, 1)  # N+1's add under way
+        marker = build_end_txn_marker_batch(7, 1, ControlRecordType.COMMIT, 0)
+        log.append_as_leader(marker, origin=AppendOrigin.COORDINATOR)
+        end = log.log_end_offset
+        with pytest.raises(InvalidProducerEpochError):
+            log.append_as_leader(batch(1, 0), verification_guard=None)  # N's delayed write
+        assert log.log_end_offset == end
+        log.append_as_leader(batch(0, 1), verification_guard=guard)  # N+1's first write
+        assert log.log_end_offset == end + 1
+        assert set(log.producer_state.ongoing_txns) == {end}
+    finally:
+        log.close()

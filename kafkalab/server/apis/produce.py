@@ -44,6 +44,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
+ADD_RETRY_BACKOFF_MS = 20  # Kafka: add.partitions.to.txn.retry.backoff.ms
+ADD_RETRY_MAX_MS = 100  # Kafka: add.partitions.to.txn.retry.backoff.max.ms
 
 
 def handle_produce(apis: KafkaApis, header: RequestHeader, body: dict) -> Any:
@@ -116,8 +118,28 @@ async def _verify_then_append(
     ask = verifier.add_to_transaction if add else verifier.verify_transaction
     for (producer_id, epoch), tps in asks.items():
         answers = await ask(body["transactional_id"], producer_id, epoch, tps)
+        waited = 0
+        while (
+            add and waited < ADD_RETRY_MAX_MS and Errors.CONCURRENT_TRANSACTIONS in answers.values()
+        ):
+            # Kafka's leader asks again a little later rather than send the client
+            # back (add.partitions.to.txn.retry.backoff.ms / .max.ms): the last
+            # transaction's markers are being written and take a moment. Each try
+            # starts the verification again: a marker written meanwhile spent the
+            # partition's guard.
+            await asyncio.sleep(ADD_RETRY_BACKOFF_MS / 1000)
+            waited += ADD_RETRY_BACKOFF_MS
+            again, again_asks = start_verification(
+                apis.replica_manager, {tp: records[tp] for tp in tps}
+            )
+            guards.update(again)
+            tps = again_asks.get((producer_id, epoch), [])
+            if not tps:
+                answers = {}
+                break
+            answers = await ask(body["transactional_id"], producer_id, epoch, tps)
         for tp, answer in answers.items():
-            error, message = produce_error(answer)
+            error, message = produce_error(answer, add)
             if error != Errors.NONE:
                 log.info("produce to %s-%d refused by verification: %s", *tp, answer.name)
                 results[tp] = AppendResult(error, message=message)
