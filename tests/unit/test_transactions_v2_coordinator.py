@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from hypothesis import settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from test_transaction_coordinator_shard import hard_state, loaded
@@ -188,6 +188,26 @@ def test_transaction_log_value_v1_tagged_fields_round_trip(value):
         value, previous_producer_id=-1, next_producer_id=-1, client_transaction_version=0
     )
     assert tlog.read_value(tlog.transaction_log_value(plain, version=1)) == plain
+
+
+_VALUES = st.builds(
+    tlog.TransactionLogValue,
+    producer_id=st.integers(0, 2**63 - 1),
+    producer_epoch=st.integers(0, MAX_EPOCH),
+    transaction_timeout_ms=st.integers(1, 2**31 - 1),
+    state=st.sampled_from([s for s in TxnState if s not in (TxnState.EMPTY, TxnState.DEAD)]),
+    partitions=st.frozensets(st.tuples(st.sampled_from(["t", "u"]), st.integers(0, 5))),
+    last_update_timestamp_ms=st.integers(-1, 2**62),
+    start_timestamp_ms=st.integers(-1, 2**62),
+    previous_producer_id=st.integers(-1, 2**63 - 1),
+    next_producer_id=st.integers(-1, 2**63 - 1),
+    client_transaction_version=st.integers(0, 2),
+)
+
+
+@given(value=_VALUES)
+def test_every_transaction_log_value_reads_back(value):
+    assert tlog.read_value(tlog.transaction_log_value(value)) == value
 
 
 class EpochsOnlyGrow(RuleBasedStateMachine):
