@@ -162,3 +162,55 @@ def test_java_client_stays_on_version_1_when_1_is_finalized(tmp_path_factory):
         assert producer_epoch(bs, topic) == {init.producer_id: init.producer_epoch}
     finally:
         b.stop()
+
+
+def committed_offset(bs: str, group: str, topic: str) -> int:
+    """OffsetFetch (require_stable): the group's committed offset of partition 0."""
+    host, port = bs.rsplit(":", 1)
+    conn = BrokerConnection(host, int(port), timeout_s=30)
+    try:
+        body = {
+            "group_id": group,
+            "topics": [{"name": topic, "partition_indexes": [0]}],
+            "require_stable": True,
+        }
+        deadline = time.monotonic() + 20
+        while True:
+            answer = conn._call(ApiKeys.OFFSET_FETCH, 7, body)[1]
+            (p,) = answer["topics"][0]["partitions"]
+            if p["error_code"] == 0 or time.monotonic() > deadline:
+                return p["committed_offset"]
+            time.sleep(0.1)  # UNSTABLE_OFFSET_COMMIT: a marker is on its way
+    finally:
+        conn.close()
+
+
+def test_java_send_offsets_to_transaction_under_version_2(tmp_path_factory):
+    """sendOffsetsToTransaction of version 2: no AddOffsetsToTxn, a TxnOffsetCommit
+    v5 whose broker adds the group's __consumer_offsets partition; the offsets of the
+    committed transactions count, the aborted one's do not."""
+    b = start(tmp_path_factory, 2)
+    try:
+        bs, topic, tid, group = b.bootstrap_servers, "java-tv2-offsets", "java-tv2-eos", "eos"
+        create_topic(bs, topic, 1)
+        txns = of_kind(
+            java_peer(
+                "transactions", "--bootstrap", bs, "--topic", topic, "--transactional-id", tid,
+                "--transactions", "3", "--records-per-txn", "1", "--pattern", "cca",
+                "--offsets-group", group,
+            ),
+            "txn",
+        )  # fmt: skip
+        assert [t["outcome"] for t in txns] == ["commit", "commit", "abort"]
+        # transaction 1 committed offset 2; transaction 2's offset 3 was aborted
+        assert committed_offset(bs, group, topic) == 2
+        values = transaction_log(bs, tid)
+        with_offsets = [
+            v
+            for v in values
+            if v.state == "Ongoing" and any(t == "__consumer_offsets" for t, _ in v.partitions)
+        ]
+        assert with_offsets and all(v.client_transaction_version == 2 for v in with_offsets)
+        assert [v.producer_epoch for v in prepared(values)] == [1, 2, 3]
+    finally:
+        b.stop()

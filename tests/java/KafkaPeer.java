@@ -41,6 +41,7 @@ import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.ProducerState;
 import org.apache.kafka.clients.admin.TopicListing;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
@@ -270,7 +271,10 @@ public final class KafkaPeer {
     // ---- transactions -----------------------------------------------------
 
     /** transactions --topic T --transactional-id ID [--transactions 4] [--records-per-txn 5]
-     *  [--pattern ca] : the i-th transaction commits if pattern[i % len] is 'c', aborts on 'a'. */
+     *  [--pattern ca] [--offsets-group G] : the i-th transaction commits if pattern[i % len] is
+     *  'c', aborts on 'a'; with --offsets-group, each transaction also sends the offset i + 1 of
+     *  partition 0 of T for group G (sendOffsetsToTransaction: the consume-transform-produce
+     *  commit). */
     static void transactions(Opts o) throws Exception {
         Properties p = o.clientProps();
         p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, o.required("transactional-id"));
@@ -299,6 +303,11 @@ public final class KafkaPeer {
                 for (int i = 0; i < per; i++) {
                     RecordMetadata m = sent.get(i).get();
                     records.add(obj("value", values.get(i), "partition", m.partition(), "offset", m.offset()));
+                }
+                if (o.has("offsets-group")) {
+                    producer.sendOffsetsToTransaction(
+                        Map.of(new TopicPartition(topic, 0), new OffsetAndMetadata(t + 1)),
+                        new ConsumerGroupMetadata(o.required("offsets-group")));
                 }
                 if (commit) {
                     producer.commitTransaction();
