@@ -24,7 +24,8 @@ The levels kafkalab advertises, and why:
     group.version        0-1        1           KIP-848's ConsumerGroupHeartbeat is served
 
 `transaction.version` is cluster-wide: every broker of a LocalCluster gets the
-same setting, and each transaction coordinator uses it for what no client asked
+same setting (`LocalCluster(broker_props={"transaction.version": "1"})`,
+`kafkalab cluster up --broker-prop transaction.version=1`), and each transaction coordinator uses it for what no client asked
 (timeouts). As in Kafka, a request's own version says what the client speaks:
 EndTxn v5+ and a transactional Produce v12+ are version 2, older ones version 1,
 so clients that know nothing of version 2 (librdkafka, kafka-python, aiokafka,
