@@ -14,6 +14,8 @@ cluster         DescribeCluster (60)
 controller      BrokerRegistration (62), BrokerHeartbeat (63), AlterPartition (56),
                 AllocateProducerIds (67);
                 CONTROLLER_APIS, what the controller's listener serves
+raft            KRaft: Vote (52), BeginQuorumEpoch (53), EndQuorumEpoch (54),
+                DescribeQuorum (55); RAFT_APIS
 group           the classic group protocol: FindCoordinator (10), JoinGroup (11),
                 Heartbeat (12), LeaveGroup (13), SyncGroup (14), DescribeGroups (15),
                 ListGroups (16), DeleteGroups (42); GROUP_APIS
@@ -138,6 +140,21 @@ from kafkalab.protocol.messages.produce import (
     PRODUCE_REQUEST,
     PRODUCE_RESPONSE,
 )
+from kafkalab.protocol.messages.raft import (
+    BEGIN_QUORUM_EPOCH_API,
+    BEGIN_QUORUM_EPOCH_REQUEST,
+    BEGIN_QUORUM_EPOCH_RESPONSE,
+    DESCRIBE_QUORUM_API,
+    DESCRIBE_QUORUM_REQUEST,
+    DESCRIBE_QUORUM_RESPONSE,
+    END_QUORUM_EPOCH_API,
+    END_QUORUM_EPOCH_REQUEST,
+    END_QUORUM_EPOCH_RESPONSE,
+    RAFT_APIS,
+    VOTE_API,
+    VOTE_REQUEST,
+    VOTE_RESPONSE,
+)
 from kafkalab.protocol.messages.topics import (
     CREATE_PARTITIONS_API,
     CREATE_PARTITIONS_REQUEST,
@@ -199,6 +216,19 @@ APIS[ApiKeys.CREATE_PARTITIONS] = CREATE_PARTITIONS_API
 APIS[ApiKeys.DELETE_RECORDS] = DELETE_RECORDS_API
 
 __all__ = [
+    "BEGIN_QUORUM_EPOCH_API",
+    "BEGIN_QUORUM_EPOCH_REQUEST",
+    "BEGIN_QUORUM_EPOCH_RESPONSE",
+    "DESCRIBE_QUORUM_API",
+    "DESCRIBE_QUORUM_REQUEST",
+    "DESCRIBE_QUORUM_RESPONSE",
+    "END_QUORUM_EPOCH_API",
+    "END_QUORUM_EPOCH_REQUEST",
+    "END_QUORUM_EPOCH_RESPONSE",
+    "RAFT_APIS",
+    "VOTE_API",
+    "VOTE_REQUEST",
+    "VOTE_RESPONSE",
     "DESCRIBE_CLUSTER_API",
     "DESCRIBE_CLUSTER_REQUEST",
     "DESCRIBE_CLUSTER_RESPONSE",
