@@ -19,6 +19,10 @@ runs 3 or 5 voters over a network that drops, delays, reorders and duplicates.
                         vote is granted), ElectionState
     raft_log            RaftLog: an in-memory log of (offset, epoch, record) with
                         truncation and the leader-epoch history for DivergingEpoch
+    kafka_metadata_log  KafkaMetadataLog: the same log on disk, `__cluster_metadata-0`
+                        (a UnifiedLog, its leader-epoch-checkpoint, flush() fsyncs and
+                        checkpoints the recovery point); cut_to_recovery_point, a
+                        power failure
     raft_message        the requests and responses as data (Kafka's JSON names)
     raft_wire           those messages to and from Kafka's request/response bodies
                         (Vote v2, BeginQuorumEpoch v1, EndQuorumEpoch v1, Fetch v16,
@@ -40,7 +44,7 @@ never goes back, after every step.
 
 Not in this step: snapshots and FetchSnapshot (KIP-630; the log starts at offset 0
 and is kept whole), dynamic voters (KIP-853; the voter set is static, kraft.version
-0), observers (only voters fetch), a file-backed log, and the wiring: the QuorumController on this client, sockets between
+0), observers (only voters fetch), and the wiring: the QuorumController on this client, sockets between
 controllers, `kafkalab cluster --controllers 3`, DescribeQuorum on the wire and the
 lab. Those are the next steps of issue 25; the TLA+ spec lives in specs/kraft/.
 """
