@@ -30,6 +30,10 @@ runs 3 or 5 voters over a network that drops, delays, reorders and duplicates.
     record_serde        entries as Kafka record batches (the epoch in the batch's
                         PartitionLeaderEpoch; LeaderChange a control record)
     quorum_config       the controller.quorum.* timeouts
+    kafka_raft_manager  KafkaRaftManager: the client on the network (a poll task, the
+                        requests to the other voters over InterBrokerConnections, the
+                        inbound ones from the controller's listener, a leader's parked
+                        Fetch, wait_for_commit); controller.quorum.voters
     errors              RaftError and its subclasses
 
 Safety rules and what guards them (tests/unit/test_raft_*.py name the JIRA/KIP):
