@@ -30,10 +30,6 @@ runs 3 or 5 voters over a network that drops, delays, reorders and duplicates.
     record_serde        entries as Kafka record batches (the epoch in the batch's
                         PartitionLeaderEpoch; LeaderChange a control record)
     quorum_config       the controller.quorum.* timeouts
-    kafka_raft_manager  KafkaRaftManager: the client on the network (a poll task, the
-                        requests to the other voters over InterBrokerConnections, the
-                        inbound ones from the controller's listener, a leader's parked
-                        Fetch, wait_for_commit); controller.quorum.voters
     errors              RaftError and its subclasses
 
 Safety rules and what guards them (tests/unit/test_raft_*.py name the JIRA/KIP):
@@ -45,6 +41,10 @@ leader not fetched from by a majority within 1.5x fetch.timeout resigns
 refuses pre-votes (KIP-996). A hypothesis state machine checks ElectionSafety,
 LogMatching, that committed records are never lost and that a high watermark
 never goes back, after every step.
+
+The client on the network is kafkalab/server/kafka_raft_manager.py (Kafka's
+KafkaRaftManager lives in core too): this package stays sans-IO but for the log
+and the `quorum-state` file.
 
 Not in this step: snapshots and FetchSnapshot (KIP-630; the log starts at offset 0
 and is kept whole), dynamic voters (KIP-853; the voter set is static, kraft.version

@@ -14,17 +14,17 @@ from kafkalab.errors import Errors
 from kafkalab.protocol.api_keys import ApiKeys
 from kafkalab.raft.kafka_metadata_log import METADATA_LOG_DIR
 from kafkalab.raft.kafka_raft_client import LeaderChangeMessage
-from kafkalab.raft.kafka_raft_manager import (
+from kafkalab.raft.quorum_config import QuorumConfig
+from kafkalab.raft.quorum_state_store import QUORUM_STATE_FILE
+from kafkalab.raft.raft_wire import METADATA_TOPIC, describe_quorum_from_body
+from kafkalab.server.inter_broker_connection import InterBrokerConnection
+from kafkalab.server.kafka_raft_manager import (
     RAFT_CHANNEL_APIS,
     KafkaRaftManager,
     RaftApis,
     format_quorum_voters,
     parse_quorum_voters,
 )
-from kafkalab.raft.quorum_config import QuorumConfig
-from kafkalab.raft.quorum_state_store import QUORUM_STATE_FILE
-from kafkalab.raft.raft_wire import METADATA_TOPIC, describe_quorum_from_body
-from kafkalab.server.inter_broker_connection import InterBrokerConnection
 from kafkalab.server.socket_server import SocketServer
 
 CONFIG = QuorumConfig(election_timeout_ms=300, fetch_timeout_ms=600, request_timeout_ms=400)
