@@ -35,7 +35,7 @@ from kafkalab.coordinator.group.group_config import GroupConfig
 from kafkalab.coordinator.transaction import TransactionConfig
 from kafkalab.errors import KafkaError
 from kafkalab.protocol.api_keys import ApiKeys
-from kafkalab.protocol.messages import APIS, CONTROLLER_APIS
+from kafkalab.protocol.messages import APIS, CONTROLLER_APIS, RAFT_APIS
 from kafkalab.replication.replica_manager import ReplicaManager
 from kafkalab.server.add_partitions_to_txn_manager import (
     VERIFICATION_ENABLE,
@@ -262,7 +262,7 @@ class KafkaBroker:
             """One controller: a connection to it; a quorum's: to its active one."""
             if len(addresses) == 1:
                 return InterBrokerConnection(*addresses[0], CONTROLLER_APIS)
-            return ControllerChannel(addresses, CONTROLLER_APIS)
+            return ControllerChannel(addresses, {**CONTROLLER_APIS, **RAFT_APIS})
 
         channel = connect()
         self.events = EventLog(config.log_dirs[0], f"broker-{config.node_id}")

@@ -44,6 +44,12 @@ def answered_by_standby(api_key: ApiKeys, response: dict) -> bool:
     """Did a controller that is not the active one answer this?"""
     if response.get("error_code") == Errors.NOT_CONTROLLER:
         return True
+    if api_key == ApiKeys.DESCRIBE_QUORUM:
+        return any(
+            p["error_code"] == Errors.NOT_LEADER_OR_FOLLOWER
+            for t in response.get("topics") or []
+            for p in t["partitions"]
+        )
     if api_key == ApiKeys.FETCH:
         return any(
             p["error_code"] == Errors.NOT_LEADER_OR_FOLLOWER

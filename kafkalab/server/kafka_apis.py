@@ -62,6 +62,7 @@ from kafkalab.server.apis import (
     metadata,
     produce,
     producers,
+    quorum,
     topics,
     txn,
 )
@@ -110,6 +111,7 @@ HANDLERS: dict[ApiKeys, Handler] = {
     ApiKeys.CONSUMER_GROUP_HEARTBEAT: consumer_group.handle_consumer_group_heartbeat,
     ApiKeys.CONSUMER_GROUP_DESCRIBE: consumer_group.handle_consumer_group_describe,
     ApiKeys.DESCRIBE_PRODUCERS: producers.handle_describe_producers,
+    ApiKeys.DESCRIBE_QUORUM: quorum.handle_describe_quorum,
 }
 
 

@@ -39,6 +39,7 @@ import org.apache.kafka.clients.admin.DescribeClusterResult;
 import org.apache.kafka.clients.admin.DescribeProducersResult;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.ProducerState;
+import org.apache.kafka.clients.admin.QuorumInfo;
 import org.apache.kafka.clients.admin.TopicListing;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
@@ -79,6 +80,7 @@ public final class KafkaPeer {
         ADMIN_OPS.put("describeConfigs", KafkaPeer::describeConfigs);
         ADMIN_OPS.put("listConsumerGroups", KafkaPeer::listConsumerGroups);
         ADMIN_OPS.put("describeProducers", KafkaPeer::describeProducers);
+        ADMIN_OPS.put("describeMetadataQuorum", KafkaPeer::describeMetadataQuorum);
     }
 
     public static void main(String[] args) {
@@ -445,6 +447,26 @@ public final class KafkaPeer {
                         "producers", producers));
             }
         }
+    }
+
+    /** describeMetadataQuorum: the KRaft quorum (DescribeQuorum, answered through a broker). */
+    static void describeMetadataQuorum(Opts o) throws Exception {
+        try (Admin admin = adminClient(o)) {
+            QuorumInfo q = admin.describeMetadataQuorum().quorumInfo().get();
+            emit(obj("event", "quorum", "leaderId", q.leaderId(), "leaderEpoch", q.leaderEpoch(),
+                    "highWatermark", q.highWatermark(), "voters", replicaStates(q.voters()),
+                    "observers", replicaStates(q.observers())));
+        }
+    }
+
+    static List<Object> replicaStates(List<QuorumInfo.ReplicaState> replicas) {
+        List<Object> out = new ArrayList<>();
+        for (QuorumInfo.ReplicaState r : replicas) {
+            out.add(obj("replicaId", r.replicaId(), "logEndOffset", r.logEndOffset(),
+                    "lastFetchTimestamp", r.lastFetchTimestamp().orElse(-1L),
+                    "lastCaughtUpTimestamp", r.lastCaughtUpTimestamp().orElse(-1L)));
+        }
+        return out;
     }
 
     static Map<String, Object> node(Node n) {
