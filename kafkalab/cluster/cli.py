@@ -22,7 +22,9 @@ With --controllers 3 (or 5) the controllers are a KRaft quorum, voters with node
 3001, 3002, ...: kill, power-failure, stop, continue and restart take a controller's
 id as they take a broker's, and status shows the quorum as DescribeQuorum answers it
 (leader, epoch, high watermark, each voter's log end offset and lag). The default
-stays one controller process, as before. `cut` is between brokers only.
+stays one controller process, as before. `cut` takes controllers too: between two
+controllers it cuts their Raft traffic; between a broker and a controller (both ways
+only) the controller drops that broker's requests.
 """
 
 from __future__ import annotations
@@ -65,7 +67,10 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
     up.add_argument("--broker-prop", action="append", default=[], metavar="KEY=VALUE")
     for name in ("status", "down"):
         verbs.add_parser(name)
-    cut = verbs.add_parser("cut", help="cut the replication link between two brokers")
+    cut = verbs.add_parser(
+        "cut",
+        help="cut the link between two brokers, two controllers, or a broker and a controller",
+    )
     cut.add_argument("a", type=int)
     cut.add_argument("b", type=int)
     cut.add_argument("--one-way", action="store_true", help="only a -> b (b stops hearing a)")
@@ -214,7 +219,9 @@ def _status(args: argparse.Namespace, directory: Path, state: dict) -> int:
     controllers = _controllers(state)
     if controllers:
         for c, info in sorted(controllers.items()):
-            print(f"controller {c}\t{info['address']}\t{process_state(info['pid'])}")
+            deaf = read_deaf_to(Path(info["props"]["log.dirs"]))
+            cut = f"\tdoes not hear {sorted(deaf)}" if deaf else ""
+            print(f"controller {c}\t{info['address']}\t{process_state(info['pid'])}{cut}")
     else:
         print(
             f"controller\t{state['controller']['address']}\t"
@@ -241,23 +248,28 @@ def _status(args: argparse.Namespace, directory: Path, state: dict) -> int:
 
 def _cut(args: argparse.Namespace, directory: Path, state: dict) -> int:
     brokers = _brokers(state)
+    controllers = _controllers(state)
+    nodes = {**brokers, **controllers}
     for b in (args.a, args.b):
-        if b in _controllers(state):
-            print("cut: links to and between controllers cannot be cut yet", file=sys.stderr)
+        if b not in nodes:
+            print(f"no broker or controller {b}; nodes: {sorted(nodes)}", file=sys.stderr)
             return 1
-        if b not in brokers:
-            print(f"no broker {b}; brokers: {sorted(brokers)}", file=sys.stderr)
-            return 1
+    if args.one_way and (args.a in controllers) != (args.b in controllers):
+        print("cut: between a broker and a controller only both ways", file=sys.stderr)
+        return 1
     pairs = [(args.a, args.b)] if args.one_way else [(args.a, args.b), (args.b, args.a)]
     for sender, receiver in pairs:
-        d = Path(brokers[receiver]["props"]["log.dirs"])
+        if receiver in brokers and sender in controllers:
+            continue  # the controller's side drops that broker's requests
+        d = Path(nodes[receiver]["props"]["log.dirs"])
         write_deaf_to(d, read_deaf_to(d) | {sender})
-        print(f"broker {receiver} no longer hears broker {sender}")
+        kind = "controller" if receiver in controllers else "broker"
+        print(f"{kind} {receiver} no longer hears {sender}")
     return 0
 
 
 def _heal(args: argparse.Namespace, directory: Path, state: dict) -> int:
-    for info in _brokers(state).values():
+    for info in [*_brokers(state).values(), *_controllers(state).values()]:
         write_deaf_to(Path(info["props"]["log.dirs"]), set())
     print("every link restored")
     return 0

@@ -362,15 +362,25 @@ class LocalCluster:
 
     def cut_link(self, a: int, b: int, both_ways: bool = True) -> None:
         """Cut the replication link a -> b (b no longer hears a) and, by default,
-        b -> a too. See kafkalab.server.link_faults for what each direction means."""
+        b -> a too. See kafkalab.server.link_faults for what each direction means.
+        Either may be a quorum controller: between two controllers the cut is of
+        their Raft traffic; between a broker and a controller the controller drops
+        that broker's requests (a broker cannot be made deaf to one controller: cut
+        it both ways)."""
         for sender, receiver in [(a, b), (b, a)] if both_ways else [(a, b)]:
-            d = self.broker_dir(receiver)
+            d = (
+                self._process(receiver).dir
+                if receiver in self.controllers
+                else self.broker_dir(receiver)
+            )
             write_deaf_to(d, read_deaf_to(d) | {sender})
 
     def heal_links(self) -> None:
-        """Every broker hears every other again."""
+        """Every broker and controller hears every other again."""
         for broker_id in self.brokers:
             write_deaf_to(self.broker_dir(broker_id), set())
+        for controller in self.controllers.values():
+            write_deaf_to(controller.dir, set())
 
     def describe(self, topic: str | None = None):
         """Every partition replica: broker, status, role, leader, leader epoch, LEO,

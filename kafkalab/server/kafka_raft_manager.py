@@ -67,6 +67,8 @@ from kafkalab.raft.raft_wire import (
     response_to_body,
 )
 from kafkalab.server.inter_broker_connection import InterBrokerConnection
+from kafkalab.server.link_faults import LinkFaults
+from kafkalab.server.socket_server import CLOSE_CONNECTION
 
 log = logging.getLogger(__name__)
 
@@ -128,10 +130,15 @@ class KafkaRaftManager:
         config: QuorumConfig | None = None,
         cluster_id: str | None = None,
         clock: Callable[[], int] = _now_ms,
+        link_faults: LinkFaults | None = None,
     ) -> None:
+        """`link_faults`: the voters this one is deaf to (kafkalab's cut links, see
+        link_faults.py): their requests are dropped (the connection closed) and
+        their answers thrown away."""
         if node_id not in voters:
             raise ValueError(f"node {node_id} is not one of controller.quorum.voters {voters}")
         self.node_id = node_id
+        self.link_faults = link_faults
         self.voters = dict(voters)
         self.clock = clock
         self.config = config or QuorumConfig()
@@ -193,6 +200,8 @@ class KafkaRaftManager:
 
     async def stop(self) -> None:
         self._closed = True
+        if self._changed is not None:
+            self._changed.set()  # parked fetches and commit waits return now
         for task in [self._task, *self._sends]:
             if task is not None:
                 task.cancel()
@@ -281,7 +290,7 @@ class KafkaRaftManager:
         except (KafkaError, ValueError) as e:
             log.debug("voter %d: %s to %d failed: %s", self.node_id, key.name, m.destination_id, e)
             return  # dropped: the client sends again after its request timeout
-        if self._closed:
+        if self._closed or not self.hears(m.destination_id):
             return
         reply = RaftMessage(m.correlation_id, m.destination_id, self.node_id, data)
         self._dispatch(self.client.handle(reply, self.clock()))
@@ -296,12 +305,21 @@ class KafkaRaftManager:
             return header.api_version >= FIRST_RAFT_FETCH_VERSION
         return header.api_key in RAFT_REQUEST_KEYS
 
+    def hears(self, node_id: int) -> bool:
+        """False while a cut link makes this voter deaf to `node_id`."""
+        if self.link_faults is None:
+            return True
+        self.link_faults.refresh()
+        return self.link_faults.hears(node_id)
+
     def handle_request(self, header: RequestHeader, body: dict) -> Any:
         """The response body for an inbound KRaft request (a coroutine for a parked
-        Fetch)."""
+        Fetch; CLOSE_CONNECTION from a voter this one is deaf to)."""
         if header.api_key == ApiKeys.DESCRIBE_QUORUM:
             return describe_quorum_to_body(self.client.describe_quorum(self.clock()))
         data = request_from_body(ApiKeys(header.api_key), body)
+        if not self.hears(source_of(data)):
+            return CLOSE_CONNECTION
         answer = self._handle(header.correlation_id, data)
         if (
             isinstance(data, FetchRequest)
@@ -337,7 +355,7 @@ class KafkaRaftManager:
         deadline = time.monotonic() + wait_ms / 1000
         while self.log.end_offset == end and self.client.high_watermark == hw:
             left = deadline - time.monotonic()
-            if left <= 0 or not self.client.is_leader():
+            if left <= 0 or self._closed or not self.client.is_leader():
                 break
             await self.wait_for_change(left)
         return response_to_body(self._handle(header.correlation_id, data))

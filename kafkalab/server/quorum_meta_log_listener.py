@@ -19,6 +19,9 @@ QuorumController runs on it:
       brokers for that); on losing leadership it renounces: it stops writing and
       fencing, drops what it wrote that is not committed and rebuilds its image from
       what is (QuorumController.revert_to_committed);
+    - `cut` links (kafkalab's link faults, `<log.dirs>/link-faults.json`): a controller
+      deaf to a voter drops its Raft requests and answers, deaf to a broker drops
+      that broker's requests (heartbeats, metadata fetches, AlterPartition);
     - a controller that is not active answers a broker's or a client's request with
       NOT_CONTROLLER (and a metadata Fetch with NOT_LEADER_OR_FOLLOWER and the
       leader it knows), so the broker tries the next controller.
@@ -53,6 +56,8 @@ from kafkalab.server.kafka_raft_manager import (
     KafkaRaftManager,
     parse_quorum_voters,
 )
+from kafkalab.server.link_faults import LinkFaults
+from kafkalab.server.socket_server import CLOSE_CONNECTION
 
 log = logging.getLogger(__name__)
 __all__ = ["RAFT_CHANNEL_APIS", "QuorumControllerApis", "QuorumMetaLogListener", "start_quorum"]
@@ -261,6 +266,9 @@ class QuorumControllerApis(ControllerApis):
         if manager.handles(header):
             return manager.handle_request(header, body)
         key = ApiKeys(header.api_key)
+        broker = body.get("replica_id" if key == ApiKeys.FETCH else "broker_id")
+        if isinstance(broker, int) and broker >= 0 and not manager.hears(broker):
+            return CLOSE_CONNECTION  # a cut link between this controller and that broker
         if key == ApiKeys.FETCH and not self.quorum.active:
             return self._not_leader_fetch(body)
         if key in ACTIVE_ONLY and not self.quorum.active:
@@ -326,5 +334,6 @@ def start_quorum(
         data_dir,
         quorum_config(props),
         cluster_id=props.get("cluster.id"),
+        link_faults=LinkFaults(data_dir),
     )
     return QuorumMetaLogListener(controller, manager, events)

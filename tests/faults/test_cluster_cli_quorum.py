@@ -73,6 +73,12 @@ def test_cluster_up_with_three_controllers_and_a_controller_killed(tmp_path):
             time.sleep(0.5)
         assert now[1] > first[1]
         kafkalab("cluster", "restart", str(first[0]), "--dir", d)
+        out = kafkalab("cluster", "cut", "3002", "3003", "--dir", d)
+        assert "controller 3003 no longer hears 3002" in out
+        status = kafkalab("cluster", "status", "--dir", d)
+        assert re.search(r"controller 3002\t.*does not hear \[3003\]", status), status
+        kafkalab("cluster", "heal", "--dir", d)
+        assert "does not hear" not in kafkalab("cluster", "status", "--dir", d)
         status = kafkalab("cluster", "status", "--dir", d)
         assert f"controller {first[0]}\t" in status and "running" in status
     finally:

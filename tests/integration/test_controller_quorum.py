@@ -187,3 +187,70 @@ def test_a_controller_quorum_fails_over_with_every_committed_record(tmp_path):
     finally:
         for c in controllers.values():
             c.__exit__(None, None, None)
+
+
+def test_a_cut_off_active_controller_resigns_and_the_others_elect_one(tmp_path):
+    """Cut the active controller from both other voters (kafkalab's link faults): it
+    hears no Fetch from a majority, resigns by check-quorum (KAFKA-15489) and stops
+    acting; the two others elect one of themselves in a higher epoch. Healed, the old
+    one follows. A controller cut from a broker drops that broker's requests."""
+    from kafkalab.server.link_faults import write_deaf_to
+
+    ports = {i: _free_port() for i in (1, 2, 3)}
+    voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in ports.items())
+    dirs = {i: tmp_path / f"controller-{i}" for i in ports}
+
+    def props(i: int) -> dict[str, str]:
+        return {
+            "node.id": str(i),
+            "log.dirs": str(dirs[i]),
+            "listeners": f"CONTROLLER://127.0.0.1:{ports[i]}",
+            "controller.quorum.voters": voters,
+            "controller.quorum.election.timeout.ms": "300",
+            "controller.quorum.fetch.timeout.ms": "600",
+            "controller.quorum.request.timeout.ms": "400",
+        }
+
+    controllers = {i: ControllerThread(props(i)).__enter__() for i in ports}
+    try:
+
+        def actives() -> list[int]:
+            return [i for i, c in controllers.items() if c.server.quorum.active]
+
+        [first] = until(lambda: actives() if len(actives()) == 1 else None)
+        epoch = controllers[first].server.quorum.manager.epoch
+        others = [i for i in ports if i != first]
+        write_deaf_to(dirs[first], set(others))
+        for i in others:
+            write_deaf_to(dirs[i], {first})
+        [second] = until(lambda: [i for i in actives() if i != first] or None)
+        until(lambda: first not in actives())  # resigned: no majority fetched from it
+        assert controllers[second].server.quorum.manager.epoch > epoch
+        assert register(ports[first], 7)["error_code"] == Errors.NOT_CONTROLLER
+        reg = register(ports[second], 7)
+        assert reg["error_code"] == 0
+
+        for i in ports:
+            write_deaf_to(dirs[i], set())
+        new = controllers[second].server.quorum.manager
+        until(
+            lambda: (
+                controllers[first].server.quorum.manager.leader_id == second
+                and controllers[first].server.quorum.manager.epoch == new.epoch
+            )
+        )
+        assert actives() == [second]
+
+        # a controller deaf to broker 7 drops its requests (ids: one space for all nodes)
+        write_deaf_to(dirs[second], {7})
+        try:
+            heartbeat(ports[second], 7, reg["broker_epoch"])
+        except (AssertionError, OSError):
+            pass
+        else:
+            raise AssertionError("a heartbeat through a cut link was answered")
+        write_deaf_to(dirs[second], set())
+        assert heartbeat(ports[second], 7, reg["broker_epoch"])["error_code"] == 0
+    finally:
+        for c in controllers.values():
+            c.__exit__(None, None, None)
