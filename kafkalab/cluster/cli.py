@@ -12,7 +12,8 @@
     kafkalab cluster cut 1 2 --dir /tmp/k3             # brokers 1 and 2 stop hearing each other
     kafkalab cluster cut 1 2 --one-way --dir /tmp/k3   # only 1 -> 2: broker 2 stops hearing 1
     kafkalab cluster heal --dir /tmp/k3                # every link back
-    kafkalab cluster status --dir /tmp/k3              # processes, the quorum, every replica
+    kafkalab cluster status --dir /tmp/k3              # processes, the quorum, every partition
+                                                       # replica, the reassignments in progress
     kafkalab cluster down --dir /tmp/k3                # no process is left behind
 
 The processes run in the background; DIR/cluster.json remembers them (pids,
@@ -46,6 +47,9 @@ from kafkalab.cluster.local_cluster import (
     process_state,
     under_replicated,
 )
+from kafkalab.controller.metadata_image import MetadataImage
+from kafkalab.controller.quorum_controller import METADATA_TOPIC
+from kafkalab.records import iter_batches
 from kafkalab.server.broker import BrokerProcess
 from kafkalab.server.link_faults import read_deaf_to, write_deaf_to
 
@@ -243,7 +247,33 @@ def _status(args: argparse.Namespace, directory: Path, state: dict) -> int:
         print("\t".join(DESCRIBE_COLUMNS))
         for r in rows:
             print("\t".join(str(r[c]) for c in DESCRIBE_COLUMNS))
+    moving = reassignments_in_progress(directory / "controller")
+    if moving:
+        print()
+        print("reassignments in progress (kafkalab reassign-partitions --verify)")
+        print("topic\tpartition\treplicas\tadding\tremoving")
+        for topic, p, replicas, adding, removing in moving:
+            print(f"{topic}\t{p}\t{replicas}\t{adding}\t{removing}")
     return 0
+
+
+def reassignments_in_progress(
+    controller_dir: Path,
+) -> list[tuple[str, int, list[int], list[int], list[int]]]:
+    """(topic, partition, replicas, adding, removing) of every reassignment the
+    controller's metadata log holds in progress: its files replayed, so it answers
+    with brokers down too."""
+    image = MetadataImage()
+    for path in sorted((controller_dir / f"{METADATA_TOPIC}-0").glob("*.log")):
+        for batch in iter_batches(path.read_bytes()):
+            for r in batch.records:
+                image.replay(json.loads(r.value))
+    return [
+        (topic.name, p, part.replicas, part.adding_replicas, part.removing_replicas)
+        for topic in image.topics.values()
+        for p, part in sorted(topic.partitions.items())
+        if part.adding_replicas or part.removing_replicas
+    ]
 
 
 def _cut(args: argparse.Namespace, directory: Path, state: dict) -> int:

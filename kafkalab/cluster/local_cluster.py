@@ -30,7 +30,12 @@ from pathlib import Path
 from kafkalab.kinds import Kind
 from kafkalab.raft.kafka_metadata_log import METADATA_LOG_DIR, cut_to_recovery_point
 from kafkalab.server.broker import BrokerProcess
-from kafkalab.server.link_faults import read_deaf_to, write_deaf_to
+from kafkalab.server.link_faults import (
+    hold_requests,
+    read_deaf_to,
+    release_requests,
+    write_deaf_to,
+)
 from kafkalab.server.replica_state import read_replica_state
 from kafkalab.storage.checkpoint_file import (
     RECOVERY_POINT_OFFSET_CHECKPOINT,
@@ -381,6 +386,16 @@ class LocalCluster:
             write_deaf_to(self.broker_dir(broker_id), set())
         for controller in self.controllers.values():
             write_deaf_to(controller.dir, set())
+
+    def hold_requests(self, broker_id: int, api_key: int, count: int = 1, ms: int = 60_000):
+        """Broker `broker_id` holds its next `count` client requests of `api_key`
+        for `ms` each, or until `release_requests` (a slow network path for client
+        traffic; see kafkalab.server.link_faults)."""
+        hold_requests(self.broker_dir(broker_id), api_key, count, ms)
+
+    def release_requests(self, broker_id: int) -> None:
+        """Broker `broker_id` lets every held request go now, and holds no more."""
+        release_requests(self.broker_dir(broker_id))
 
     def describe(self, topic: str | None = None):
         """Every partition replica: broker, status, role, leader, leader epoch, LEO,

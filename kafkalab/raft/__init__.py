@@ -4,7 +4,9 @@ Kafka's module: raft/ (org.apache.kafka.raft; KIP-595, pre-vote KIP-996). One
 voter is a KafkaRaftClient: no sockets, no threads, no clock of its own. Time
 and messages come in as arguments; the messages it sends come back as data
 (RaftMessage), so a notebook steps an election by hand and a hypothesis test
-runs 3 or 5 voters over a network that drops, delays, reorders and duplicates.
+runs 3 or 5 voters over a network that drops, delays, reorders and duplicates. The
+KafkaRaft spec's traces replay onto it (kafkalab/specs/kraft_replay.py); its broken
+variants switch on QuorumConfig.defects (KAFKA-12619, KAFKA-10527; off by default).
 
     kafka_raft_client   KafkaRaftClient: poll(now_ms), handle(message, now_ms), the
                         handlers of Vote, BeginQuorumEpoch, EndQuorumEpoch and Fetch,

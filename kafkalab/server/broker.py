@@ -45,6 +45,7 @@ from kafkalab.server.alter_partition_manager import AlterPartitionManager
 from kafkalab.server.broker_lifecycle_manager import BrokerLifecycleManager
 from kafkalab.server.config import KafkaConfig, read_properties
 from kafkalab.server.controller_channel import ControllerChannel, parse_bootstrap_servers
+from kafkalab.server.dynamic_broker_config import DynamicBrokerConfig
 from kafkalab.server.events import EventLog
 from kafkalab.server.group_coordinator_service import GroupCoordinatorService
 from kafkalab.server.inter_broker_connection import InterBrokerConnection, broker_client_id
@@ -167,6 +168,8 @@ class KafkaBroker:
             else ProducerIdManager(config.log_dirs[0])
         )
         self.producer_ids = producer_ids
+        # Static config, then the dynamic broker configs the metadata brings.
+        self.dynamic_config = DynamicBrokerConfig(config.node_id, config.extra)
         metadata = self._kraft_metadata(controller) if controller else self._standalone_metadata()
         self.replica_manager.partition_exists = metadata.contains_partition
         self.replica_manager.broker_alive = lambda broker_id: any(
@@ -183,6 +186,7 @@ class KafkaBroker:
             self.group_coordinator,
             self.transaction_coordinator,
         )
+        self.apis.dynamic_config = self.dynamic_config
         if config.extra.get(VERIFICATION_ENABLE, "false").lower() == "true":
             self.apis.add_partitions_to_txn_manager = AddPartitionsToTxnManager(
                 metadata,
@@ -249,6 +253,7 @@ class KafkaBroker:
             self.replica_manager,
             lambda: self.advertised_address,
             lambda: self.advertised_endpoints,
+            self.dynamic_config,
         )
 
     def _kraft_metadata(self, controller_address: str) -> MetadataCache:
@@ -283,6 +288,9 @@ class KafkaBroker:
             self.events,
         )
         self.metadata_listener = listener
+        listener.on_broker_configs = lambda configs: self.log_manager.update_default_config(
+            self.dynamic_config.update(configs)
+        )
         self.lifecycle = BrokerLifecycleManager(
             config.node_id,
             config.cluster_id,
@@ -358,8 +366,7 @@ class KafkaBroker:
         while True:
             await asyncio.sleep(reporter.next_delay())
             try:
-                if self.link_faults.refresh():
-                    log.info("link faults: deaf to brokers %s", sorted(self.link_faults.deaf_to))
+                self.link_faults.refresh()  # it logs what changed
                 changed = self.replica_manager.take_changed()
                 if loop.time() >= next_full:
                     changed, next_full = None, loop.time() + FULL_REPORT_S

@@ -9,6 +9,13 @@ controller's APIs:
     AlterPartition (56)      a leader changes its ISR
     CreateTopics / DeleteTopics (19, 20)
     CreatePartitions (37)    grow a topic (new PartitionRecords)
+    ElectLeaders (43)        preferred or unclean elections, by hand
+    AlterPartitionReassignments (45), ListPartitionReassignments (46)
+                             move replicas (PartitionChangeRecords with adding and
+                             removing replicas), and list the moves in progress
+    AlterConfigs (33), IncrementalAlterConfigs (44)
+                             topic and broker configs (ConfigRecords), sent on
+                             by the broker that got them
     Fetch (1)                brokers read `__cluster_metadata-0`, the metadata log,
                              from the offset they have, like any partition
 
@@ -73,6 +80,11 @@ class ControllerApis:
             ApiKeys.BROKER_REGISTRATION: self.register_broker,
             ApiKeys.BROKER_HEARTBEAT: self.heartbeat,
             ApiKeys.ALLOCATE_PRODUCER_IDS: self.allocate_producer_ids,
+            ApiKeys.ELECT_LEADERS: self.elect_leaders,
+            ApiKeys.ALTER_PARTITION_REASSIGNMENTS: self.alter_partition_reassignments,
+            ApiKeys.LIST_PARTITION_REASSIGNMENTS: self.list_partition_reassignments,
+            ApiKeys.ALTER_CONFIGS: self.alter_configs,
+            ApiKeys.INCREMENTAL_ALTER_CONFIGS: self.incremental_alter_configs,
         }[header.api_key]
         result = handler(body)
         self.changes.observe()  # wake long-polling brokers, record fences and elections
@@ -242,6 +254,112 @@ class ControllerApis:
                 error, message = e.code, e.message
             out.append({"name": t["name"], "error_code": int(error), "error_message": message})
         return {"throttle_time_ms": 0, "results": out}
+
+    def elect_leaders(self, body: dict) -> dict:
+        """Each partition's election, or Kafka's error for it (Kafka:
+        ReplicationControlManager.electLeaders)."""
+        asked = body["topic_partitions"]
+        named = None if asked is None else [(t["topic"], p) for t in asked for p in t["partitions"]]
+        by_topic: dict[str, list[dict]] = {}
+        try:
+            results = self.controller.elect_leaders(body["election_type"], named)
+        except KafkaError as e:
+            return {
+                "throttle_time_ms": 0,
+                "error_code": int(e.code),
+                "replica_election_results": [],
+            }
+        for topic, p, error, message in results:
+            by_topic.setdefault(topic, []).append(
+                {"partition_id": p, "error_code": int(error), "error_message": message}
+            )
+        return {
+            "throttle_time_ms": 0,
+            "error_code": 0,
+            "replica_election_results": [
+                {"topic": t, "partition_result": results} for t, results in by_topic.items()
+            ],
+        }
+
+    def alter_partition_reassignments(self, body: dict) -> dict:
+        """Start, change or cancel each partition's reassignment (Kafka:
+        ReplicationControlManager.alterPartitionReassignments)."""
+        asked = [
+            (t["name"], p["partition_index"], p["replicas"])
+            for t in body["topics"]
+            for p in t["partitions"]
+        ]
+        allow = body.get("allow_replication_factor_change", True)
+        by_topic: dict[str, list[dict]] = {}
+        for topic, p, error, message in self.controller.alter_partition_reassignments(asked, allow):
+            by_topic.setdefault(topic, []).append(
+                {"partition_index": p, "error_code": int(error), "error_message": message}
+            )
+        return {
+            "throttle_time_ms": 0,
+            "allow_replication_factor_change": allow,
+            "error_code": 0,
+            "error_message": None,
+            "responses": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+        }
+
+    def list_partition_reassignments(self, body: dict) -> dict:
+        asked = body["topics"]
+        named = None if asked is None else [(t["name"], t["partition_indexes"]) for t in asked]
+        ongoing = self.controller.list_partition_reassignments(named)
+        return {
+            "throttle_time_ms": 0,
+            "error_code": 0,
+            "error_message": None,
+            "topics": [
+                {
+                    "name": name,
+                    "partitions": [
+                        {
+                            "partition_index": p,
+                            "replicas": part.replicas,
+                            "adding_replicas": part.adding_replicas,
+                            "removing_replicas": part.removing_replicas,
+                        }
+                        for p, part in sorted(parts.items())
+                    ],
+                }
+                for name, parts in sorted(ongoing.items())
+            ],
+        }
+
+    def alter_configs(self, body: dict) -> dict:
+        """AlterConfigs from a broker, which has checked it (ConfigAdminManager);
+        every accepted resource's ConfigRecords in one batch."""
+        return self._alter_configs(body, incremental=False)
+
+    def incremental_alter_configs(self, body: dict) -> dict:
+        return self._alter_configs(body, incremental=True)
+
+    def _alter_configs(self, body: dict, incremental: bool) -> dict:
+        resources = [
+            (
+                r["resource_type"],
+                r["resource_name"],
+                [(c["name"], c["config_operation"], c["value"]) for c in r["configs"]]
+                if incremental
+                else {c["name"]: c["value"] for c in r["configs"]},
+            )
+            for r in body["resources"]
+        ]
+        outcomes = self.controller.alter_configs(resources, incremental, body["validate_only"])
+        return {
+            "throttle_time_ms": 0,
+            "responses": [
+                {
+                    "error_code": 0 if e is None else int(e.code),
+                    "error_message": None if e is None else e.message,
+                    "resource_type": r["resource_type"],
+                    "resource_name": r["resource_name"],
+                }
+                for r, e in zip(body["resources"], outcomes, strict=True)
+            ],
+        }
 
     def fetch(self, body: dict) -> Any:
         """Only the metadata log can be fetched here; it is readable up to its end
