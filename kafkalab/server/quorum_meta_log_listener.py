@@ -73,6 +73,11 @@ ACTIVE_ONLY = frozenset(
         ApiKeys.BROKER_REGISTRATION,
         ApiKeys.BROKER_HEARTBEAT,
         ApiKeys.ALLOCATE_PRODUCER_IDS,
+        ApiKeys.ELECT_LEADERS,
+        ApiKeys.ALTER_PARTITION_REASSIGNMENTS,
+        ApiKeys.LIST_PARTITION_REASSIGNMENTS,
+        ApiKeys.ALTER_CONFIGS,
+        ApiKeys.INCREMENTAL_ALTER_CONFIGS,
     }
 )
 
@@ -240,6 +245,29 @@ def not_controller_body(api_key: ApiKeys, body: dict, message: str) -> dict:
             "producer_id_start": -1,
             "producer_id_len": 0,
         }
+    if api_key == ApiKeys.ELECT_LEADERS:
+        return {"throttle_time_ms": 0, "error_code": code, "replica_election_results": []}
+    if api_key == ApiKeys.ALTER_PARTITION_REASSIGNMENTS:
+        return {
+            "throttle_time_ms": 0,
+            "allow_replication_factor_change": body.get("allow_replication_factor_change", True),
+            "error_code": code,
+            "error_message": message,
+            "responses": [],
+        }
+    if api_key == ApiKeys.LIST_PARTITION_REASSIGNMENTS:
+        return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "topics": []}
+    if api_key in (ApiKeys.ALTER_CONFIGS, ApiKeys.INCREMENTAL_ALTER_CONFIGS):
+        responses = [
+            {
+                "error_code": code,
+                "error_message": message,
+                "resource_type": r["resource_type"],
+                "resource_name": r["resource_name"],
+            }
+            for r in body["resources"]
+        ]
+        return {"throttle_time_ms": 0, "responses": responses}
     raise ValueError(f"{api_key!r} is not an active controller's request")
 
 
