@@ -46,6 +46,7 @@ import org.apache.kafka.clients.admin.NewPartitionReassignment;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.PartitionReassignment;
 import org.apache.kafka.clients.admin.ProducerState;
+import org.apache.kafka.clients.admin.QuorumInfo;
 import org.apache.kafka.clients.admin.TopicListing;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
@@ -89,6 +90,7 @@ public final class KafkaPeer {
         ADMIN_OPS.put("incrementalAlterConfigs", KafkaPeer::incrementalAlterConfigs);
         ADMIN_OPS.put("listConsumerGroups", KafkaPeer::listConsumerGroups);
         ADMIN_OPS.put("describeProducers", KafkaPeer::describeProducers);
+        ADMIN_OPS.put("describeMetadataQuorum", KafkaPeer::describeMetadataQuorum);
         ADMIN_OPS.put("electLeaders", KafkaPeer::electLeaders);
         ADMIN_OPS.put("alterPartitionReassignments", KafkaPeer::alterPartitionReassignments);
         ADMIN_OPS.put("listPartitionReassignments", KafkaPeer::listPartitionReassignments);
@@ -491,6 +493,26 @@ public final class KafkaPeer {
                         "producers", producers));
             }
         }
+    }
+
+    /** describeMetadataQuorum: the KRaft quorum (DescribeQuorum, answered through a broker). */
+    static void describeMetadataQuorum(Opts o) throws Exception {
+        try (Admin admin = adminClient(o)) {
+            QuorumInfo q = admin.describeMetadataQuorum().quorumInfo().get();
+            emit(obj("event", "quorum", "leaderId", q.leaderId(), "leaderEpoch", q.leaderEpoch(),
+                    "highWatermark", q.highWatermark(), "voters", replicaStates(q.voters()),
+                    "observers", replicaStates(q.observers())));
+        }
+    }
+
+    static List<Object> replicaStates(List<QuorumInfo.ReplicaState> replicas) {
+        List<Object> out = new ArrayList<>();
+        for (QuorumInfo.ReplicaState r : replicas) {
+            out.add(obj("replicaId", r.replicaId(), "logEndOffset", r.logEndOffset(),
+                    "lastFetchTimestamp", r.lastFetchTimestamp().orElse(-1L),
+                    "lastCaughtUpTimestamp", r.lastCaughtUpTimestamp().orElse(-1L)));
+        }
+        return out;
     }
 
     /** "t:0" as a TopicPartition. */
