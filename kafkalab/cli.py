@@ -9,6 +9,12 @@ an `add_subcommand(subparsers)` function that sets `func` on its parser:
     kafkalab produce|consume|topics|groups|transactions
                                      kafkalab.client.cli  (kcat, kafka-topics.sh,
                                      kafka-consumer-groups.sh, kafka-transactions.sh)
+    kafkalab leader-election|reassign-partitions
+                                     kafkalab.client.reassignment_cli
+                                     (kafka-leader-election.sh, kafka-reassign-partitions.sh)
+    kafkalab configs --describe|--alter
+                                     kafkalab.client.configs_cli  (kafka-configs.sh)
+    kafkalab metadata-quorum ...     kafkalab.cluster.metadata_quorum  (kafka-metadata-quorum.sh)
     kafkalab cluster up|down|kill..  kafkalab.cluster.cli  (a local cluster and its faults)
     kafkalab specs check|show|replay kafkalab.specs.cli  (the TLA+ specs)
 """
@@ -26,6 +32,9 @@ _VERB_MODULES = (
     "kafkalab.server.broker",
     "kafkalab.server.controller_server",
     "kafkalab.client.cli",
+    "kafkalab.client.reassignment_cli",
+    "kafkalab.client.configs_cli",
+    "kafkalab.cluster.metadata_quorum",
     "kafkalab.cluster.cli",
     "kafkalab.specs.cli",
 )

@@ -1,5 +1,7 @@
 """The teaching Admin client (Kafka: Admin / KafkaAdminClient): topics (created, grown
-with CreatePartitions, trimmed with DeleteRecords), and consumer groups as
+with CreatePartitions, trimmed with DeleteRecords), configs (DescribeConfigs,
+IncrementalAlterConfigs, AlterConfigs: a BROKER resource with an id goes to that
+broker, as Kafka's Admin sends it), and consumer groups as
 kafka-consumer-groups.sh sees them.
 
 Groups live on their coordinators: FindCoordinator names the broker that leads
@@ -13,6 +15,11 @@ broker (each for the transactional ids it coordinates), DescribeTransactions goe
 to the id's transaction coordinator (FindCoordinator key type 1), and
 DescribeProducers to the partition's leader (its producer state: the open
 transaction's first offset holds the last stable offset back).
+
+Leadership and placement as kafka-leader-election.sh and kafka-reassign-partitions.sh
+see them: ElectLeaders, AlterPartitionReassignments and ListPartitionReassignments go
+to any broker, which forwards them to the controller; `partition_replicas` reads each
+partition's replicas from Metadata.
 """
 
 from __future__ import annotations
@@ -26,6 +33,47 @@ from kafkalab.protocol.api_keys import ApiKeys
 from kafkalab.protocol.consumer_protocol import decode_assignment
 
 RETRIABLE = (Errors.COORDINATOR_NOT_AVAILABLE, Errors.COORDINATOR_LOAD_IN_PROGRESS)
+#: Config resource types (Kafka: ConfigResource.Type), by kafka-configs.sh's entity type.
+RESOURCE_TYPES = {"topic": 2, "topics": 2, "broker": 4, "brokers": 4}
+#: IncrementalAlterConfigs operations (Kafka: AlterConfigOp.OpType).
+CONFIG_OPS = {"SET": 0, "DELETE": 1, "APPEND": 2, "SUBTRACT": 3}
+#: DescribeConfigs' config sources (Kafka: ConfigEntry.ConfigSource), by id.
+CONFIG_SOURCES = {
+    0: "UNKNOWN",
+    1: "DYNAMIC_TOPIC_CONFIG",
+    2: "DYNAMIC_BROKER_CONFIG",
+    3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
+    4: "STATIC_BROKER_CONFIG",
+    5: "DEFAULT_CONFIG",
+    6: "DYNAMIC_BROKER_LOGGER_CONFIG",
+}
+
+
+@dataclass(frozen=True)
+class ConfigEntry:
+    """One config of a resource, as DescribeConfigs answers it (Kafka: ConfigEntry)."""
+
+    name: str
+    value: str | None
+    source: str  # CONFIG_SOURCES' names: where the value comes from
+    read_only: bool
+    is_sensitive: bool
+    synonyms: tuple[tuple[str, str | None, str], ...]  # (name, value, source), first wins
+    documentation: str | None = None
+
+
+#: ElectLeaders' ElectionType (KIP-460), by Kafka's names.
+ELECTION_TYPES = {"preferred": 0, "unclean": 1}
+
+
+@dataclass(frozen=True)
+class PartitionReassignment:
+    """A reassignment in progress (Kafka: PartitionReassignment): `replicas` holds
+    the target and the replicas still leaving."""
+
+    replicas: list[int]
+    adding_replicas: list[int]
+    removing_replicas: list[int]
 
 
 @dataclass(frozen=True)
@@ -208,6 +256,100 @@ class Admin:
                         else p["low_watermark"]
                     )
         return out
+
+    # -- configs -------------------------------------------------------------------------------
+
+    def _config_connection(self, resource_type: int, name: str) -> BrokerConnection:
+        """A broker's own configs are asked of that broker; the rest of any broker."""
+        if resource_type == RESOURCE_TYPES["broker"] and name:
+            try:
+                return self.client.connection(int(name))
+            except KeyError:
+                raise KafkaError(
+                    Errors.BROKER_NOT_AVAILABLE, f"broker {name} is not in the cluster's metadata"
+                ) from None
+        return self.client.any_connection()
+
+    def describe_configs(
+        self,
+        resource_type: int | str,
+        name: str,
+        keys: list[str] | None = None,
+        include_documentation: bool = False,
+    ) -> dict[str, ConfigEntry]:
+        """DescribeConfigs of one resource (a topic; a broker by id, or "" for the
+        cluster-wide broker default), with synonyms; raises KafkaError."""
+        kind = RESOURCE_TYPES.get(resource_type, resource_type)
+        body = {
+            "resources": [
+                {"resource_type": kind, "resource_name": name, "configuration_keys": keys}
+            ],
+            "include_synonyms": True,
+            "include_documentation": include_documentation,
+        }
+        response = self._config_connection(kind, name).request(ApiKeys.DESCRIBE_CONFIGS, body)
+        (result,) = response["results"]
+        if result["error_code"]:
+            raise KafkaError(result["error_code"], result.get("error_message") or name)
+        return {
+            c["name"]: ConfigEntry(
+                c["name"],
+                c["value"],
+                CONFIG_SOURCES.get(c["config_source"], str(c["config_source"])),
+                c["read_only"],
+                c["is_sensitive"],
+                tuple(
+                    (s["name"], s["value"], CONFIG_SOURCES.get(s["source"], str(s["source"])))
+                    for s in c["synonyms"]
+                ),
+                c.get("documentation"),
+            )
+            for c in result["configs"]
+        }
+
+    def incremental_alter_configs(
+        self,
+        resource_type: int | str,
+        name: str,
+        ops: list[tuple[str, int | str, str | None]],
+        validate_only: bool = False,
+    ) -> None:
+        """IncrementalAlterConfigs of one resource: (key, SET|DELETE|APPEND|SUBTRACT,
+        value) each, as kafka-configs.sh --alter sends them; raises KafkaError."""
+        kind = RESOURCE_TYPES.get(resource_type, resource_type)
+        configs = [
+            {
+                "name": key,
+                "config_operation": CONFIG_OPS.get(op, op),
+                "value": None if CONFIG_OPS.get(op, op) == CONFIG_OPS["DELETE"] else value,
+            }
+            for key, op, value in ops
+        ]
+        self._alter(ApiKeys.INCREMENTAL_ALTER_CONFIGS, kind, name, configs, validate_only)
+
+    def alter_configs(
+        self,
+        resource_type: int | str,
+        name: str,
+        configs: dict[str, str],
+        validate_only: bool = False,
+    ) -> None:
+        """The legacy AlterConfigs: `configs` become the resource's whole set (keys
+        not named go back to their defaults); raises KafkaError."""
+        kind = RESOURCE_TYPES.get(resource_type, resource_type)
+        entries = [{"name": k, "value": str(v)} for k, v in configs.items()]
+        self._alter(ApiKeys.ALTER_CONFIGS, kind, name, entries, validate_only)
+
+    def _alter(
+        self, api: ApiKeys, kind: int, name: str, configs: list[dict], validate_only: bool
+    ) -> None:
+        body = {
+            "resources": [{"resource_type": kind, "resource_name": name, "configs": configs}],
+            "validate_only": validate_only,
+        }
+        (result,) = self._config_connection(kind, name).request(api, body)["responses"]
+        if result["error_code"]:
+            raise KafkaError(result["error_code"], result.get("error_message") or name)
 
     def list_topics(self) -> dict[str, int]:
         """topic -> number of partitions."""
@@ -445,6 +587,117 @@ class Admin:
                 raise KafkaError(p["error_code"], f"ListOffsets {topic}-{partition}")
             out[(topic, partition)] = p["offset"]
         return out
+
+    # -- leader elections and reassignments ----------------------------------------------------
+
+    def elect_leaders(
+        self, election_type: str | int, partitions: list[tuple[str, int]] | None = None
+    ) -> dict[tuple[str, int], KafkaError | None]:
+        """ElectLeaders: "preferred" (0) or "unclean" (1), for these partitions (None:
+        every partition; those already led as asked are left out of the answer).
+        Answers None for an election done, else the KafkaError (ELECTION_NOT_NEEDED,
+        PREFERRED_LEADER_NOT_AVAILABLE, ELIGIBLE_LEADERS_NOT_AVAILABLE, ...)."""
+        kind = ELECTION_TYPES.get(election_type, election_type)
+        if kind not in ELECTION_TYPES.values():
+            raise ValueError(f"election type {election_type!r}: use preferred or unclean")
+        named: dict[str, list[int]] = {}
+        for topic, partition in partitions or ():
+            named.setdefault(topic, []).append(partition)
+        body = {
+            "election_type": kind,
+            "topic_partitions": None
+            if partitions is None
+            else [{"topic": t, "partitions": ps} for t, ps in named.items()],
+            "timeout_ms": 30_000,
+        }
+        response = self.client.any_connection().request(ApiKeys.ELECT_LEADERS, body)
+        if response["error_code"]:
+            raise KafkaError(response["error_code"], "ElectLeaders")
+        return {
+            (t["topic"], p["partition_id"]): KafkaError(
+                p["error_code"], p["error_message"] or f"{t['topic']}-{p['partition_id']}"
+            )
+            if p["error_code"]
+            else None
+            for t in response["replica_election_results"]
+            for p in t["partition_result"]
+        }
+
+    def alter_partition_reassignments(
+        self, targets: dict[tuple[str, int], list[int] | None]
+    ) -> dict[tuple[str, int], KafkaError | None]:
+        """AlterPartitionReassignments: move each partition to its target replicas (None:
+        cancel its reassignment in progress). Answers None where it started (or
+        finished at once), else the KafkaError."""
+        by_topic: dict[str, list[dict]] = {}
+        for (topic, partition), replicas in targets.items():
+            by_topic.setdefault(topic, []).append(
+                {
+                    "partition_index": partition,
+                    "replicas": None if replicas is None else list(replicas),
+                }
+            )
+        body = {
+            "timeout_ms": 30_000,
+            "allow_replication_factor_change": True,
+            "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+        }
+        response = self.client.any_connection().request(ApiKeys.ALTER_PARTITION_REASSIGNMENTS, body)
+        if response["error_code"]:
+            raise KafkaError(response["error_code"], response["error_message"] or "")
+        return {
+            (t["name"], p["partition_index"]): KafkaError(
+                p["error_code"], p["error_message"] or f"{t['name']}-{p['partition_index']}"
+            )
+            if p["error_code"]
+            else None
+            for t in response["responses"]
+            for p in t["partitions"]
+        }
+
+    def list_partition_reassignments(
+        self, partitions: list[tuple[str, int]] | None = None
+    ) -> dict[tuple[str, int], PartitionReassignment]:
+        """ListPartitionReassignments: the reassignments in progress (of these
+        partitions; None: all of them)."""
+        named: dict[str, list[int]] = {}
+        for topic, partition in partitions or ():
+            named.setdefault(topic, []).append(partition)
+        body = {
+            "timeout_ms": 30_000,
+            "topics": None
+            if partitions is None
+            else [{"name": t, "partition_indexes": ps} for t, ps in named.items()],
+        }
+        response = self.client.any_connection().request(ApiKeys.LIST_PARTITION_REASSIGNMENTS, body)
+        if response["error_code"]:
+            raise KafkaError(response["error_code"], response["error_message"] or "")
+        return {
+            (t["name"], p["partition_index"]): PartitionReassignment(
+                p["replicas"], p["adding_replicas"], p["removing_replicas"]
+            )
+            for t in response["topics"]
+            for p in t["partitions"]
+        }
+
+    def partition_replicas(
+        self, topics: list[str] | None = None
+    ) -> dict[tuple[str, int], list[int]]:
+        """Each partition's replicas, as Metadata says (a reassignment in progress:
+        target and leaving ones). Unknown topics raise UNKNOWN_TOPIC_OR_PARTITION."""
+        response = self.client.refresh_metadata(topics, allow_auto_topic_creation=False)
+        out = {}
+        for t in response["topics"]:
+            if t["error_code"]:
+                raise KafkaError(t["error_code"], f"topic {t['name']!r}")
+            for p in t["partitions"]:
+                out[(t["name"], p["partition_index"])] = list(p["replica_nodes"])
+        return out
+
+    def broker_ids(self) -> list[int]:
+        """The live brokers' ids (Metadata's brokers)."""
+        self.client.refresh_metadata([], allow_auto_topic_creation=False)
+        return sorted(self.client.nodes)
 
     def close(self) -> None:
         self.client.close()

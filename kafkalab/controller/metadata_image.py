@@ -18,6 +18,10 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
+#: ConfigRecord resource types (Kafka: ConfigResource.Type).
+TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
+
 
 @dataclass
 class BrokerRegistration:
@@ -44,6 +48,10 @@ class PartitionRegistration:
     leader: int
     leader_epoch: int = 0
     partition_epoch: int = 0
+    #: A reassignment in progress (KIP-455): the replicas joining and leaving;
+    #: `replicas` holds both meanwhile. Empty: none in progress.
+    adding_replicas: list[int] = field(default_factory=list)
+    removing_replicas: list[int] = field(default_factory=list)
 
 
 def name_based_topic_id(name: str) -> uuid.UUID:
@@ -73,6 +81,9 @@ class MetadataImage:
         #: The first producer id no broker has been given yet (Kafka:
         #: ProducerIdControlManager's nextProducerBlock, from ProducerIdsRecord).
         self.next_producer_id = 0
+        #: Dynamic broker configs, by resource name: a broker's id ("1"), or "" for
+        #: the cluster-wide default (ConfigRecords of resource type BROKER).
+        self.broker_configs: dict[str, dict[str, str]] = {}
 
     def replay(self, r: dict) -> None:
         kind = r["type"]
@@ -95,7 +106,7 @@ class MetadataImage:
                 r["name"], topic_id=uuid.UUID(topic_id) if topic_id else None
             )
         elif kind == "ConfigRecord":
-            self.topics[r["topic"]].configs[r["name"]] = r["value"]
+            self._replay_config(r)
         elif kind == "PartitionRecord":
             self.topics[r["topic"]].partitions[r["partition"]] = PartitionRegistration(
                 r["replicas"], r["isr"], r["leader"], r["leader_epoch"], r["partition_epoch"]
@@ -104,9 +115,35 @@ class MetadataImage:
             part = self.topics[r["topic"]].partitions[r["partition"]]
             part.isr, part.leader = r["isr"], r["leader"]
             part.leader_epoch, part.partition_epoch = r["leader_epoch"], r["partition_epoch"]
+            # Kafka's PartitionChangeRecord: Replicas, AddingReplicas and RemovingReplicas
+            # are there only when they change (a reassignment).
+            if "replicas" in r:
+                part.replicas = r["replicas"]
+            if "adding_replicas" in r:
+                part.adding_replicas = r["adding_replicas"]
+            if "removing_replicas" in r:
+                part.removing_replicas = r["removing_replicas"]
         elif kind == "RemoveTopicRecord":
             self.topics.pop(r["name"], None)
         elif kind == "ProducerIdsRecord":
             self.next_producer_id = r["next_producer_id"]
         else:
             raise ValueError(f"unknown metadata record type {kind!r}")
+
+    def _replay_config(self, r: dict) -> None:
+        """A ConfigRecord: CreateTopics writes {"topic": name, ...}; AlterConfigs and
+        IncrementalAlterConfigs write Kafka's fields (resource_type 2 a topic, 4 a
+        broker; a None value deletes the key)."""
+        if "topic" in r:
+            configs = self.topics[r["topic"]].configs
+        elif r["resource_type"] == TOPIC_RESOURCE:
+            topic = self.topics.get(r["resource_name"])
+            if topic is None:
+                return  # deleted since
+            configs = topic.configs
+        else:
+            configs = self.broker_configs.setdefault(r["resource_name"], {})
+        if r["value"] is None:
+            configs.pop(r["name"], None)
+        else:
+            configs[r["name"]] = r["value"]

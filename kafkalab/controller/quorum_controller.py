@@ -10,8 +10,12 @@ or lags simply catches up.
 
 Record types (KRaft's names): RegisterBrokerRecord, UnfenceBrokerRecord,
 FenceBrokerRecord, TopicRecord, PartitionRecord, PartitionChangeRecord,
-RemoveTopicRecord, ConfigRecord, ProducerIdsRecord. Values are JSON, so `kafkalab dump-log
---print-data-log` shows them.
+RemoveTopicRecord, ConfigRecord (a topic's or a broker's config:
+configuration_control_manager), ProducerIdsRecord. Values are JSON, so `kafkalab dump-log
+--print-data-log` shows them. A PartitionChangeRecord of a reassignment also carries
+`replicas`, `adding_replicas` and `removing_replicas` (Kafka's Replicas, AddingReplicas,
+RemovingReplicas: present only when they change); `partition_reassignment.py` works
+out the steps.
 
 Sans-IO: methods take the time in ms and return results; the network layer
 (and the labs, by hand) call them.
@@ -34,14 +38,22 @@ from __future__ import annotations
 import json
 import random
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
+from kafkalab.controller import configuration_control_manager as config_control
 from kafkalab.controller.metadata_image import (
     BrokerRegistration,
     MetadataImage,
     PartitionRegistration,
     TopicInfo,
+)
+from kafkalab.controller.partition_reassignment import (
+    PartitionReassignmentReplicas,
+    revert,
+    validate_target,
 )
 from kafkalab.errors import Errors, KafkaError
 from kafkalab.records import SimpleRecord, build_batch, iter_batches
@@ -57,6 +69,14 @@ MAX_PARTITIONS_PER_BATCH = 10_000
 NO_LEADER = -1
 #: Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE: producer ids a broker gets at a time.
 PRODUCER_ID_BLOCK_SIZE = 1000
+
+
+#: The messages Kafka's ApiError gives these election errors (their default messages).
+_ELECTION_MESSAGES = {
+    Errors.ELECTION_NOT_NEEDED: "Leader election not needed for topic partition.",
+    Errors.PREFERRED_LEADER_NOT_AVAILABLE: "The preferred leader was not available.",
+    Errors.ELIGIBLE_LEADERS_NOT_AVAILABLE: "Eligible topic partition leaders are not available.",
+}
 
 
 def assign_replicas_rack_unaware(
@@ -97,16 +117,26 @@ class QuorumController:
         self.log = UnifiedLog(Path(directory) / f"{METADATA_TOPIC}-0", LogConfig(retention_ms=-1))
         for _, record in self.records_since(0):
             self._replay(record)
+        self.log.update_high_watermark(self.log.log_end_offset)
+        #: With a controller quorum (kafkalab/server/quorum_meta_log_listener.py): called
+        #: with every batch before it is written, to append it to Raft (it raises
+        #: NOT_CONTROLLER on a controller that is not active); the high watermark of
+        #: this log then moves only as Raft commits. None: a single controller, whose
+        #: every flushed write is committed.
+        self.record_sink: Callable[[tuple[dict, ...]], None] | None = None
 
     # -- the metadata log --------------------------------------------------------------------
 
     def _write(self, *records: dict) -> int:
         """Append records as one batch, flush, then apply them. Returns the offset
         of the first one (a broker's epoch is the offset of its registration)."""
+        if self.record_sink is not None:
+            self.record_sink(records)
         batch = build_batch([SimpleRecord(json.dumps(r, sort_keys=True).encode()) for r in records])
         info = self.log.append_as_leader(batch, origin=AppendOrigin.COORDINATOR)
         self.log.flush()  # nothing is acknowledged that could be lost
-        self.log.update_high_watermark(self.log.log_end_offset)
+        if self.record_sink is None:
+            self.log.update_high_watermark(self.log.log_end_offset)
         for record in records:
             self._replay(record)
         return info.first_offset
@@ -450,7 +480,11 @@ class QuorumController:
     # -- partitions --------------------------------------------------------------------------
 
     def _unclean_allowed(self, topic: TopicInfo) -> bool:
+        """The topic's unclean.leader.election.enable, else the cluster-wide dynamic
+        broker default, else the controller's own config."""
         value = topic.configs.get("unclean.leader.election.enable")
+        if value is None:
+            value = self.image.broker_configs.get("", {}).get("unclean.leader.election.enable")
         return self.unclean_default if value is None else value.lower() == "true"
 
     def _change(self, topic: str, partition: int, leader: int, isr: list[int]) -> dict | None:
@@ -592,9 +626,13 @@ class QuorumController:
             raise KafkaError(
                 Errors.INVALID_REQUEST, f"ISR {new_isr} must hold the leader and only live replicas"
             )
-        change = self._change(topic, partition, part.leader, sorted(new_isr))
+        change = self._complete_reassignment(topic, partition, sorted(new_isr))
+        if change is None:
+            change = self._change(topic, partition, part.leader, sorted(new_isr))
         if change is not None:
-            change["reason"] = f"AlterPartition from broker {broker_id}"
+            change["reason"] = f"AlterPartition from broker {broker_id}" + (
+                ": reassignment completed" if "replicas" in change else ""
+            )
         return change
 
     def elect_preferred_leaders(self) -> list[dict]:
@@ -613,6 +651,261 @@ class QuorumController:
             self._write(*records)
         return records
 
+    # -- leader elections and reassignments (ElectLeaders, AlterPartitionReassignments,
+    # -- ListPartitionReassignments; Kafka: ReplicationControlManager) ------------------------
+
+    def elect_leaders(
+        self, election_type: int, partitions: list[tuple[str, int]] | None
+    ) -> list[tuple[str, int, Errors, str | None]]:
+        """ElectLeaders (KIP-460): `election_type` 0 is PREFERRED (the first replica, if
+        it is alive and in the ISR), 1 is UNCLEAN (only where there is no leader: an
+        ISR member if one is alive, else the first live replica, whose ISR then
+        starts again as itself, whatever the topic's unclean.leader.election.enable;
+        the operator chose it). `partitions` None: every partition, and those
+        already led as asked are left out of the answer, as Kafka does. Answers
+        (topic, partition, error, message) a partition; the elections are one batch."""
+        if election_type not in (0, 1):
+            raise KafkaError(Errors.INVALID_REQUEST, f"unknown election type {election_type}")
+        every = partitions is None
+        if every:
+            partitions = [(t.name, p) for t in self.topics.values() for p in t.partitions]
+        alive = self.alive()
+        results: list[tuple[str, int, Errors, str | None]] = []
+        records: list[dict] = []
+        for name, p in partitions:
+            topic = self.topics.get(name)
+            if topic is None:
+                results.append(
+                    (name, p, Errors.UNKNOWN_TOPIC_OR_PARTITION, f"No such topic as {name}")
+                )
+                continue
+            part = topic.partitions.get(p)
+            if part is None:
+                results.append(
+                    (name, p, Errors.UNKNOWN_TOPIC_OR_PARTITION, f"No such partition as {name}-{p}")
+                )
+                continue
+            change = None
+            if election_type == 0:
+                preferred = part.replicas[0]
+                if part.leader == preferred:
+                    error = Errors.ELECTION_NOT_NEEDED
+                elif preferred in alive and preferred in part.isr:
+                    change = self._change(name, p, preferred, part.isr)
+                    error = Errors.NONE
+                else:
+                    error = Errors.PREFERRED_LEADER_NOT_AVAILABLE
+            elif part.leader != NO_LEADER:
+                error = Errors.ELECTION_NOT_NEEDED
+            else:
+                clean = [r for r in part.replicas if r in part.isr and r in alive]
+                unclean = [r for r in part.replicas if r in alive]
+                if clean:
+                    change = self._change(name, p, clean[0], [b for b in part.isr if b in alive])
+                elif unclean:
+                    change = self._change(name, p, unclean[0], [unclean[0]])
+                error = Errors.NONE if change else Errors.ELIGIBLE_LEADERS_NOT_AVAILABLE
+            if change is not None:
+                change["reason"] = ("preferred" if election_type == 0 else "unclean") + (
+                    " leader election (ElectLeaders)"
+                )
+                records.append(change)
+            if not (every and error == Errors.ELECTION_NOT_NEEDED):
+                message = None if error == Errors.NONE else _ELECTION_MESSAGES.get(error)
+                results.append((name, p, error, message))
+        if records:
+            self._write(*records)
+        return results
+
+    def alter_partition_reassignments(
+        self,
+        reassignments: list[tuple[str, int, list[int] | None]],
+        allow_replication_factor_change: bool = True,
+    ) -> list[tuple[str, int, Errors, str | None]]:
+        """AlterPartitionReassignments (KIP-455): (topic, partition, target replicas, or
+        None to cancel) each. A reassignment starts with one PartitionChangeRecord
+        (replicas, adding, removing), completes when its adding replicas are in the
+        ISR (here at once if there are none, else on the AlterPartition that adds the
+        last one) and a cancel reverts it. Answers (topic, partition, error, message)
+        each, with Kafka's errors: UNKNOWN_TOPIC_OR_PARTITION,
+        INVALID_REPLICA_ASSIGNMENT, NO_REASSIGNMENT_IN_PROGRESS, and
+        INVALID_REPLICATION_FACTOR when the factor would change and that is not
+        allowed (KIP-860)."""
+        results: list[tuple[str, int, Errors, str | None]] = []
+        for name, p, target in reassignments:
+            try:
+                record = self._reassignment_record(name, p, target, allow_replication_factor_change)
+            except KafkaError as e:
+                results.append((name, p, e.code, e.message))
+                continue
+            if record is not None:
+                self._write(record)  # one at a time: a later entry sees this one done
+            results.append((name, p, Errors.NONE, None))
+        return results
+
+    def list_partition_reassignments(
+        self, partitions: list[tuple[str, list[int]]] | None = None
+    ) -> dict[str, dict[int, PartitionRegistration]]:
+        """The reassignments in progress, {topic: {partition: registration}}, of the named
+        partitions (None: all of them); unknown topics and partitions are left out,
+        as Kafka leaves them out."""
+        out: dict[str, dict[int, PartitionRegistration]] = {}
+        wanted = (
+            [(t.name, list(t.partitions)) for t in self.topics.values()]
+            if partitions is None
+            else partitions
+        )
+        for name, indexes in wanted:
+            topic = self.topics.get(name)
+            for p in indexes if topic is not None else ():
+                part = topic.partitions.get(p)
+                if part is not None and (part.adding_replicas or part.removing_replicas):
+                    out.setdefault(name, {})[p] = part
+        return out
+
+    def _reassignment_record(
+        self, name: str, p: int, target: list[int] | None, allow_rf_change: bool
+    ) -> dict | None:
+        topic = self.topics.get(name)
+        if topic is None or p not in topic.partitions:
+            raise KafkaError(
+                Errors.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find partition {name}:{p}."
+            )
+        part = topic.partitions[p]
+        if target is None:
+            if not (part.adding_replicas or part.removing_replicas):
+                raise KafkaError(
+                    Errors.NO_REASSIGNMENT_IN_PROGRESS,
+                    f"No ongoing reassignment for partition {name}-{p}.",
+                )
+            replicas, isr = revert(part.replicas, part.isr, part.adding_replicas)
+            if not isr:
+                raise KafkaError(
+                    Errors.INVALID_REPLICA_ASSIGNMENT,
+                    f"Unable to revert partition assignment for {name}:{p} because it would "
+                    "require an unclean leader election.",
+                )
+            record = self._reassignment_change(name, p, replicas, isr, [], [])
+            record["reason"] = "reassignment cancelled"
+            return record
+        validate_target(target, set(self.brokers))
+        original = [r for r in part.replicas if r not in part.adding_replicas]
+        if not allow_rf_change and len(target) != len(original):
+            raise KafkaError(
+                Errors.INVALID_REPLICATION_FACTOR,
+                f"The replication factor is changed from {len(original)} to {len(target)}",
+            )
+        moving = PartitionReassignmentReplicas.of(part.replicas, target)
+        done = moving.completed(part.isr)
+        if done is not None:
+            record = self._reassignment_change(name, p, done[0], done[1], [], [])
+            record["reason"] = "reassignment completed at once (its targets are in sync)"
+        else:
+            record = self._reassignment_change(
+                name, p, moving.replicas, part.isr, moving.adding, moving.removing
+            )
+            record["reason"] = f"reassignment to {target} started"
+        return record
+
+    def _complete_reassignment(self, name: str, p: int, isr: list[int]) -> dict | None:
+        """The record that completes the partition's reassignment with this ISR (Kafka:
+        PartitionChangeBuilder.completeReassignmentIfNeeded), or None when none is in
+        progress or it cannot complete yet."""
+        part = self.topics[name].partitions[p]
+        if not (part.adding_replicas or part.removing_replicas):
+            return None
+        moving = PartitionReassignmentReplicas(
+            part.replicas, part.adding_replicas, part.removing_replicas
+        )
+        done = moving.completed(isr)
+        if done is None:
+            return None
+        return self._reassignment_change(name, p, done[0], done[1], [], [])
+
+    def _reassignment_change(
+        self,
+        name: str,
+        p: int,
+        replicas: list[int],
+        isr: list[int],
+        adding: list[int],
+        removing: list[int],
+    ) -> dict:
+        """A PartitionChangeRecord that also sets replicas, adding and removing. The
+        leader stays if it is still a replica in the ISR, else the first replica in
+        the ISR that is alive leads; the leader epoch goes up when the leader changes
+        or a replica leaves (Kafka: triggerLeaderEpochBumpIfNeeded), which fences a
+        removed replica's fetches."""
+        part = self.topics[name].partitions[p]
+        alive = self.alive()
+        leader = part.leader
+        if leader not in replicas or leader not in isr:
+            candidates = [r for r in replicas if r in isr and r in alive]
+            leader = candidates[0] if candidates else NO_LEADER
+        bump = leader != part.leader or any(r not in replicas for r in part.replicas)
+        record = {
+            "type": "PartitionChangeRecord",
+            "topic": name,
+            "partition": p,
+            "leader": leader,
+            "isr": isr,
+            "leader_epoch": part.leader_epoch + (1 if bump else 0),
+            "partition_epoch": part.partition_epoch + 1,
+        }
+        if replicas != part.replicas:
+            record["replicas"] = replicas
+        if adding != part.adding_replicas:
+            record["adding_replicas"] = adding
+        if removing != part.removing_replicas:
+            record["removing_replicas"] = removing
+        return record
+
+    # -- configs -----------------------------------------------------------------------------
+
+    def alter_configs(
+        self,
+        resources: list[tuple[int, str, Any]],
+        incremental: bool,
+        validate_only: bool = False,
+    ) -> list[KafkaError | None]:
+        """AlterConfigs (`incremental` False: each resource's configs as a dict, the
+        whole new set) or IncrementalAlterConfigs (a list of (key, op, value)), one
+        (resource type, name, configs) a resource. Each resource is judged alone
+        (Kafka: ConfigurationControlManager); the accepted ones' ConfigRecords are
+        written as one batch, unless `validate_only`. Answers, in order, None or the
+        KafkaError that refused the resource. When unclean.leader.election.enable
+        changes, a partition with no leader gets one now if it may."""
+        records: list[dict] = []
+        outcomes: list[KafkaError | None] = []
+        for resource_type, name, configs in resources:
+            try:
+                current = self._configs_of(resource_type, name)
+                if incremental:
+                    changes = config_control.incremental_changes(
+                        resource_type, name, current, configs
+                    )
+                else:
+                    changes = config_control.legacy_changes(resource_type, name, current, configs)
+                config_control.validate(
+                    resource_type, name, current, changes, exists=name in self.topics
+                )
+            except KafkaError as e:
+                outcomes.append(e)
+                continue
+            records += config_control.config_records(resource_type, name, changes)
+            outcomes.append(None)
+        if records and not validate_only:
+            self._write(*records)
+            if any(r["name"] == "unclean.leader.election.enable" for r in records):
+                self._elect_where_needed(0, "unclean.leader.election.enable changed")
+        return outcomes
+
+    def _configs_of(self, resource_type: int, name: str) -> dict[str, str]:
+        if resource_type == config_control.ResourceType.TOPIC:
+            topic = self.topics.get(name)
+            return dict(topic.configs) if topic is not None else {}
+        return dict(self.image.broker_configs.get(name, {}))
+
     def describe(self) -> dict:
         """Brokers and partitions as plain data (for tables in the labs)."""
         return {
@@ -622,6 +915,17 @@ class QuorumController:
                 for t, info in self.topics.items()
             },
         }
+
+    def revert_to_committed(self) -> None:
+        """Drop the records past the high watermark and rebuild the image from the log
+        (a controller that stops being active: its uncommitted writes may never
+        commit; Kafka reverts to its last committed snapshot in renounce())."""
+        self.log.truncate_to(self.log.high_watermark)
+        self.image = MetadataImage()
+        self.brokers = self.image.brokers
+        self.topics = self.image.topics
+        for _, record in self.records_since(0):
+            self._replay(record)
 
     def close(self) -> None:
         self.log.close()

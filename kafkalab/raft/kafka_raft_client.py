@@ -118,6 +118,12 @@ class KafkaRaftClient:
         # offsets below are committed; 0 until learnt (Kafka keeps it unknown after a
         # restart too: the high watermark is not persisted)
         self.high_watermark = 0
+        # Kafka's QuorumState.highWatermark(): the HW known in the current epoch state.
+        # It is carried from state to state, except into Leader: a new leader knows none
+        # until a record of its own epoch is committed (Kafka: transitionToLeader). Read
+        # only by the spec replay (kafkalab/specs/kraft_replay.py); high_watermark above
+        # keeps what this voter ever learnt, and never goes back.
+        self.quorum_high_watermark = 0
         self._outstanding: dict[int, _Outstanding] = {}
         self._next_correlation_id = 0
         self._state_seen = self._state_key()
@@ -262,17 +268,21 @@ class KafkaRaftClient:
         assert isinstance(candidate, CandidateState)
         granting = tuple(sorted(candidate.granted))
         leader = self.quorum.transition_to_leader(self.log.end_offset, now_ms)
+        self.quorum_high_watermark = 0
         record = LeaderChangeMessage(self.local_id, tuple(sorted(self.voters)), granting)
         self.log.append_as_leader([record], leader.epoch)
         self._leader_end_offset_moved(leader, now_ms)
 
     def _leader_end_offset_moved(self, leader: LeaderState, now_ms: int) -> None:
-        if leader.update_local_state(self.log.end_offset, now_ms):
+        self.log.flush()  # Kafka: flushLeaderLog, before the leader's own offset counts
+        if leader.update_local_state(self.log.flushed_end_offset, now_ms):
             self._set_high_watermark(leader.high_watermark)
 
     def _set_high_watermark(self, offset: int | None) -> None:
         if offset is not None and offset > self.high_watermark:
             self.high_watermark = offset
+        if offset is not None and offset > self.quorum_high_watermark:
+            self.quorum_high_watermark = offset
 
     def _resign(self, leader: LeaderState, now_ms: int) -> None:
         self.quorum.transition_to_resigned(leader.voters_by_descending_fetch_offset(), now_ms)
@@ -582,8 +592,10 @@ class KafkaRaftClient:
             if target < self.high_watermark:
                 raise TruncationBelowHighWatermarkError(self.local_id, target, self.high_watermark)
             self.log.truncate_to(target)
+            self.log.flush()
             return
         if resp.records:
             self.log.append_as_follower(resp.records)
+            self.log.flush()  # a voter flushes before its next Fetch reports the offset
         if resp.high_watermark >= 0:
             self._set_high_watermark(min(resp.high_watermark, self.log.end_offset))

@@ -57,8 +57,12 @@ class LeaderState:
         granting_voters: Iterable[int],
         check_quorum_timeout_ms: int,
         now_ms: int,
+        kafka_12619: bool = False,
     ) -> None:
         self.local_id = local_id
+        # the broken rule, on purpose (QuorumConfig.defects): the HW moves once a majority
+        # reaches epoch_start_offset, before the LeaderChange record there is committed
+        self.kafka_12619 = kafka_12619
         self.epoch = epoch
         self.epoch_start_offset = epoch_start_offset
         self.granting_voters = frozenset(granting_voters)
@@ -125,7 +129,9 @@ class LeaderState:
             reverse=True,
         )
         candidate = offsets[len(offsets) // 2]
-        if candidate <= self.epoch_start_offset:  # no own-epoch record committed (KAFKA-12619)
+        if candidate < self.epoch_start_offset or (
+            candidate == self.epoch_start_offset and not self.kafka_12619
+        ):  # no own-epoch record committed (KAFKA-12619)
             return False
         if self.high_watermark is not None and candidate <= self.high_watermark:
             return False  # never backwards

@@ -14,11 +14,25 @@ Defaults are Kafka's `controller.quorum.*` defaults:
     request_timeout_ms       controller.quorum.request.timeout.ms (2000): an unanswered
                              request is forgotten and may be sent again
     fetch_max_entries        how many entries one Fetch response carries (Kafka bounds bytes)
+    defects                  deliberately broken modes, off by default, each named for the
+                             Kafka JIRA whose bug it brings back (DEFECTS): the replay of
+                             the KafkaRaft spec's broken variants (kafkalab/specs/kraft_replay.py)
+                             switches them on to reproduce a counterexample on this code
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+#: KAFKA-12619: the leader moves its high watermark once a majority has reached the
+#: start of its epoch, before the LeaderChange record (the first of its epoch) is
+#: committed (the off-by-one fixed by apache/kafka#10481)
+KAFKA_12619 = "KAFKA-12619"
+#: KAFKA-10527 (and a power failure before the fsync): the quorum-state file never
+#: receives the vote nor the leader, only the epoch, so a restarted voter forgets the
+#: vote it granted and a restarted leader comes back Unattached rather than Resigned
+KAFKA_10527 = "KAFKA-10527"
+DEFECTS = frozenset({KAFKA_12619, KAFKA_10527})
 
 
 @dataclass(frozen=True)
@@ -29,6 +43,7 @@ class QuorumConfig:
     retry_backoff_ms: int = 20
     request_timeout_ms: int = 2000
     fetch_max_entries: int = 100
+    defects: frozenset[str] = field(default_factory=frozenset)
 
     def __post_init__(self) -> None:
         for name in ("election_timeout_ms", "fetch_timeout_ms", "request_timeout_ms"):
@@ -36,6 +51,9 @@ class QuorumConfig:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
         if self.fetch_max_entries <= 0:
             raise ValueError(f"fetch_max_entries must be > 0, got {self.fetch_max_entries}")
+        unknown = set(self.defects) - DEFECTS
+        if unknown:
+            raise ValueError(f"unknown defects {sorted(unknown)}; known: {sorted(DEFECTS)}")
 
     @property
     def check_quorum_timeout_ms(self) -> int:

@@ -32,9 +32,14 @@ the vote is on disk. Prospective and Resigned change nothing durable: memory onl
 Restart (Kafka: QuorumState.initialize) rebuilds the state from the store and the
 log: an epoch older than the log's last epoch is replaced by it (Unattached); the
 leader of the stored epoch comes back Resigned; a voter that voted for itself
-comes back Prospective in that epoch (Kafka 3.9 brings it back as Candidate; with
-pre-vote we let it ask again first); one that voted for another comes back
-Unattached with that vote; one that knew a leader comes back its Follower.
+comes back Candidate in that epoch with its own vote (as Kafka 3.9 and 4.x do:
+initialize builds a CandidateState, no pre-vote first); one that knew a leader
+comes back its Follower; one that voted for another comes back Unattached with
+that vote.
+
+The defect KAFKA_10527 (QuorumConfig.defects, off by default) writes only the epoch
+to the store, never the vote or the leader: the broken variant the KafkaRaft spec
+checks (PersistElectionState = FALSE), for the replay of its counterexample.
 """
 
 from __future__ import annotations
@@ -46,7 +51,7 @@ from enum import Enum, StrEnum
 
 from kafkalab.raft.errors import IllegalQuorumStateTransition
 from kafkalab.raft.leader_state import LeaderState
-from kafkalab.raft.quorum_config import QuorumConfig
+from kafkalab.raft.quorum_config import KAFKA_10527, KAFKA_12619, QuorumConfig
 from kafkalab.raft.quorum_state_store import (
     NOT_VOTED,
     UNKNOWN_LEADER,
@@ -342,16 +347,23 @@ class QuorumState:
         elif stored.is_leader(me):
             state = ResignedState(me, stored.epoch, deadline, (), set(self.voters - {me}))
         elif stored.is_voted_candidate(me):
-            state = ProspectiveState(stored.epoch, deadline, voted_id=me)
+            state = CandidateState(me, stored.epoch, deadline, granted={me})
         elif stored.has_leader:
             ft = self.config.fetch_timeout_ms
             state = FollowerState(stored.epoch, stored.leader_id, ft, now_ms + ft, stored.voted_id)
         else:
             state = UnattachedState(stored.epoch, deadline, stored.voted_id)
         self._state = state
-        if state.election_state(self.voters) != stored:
-            self.store.write_election_state(state.election_state(self.voters))
+        if self._durable(state.election_state(self.voters)) != stored:
+            self.store.write_election_state(self._durable(state.election_state(self.voters)))
         return state
+
+    def _durable(self, election: ElectionState) -> ElectionState:
+        """What reaches the store: all of it, or with the defect KAFKA_10527 the epoch
+        alone (the vote and the leader are lost)."""
+        if KAFKA_10527 in self.config.defects:
+            return ElectionState(election.epoch, voters=election.voters)
+        return election
 
     # -- moving ------------------------------------------------------------------------------
 
@@ -375,7 +387,7 @@ class QuorumState:
         if state_name(new) in DURABLE:
             # the fsync comes first: a crash after it keeps the vote, one before it the
             # old state, and no answer has left this voter in either case
-            self.store.write_election_state(new.election_state(self.voters))
+            self.store.write_election_state(self._durable(new.election_state(self.voters)))
         self._state = new
 
     def transition_to_unattached(self, epoch: int, now_ms: int) -> None:
@@ -428,6 +440,7 @@ class QuorumState:
             old.granted,
             self.config.check_quorum_timeout_ms,
             now_ms,
+            kafka_12619=KAFKA_12619 in self.config.defects,
         )
         self._transition(new)
         return new

@@ -170,6 +170,23 @@ class Partition:
         self.replicas, self.isr, self.pending_isr = list(replicas), list(isr), None
         self.remote = {}
 
+    def update_assignment(
+        self, replicas: list[int], isr: list[int], partition_epoch: int, now_ms: int
+    ) -> None:
+        """The controller changed the replicas in this leader epoch (a reassignment
+        started, or was cancelled, with the same leader): a leader starts tracking
+        the replicas that join (they fetch and catch up into the ISR) and forgets
+        those that left; a follower only keeps the lists current."""
+        self.replicas, self.isr, self.partition_epoch = list(replicas), list(isr), partition_epoch
+        self.pending_isr = None
+        if self.role == Role.LEADER:
+            for b in replicas:
+                if b != self.local_broker_id and b not in self.remote:
+                    self.remote[b] = ReplicaState(b, last_fetch_time_ms=now_ms)
+            for b in [b for b in self.remote if b not in replicas]:
+                del self.remote[b]
+            self.maybe_increment_high_watermark()
+
     # -- the leader ---------------------------------------------------------------------------
 
     @property

@@ -163,8 +163,17 @@ class ReplicaManager:
                 listener.on_resignation(tp, leader_epoch)
         return part
 
+    def update_assignment(
+        self, tp: TopicPartition, replicas: list[int], isr: list[int], partition_epoch: int
+    ) -> None:
+        """The replicas of `tp` changed in the same leader epoch (a reassignment started
+        or was cancelled): see Partition.update_assignment."""
+        self.partitions[tp].update_assignment(replicas, isr, partition_epoch, self.clock())
+        self._hw_moved(tp)
+
     def remove_partition(self, tp: TopicPartition) -> None:
-        """The topic was deleted: drop the partition and its log."""
+        """The topic was deleted, or this broker is no longer a replica (a reassignment
+        moved it away): drop the partition and its log."""
         part = self.partitions.pop(tp, None)
         self.log_manager.delete_log(*tp)
         self._hw_moved(tp)

@@ -35,7 +35,7 @@ from kafkalab.coordinator.group.group_config import GroupConfig
 from kafkalab.coordinator.transaction import TransactionConfig
 from kafkalab.errors import KafkaError
 from kafkalab.protocol.api_keys import ApiKeys
-from kafkalab.protocol.messages import APIS, CONTROLLER_APIS
+from kafkalab.protocol.messages import APIS, CONTROLLER_APIS, RAFT_APIS
 from kafkalab.replication.replica_manager import ReplicaManager
 from kafkalab.server import features
 from kafkalab.server.add_partitions_to_txn_manager import (
@@ -45,6 +45,8 @@ from kafkalab.server.add_partitions_to_txn_manager import (
 from kafkalab.server.alter_partition_manager import AlterPartitionManager
 from kafkalab.server.broker_lifecycle_manager import BrokerLifecycleManager
 from kafkalab.server.config import KafkaConfig, read_properties
+from kafkalab.server.controller_channel import ControllerChannel, parse_bootstrap_servers
+from kafkalab.server.dynamic_broker_config import DynamicBrokerConfig
 from kafkalab.server.events import EventLog
 from kafkalab.server.group_coordinator_service import GroupCoordinatorService
 from kafkalab.server.inter_broker_connection import InterBrokerConnection, broker_client_id
@@ -167,6 +169,8 @@ class KafkaBroker:
             else ProducerIdManager(config.log_dirs[0])
         )
         self.producer_ids = producer_ids
+        # Static config, then the dynamic broker configs the metadata brings.
+        self.dynamic_config = DynamicBrokerConfig(config.node_id, config.extra)
         metadata = self._kraft_metadata(controller) if controller else self._standalone_metadata()
         self.replica_manager.partition_exists = metadata.contains_partition
         self.replica_manager.broker_alive = lambda broker_id: any(
@@ -183,6 +187,7 @@ class KafkaBroker:
             self.group_coordinator,
             self.transaction_coordinator,
         )
+        self.apis.dynamic_config = self.dynamic_config
         # the leader's side of KIP-890: it connects only when first asked
         self.apis.add_partitions_to_txn_manager = AddPartitionsToTxnManager(
             metadata,
@@ -253,6 +258,7 @@ class KafkaBroker:
             self.replica_manager,
             lambda: self.advertised_address,
             lambda: self.advertised_endpoints,
+            self.dynamic_config,
         )
 
     def _kraft_metadata(self, controller_address: str) -> MetadataCache:
@@ -260,8 +266,15 @@ class KafkaBroker:
         the metadata log (listener), follows leaders (fetchers) and sends the ISR
         changes its partitions want (AlterPartition)."""
         config = self.config
-        host, port = controller_address.rsplit(":", 1)
-        channel = InterBrokerConnection(host, int(port), CONTROLLER_APIS)
+        addresses = parse_bootstrap_servers(controller_address)
+
+        def connect() -> InterBrokerConnection | ControllerChannel:
+            """One controller: a connection to it; a quorum's: to its active one."""
+            if len(addresses) == 1:
+                return InterBrokerConnection(*addresses[0], CONTROLLER_APIS)
+            return ControllerChannel(addresses, {**CONTROLLER_APIS, **RAFT_APIS})
+
+        channel = connect()
         self.events = EventLog(config.log_dirs[0], f"broker-{config.node_id}")
         self.fetchers = ReplicaFetcherManager(
             config.node_id,
@@ -274,17 +287,20 @@ class KafkaBroker:
         )
         listener = BrokerMetadataListener(
             config.node_id,
-            InterBrokerConnection(host, int(port), CONTROLLER_APIS),  # its own: long polls
+            connect(),  # its own: long polls
             self.replica_manager,
             self.fetchers,
             self.events,
         )
         self.metadata_listener = listener
+        listener.on_broker_configs = lambda configs: self.log_manager.update_default_config(
+            self.dynamic_config.update(configs)
+        )
         self.lifecycle = BrokerLifecycleManager(
             config.node_id,
             config.cluster_id,
             # its own, on its own thread: no AlterPartition or busy loop delays a heartbeat
-            InterBrokerConnection(host, int(port), CONTROLLER_APIS),
+            connect(),
             lambda: [(name, *address) for name, address in self.advertised_endpoints.items()],
             int(config.extra.get("broker.heartbeat.interval.ms", 2000)),
             lambda: listener.last_applied_offset,
@@ -355,8 +371,7 @@ class KafkaBroker:
         while True:
             await asyncio.sleep(reporter.next_delay())
             try:
-                if self.link_faults.refresh():
-                    log.info("link faults: deaf to brokers %s", sorted(self.link_faults.deaf_to))
+                self.link_faults.refresh()  # it logs what changed
                 changed = self.replica_manager.take_changed()
                 if loop.time() >= next_full:
                     changed, next_full = None, loop.time() + FULL_REPORT_S

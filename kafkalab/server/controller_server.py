@@ -9,6 +9,13 @@ controller's APIs:
     AlterPartition (56)      a leader changes its ISR
     CreateTopics / DeleteTopics (19, 20)
     CreatePartitions (37)    grow a topic (new PartitionRecords)
+    ElectLeaders (43)        preferred or unclean elections, by hand
+    AlterPartitionReassignments (45), ListPartitionReassignments (46)
+                             move replicas (PartitionChangeRecords with adding and
+                             removing replicas), and list the moves in progress
+    AlterConfigs (33), IncrementalAlterConfigs (44)
+                             topic and broker configs (ConfigRecords), sent on
+                             by the broker that got them
     Fetch (1)                brokers read `__cluster_metadata-0`, the metadata log,
                              from the offset they have, like any partition
 
@@ -19,6 +26,10 @@ election every `leader.imbalance.check.interval.seconds` (default 300), so
 leadership goes back to each partition's first replica once it is in sync
 again. (Kafka also waits for `leader.imbalance.per.broker.percentage`; we
 rebalance any imbalance.)
+
+With `controller.quorum.voters` (and `node.id`) in its config the controller is one
+voter of a KRaft quorum, and only the active one (the Raft leader) writes, fences and
+answers brokers: kafkalab/server/quorum_meta_log_listener.py.
 """
 
 from __future__ import annotations
@@ -69,6 +80,11 @@ class ControllerApis:
             ApiKeys.BROKER_REGISTRATION: self.register_broker,
             ApiKeys.BROKER_HEARTBEAT: self.heartbeat,
             ApiKeys.ALLOCATE_PRODUCER_IDS: self.allocate_producer_ids,
+            ApiKeys.ELECT_LEADERS: self.elect_leaders,
+            ApiKeys.ALTER_PARTITION_REASSIGNMENTS: self.alter_partition_reassignments,
+            ApiKeys.LIST_PARTITION_REASSIGNMENTS: self.list_partition_reassignments,
+            ApiKeys.ALTER_CONFIGS: self.alter_configs,
+            ApiKeys.INCREMENTAL_ALTER_CONFIGS: self.incremental_alter_configs,
         }[header.api_key]
         result = handler(body)
         self.changes.observe()  # wake long-polling brokers, record fences and elections
@@ -239,6 +255,112 @@ class ControllerApis:
             out.append({"name": t["name"], "error_code": int(error), "error_message": message})
         return {"throttle_time_ms": 0, "results": out}
 
+    def elect_leaders(self, body: dict) -> dict:
+        """Each partition's election, or Kafka's error for it (Kafka:
+        ReplicationControlManager.electLeaders)."""
+        asked = body["topic_partitions"]
+        named = None if asked is None else [(t["topic"], p) for t in asked for p in t["partitions"]]
+        by_topic: dict[str, list[dict]] = {}
+        try:
+            results = self.controller.elect_leaders(body["election_type"], named)
+        except KafkaError as e:
+            return {
+                "throttle_time_ms": 0,
+                "error_code": int(e.code),
+                "replica_election_results": [],
+            }
+        for topic, p, error, message in results:
+            by_topic.setdefault(topic, []).append(
+                {"partition_id": p, "error_code": int(error), "error_message": message}
+            )
+        return {
+            "throttle_time_ms": 0,
+            "error_code": 0,
+            "replica_election_results": [
+                {"topic": t, "partition_result": results} for t, results in by_topic.items()
+            ],
+        }
+
+    def alter_partition_reassignments(self, body: dict) -> dict:
+        """Start, change or cancel each partition's reassignment (Kafka:
+        ReplicationControlManager.alterPartitionReassignments)."""
+        asked = [
+            (t["name"], p["partition_index"], p["replicas"])
+            for t in body["topics"]
+            for p in t["partitions"]
+        ]
+        allow = body.get("allow_replication_factor_change", True)
+        by_topic: dict[str, list[dict]] = {}
+        for topic, p, error, message in self.controller.alter_partition_reassignments(asked, allow):
+            by_topic.setdefault(topic, []).append(
+                {"partition_index": p, "error_code": int(error), "error_message": message}
+            )
+        return {
+            "throttle_time_ms": 0,
+            "allow_replication_factor_change": allow,
+            "error_code": 0,
+            "error_message": None,
+            "responses": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+        }
+
+    def list_partition_reassignments(self, body: dict) -> dict:
+        asked = body["topics"]
+        named = None if asked is None else [(t["name"], t["partition_indexes"]) for t in asked]
+        ongoing = self.controller.list_partition_reassignments(named)
+        return {
+            "throttle_time_ms": 0,
+            "error_code": 0,
+            "error_message": None,
+            "topics": [
+                {
+                    "name": name,
+                    "partitions": [
+                        {
+                            "partition_index": p,
+                            "replicas": part.replicas,
+                            "adding_replicas": part.adding_replicas,
+                            "removing_replicas": part.removing_replicas,
+                        }
+                        for p, part in sorted(parts.items())
+                    ],
+                }
+                for name, parts in sorted(ongoing.items())
+            ],
+        }
+
+    def alter_configs(self, body: dict) -> dict:
+        """AlterConfigs from a broker, which has checked it (ConfigAdminManager);
+        every accepted resource's ConfigRecords in one batch."""
+        return self._alter_configs(body, incremental=False)
+
+    def incremental_alter_configs(self, body: dict) -> dict:
+        return self._alter_configs(body, incremental=True)
+
+    def _alter_configs(self, body: dict, incremental: bool) -> dict:
+        resources = [
+            (
+                r["resource_type"],
+                r["resource_name"],
+                [(c["name"], c["config_operation"], c["value"]) for c in r["configs"]]
+                if incremental
+                else {c["name"]: c["value"] for c in r["configs"]},
+            )
+            for r in body["resources"]
+        ]
+        outcomes = self.controller.alter_configs(resources, incremental, body["validate_only"])
+        return {
+            "throttle_time_ms": 0,
+            "responses": [
+                {
+                    "error_code": 0 if e is None else int(e.code),
+                    "error_message": None if e is None else e.message,
+                    "resource_type": r["resource_type"],
+                    "resource_name": r["resource_name"],
+                }
+                for r, e in zip(body["resources"], outcomes, strict=True)
+            ],
+        }
+
     def fetch(self, body: dict) -> Any:
         """Only the metadata log can be fetched here; it is readable up to its end
         (every record is flushed before the controller acts on it). A broker that
@@ -265,7 +387,7 @@ class ControllerApis:
                 out = {
                     "partition_index": p["partition"],
                     "error_code": 0,
-                    "high_watermark": metadata_log.log_end_offset,
+                    "high_watermark": metadata_log.high_watermark,
                     "last_stable_offset": -1,
                     "log_start_offset": metadata_log.log_start_offset,
                     "aborted_transactions": None,
@@ -276,7 +398,11 @@ class ControllerApis:
                     out["error_code"] = int(Errors.UNKNOWN_TOPIC_OR_PARTITION)
                 else:
                     try:
-                        info = metadata_log.read(p["fetch_offset"], p["partition_max_bytes"])
+                        info = metadata_log.read(
+                            p["fetch_offset"],
+                            p["partition_max_bytes"],
+                            max_offset=metadata_log.high_watermark,  # committed records only
+                        )
                         out["records"] = info.records if info.records is not None else b""
                     except KafkaError as e:
                         out["error_code"] = int(e.code)
@@ -332,6 +458,7 @@ class ControllerServer:
     def __init__(self, props: dict[str, str]) -> None:
         self.props = props
         self.server: SocketServer | None = None
+        self.quorum: Any = None  # a QuorumMetaLogListener when in a controller quorum
         self._ticker: asyncio.Task | None = None
         self._stopped = asyncio.Event()
 
@@ -341,9 +468,15 @@ class ControllerServer:
             raise ValueError("the controller needs log.dirs (where its metadata log lives)")
         data_dir = Path(directory.split(",")[0])
         self._lock = FileLock(data_dir).lock()  # one controller a directory
+        # A voter of a quorum (controller.quorum.voters): Raft's log is the truth and
+        # the QuorumController's own log a copy of what it committed
+        # (kafkalab/server/quorum_meta_log_listener.py).
+        in_quorum = bool(self.props.get("controller.quorum.voters"))
+        if in_quorum:
+            from kafkalab.server import quorum_meta_log_listener as kraft
         try:
             self.controller = QuorumController(
-                data_dir,
+                kraft.controller_directory(data_dir) if in_quorum else data_dir,
                 session_timeout_ms=int(self.props.get("broker.session.timeout.ms", 9000)),
                 unclean_leader_election_enable=(
                     self.props.get("unclean.leader.election.enable", "false").lower() == "true"
@@ -355,17 +488,25 @@ class ControllerServer:
         _, host, port = parse_listener(self.props.get("listeners", "CONTROLLER://127.0.0.1:0"))
         self.events = EventLog(data_dir, "controller")
         self.changes = MetadataLogChanges(self.controller, self.events)
+        apis: ControllerApis = ControllerApis(self.controller, self.changes)
+        schemas = CONTROLLER_APIS
+        if in_quorum:
+            self.quorum = kraft.start_quorum(self.props, data_dir, self.controller, self.events)
+            apis = kraft.QuorumControllerApis(self.controller, self.changes, self.quorum)
+            schemas = {**CONTROLLER_APIS, **kraft.RAFT_CHANNEL_APIS}
         self.server = SocketServer(
-            ControllerApis(self.controller, self.changes),
+            apis,
             host,
             port,
             max_request_bytes=100 * 1024 * 1024,
             queued_max_requests=500,
             num_handlers=1,
-            schemas=CONTROLLER_APIS,
+            schemas=schemas,
         )
         await self.server.start()
         self.address = f"{host}:{self.server.bound_port}"
+        if self.quorum is not None:
+            await self.quorum.manager.start()
         self._ticker = asyncio.create_task(self._tick())
 
     async def _tick(self) -> None:
@@ -376,6 +517,9 @@ class ControllerServer:
         tick_s = min(TICK_SECONDS, self.controller.session_timeout_ms / 10_000)
         while True:
             await asyncio.sleep(tick_s)
+            if self.quorum is not None and not self.quorum.active:
+                self.changes.observe()  # a standby fences nobody: it follows the log
+                continue
             fenced = self.controller.tick(_now_ms())
             self.changes.observe()
             if fenced:
@@ -397,6 +541,8 @@ class ControllerServer:
             self._ticker.cancel()
         if self.server is not None:
             await self.server.stop()
+        if self.quorum is not None:
+            await self.quorum.manager.stop()
         self.controller.close()
         self.events.close()
         self._lock.unlock()

@@ -34,6 +34,7 @@ from kafkalab.coordinator.group.coordinator_records import OFFSETS_TOPIC
 from kafkalab.coordinator.group.group_config import GroupConfig
 from kafkalab.coordinator.group.group_coordinator import GroupCoordinator
 from kafkalab.coordinator.group.group_runtime import UNKNOWN_MEMBER_ID
+from kafkalab.coordinator.group.offset_metadata_manager import OFFSET_COMMIT_LATEST_VERSION
 from kafkalab.coordinator.group.results import (
     CommitOffset,
     DeleteGroupsResult,
@@ -130,6 +131,7 @@ class GroupCoordinatorService:
         member_id: str = UNKNOWN_MEMBER_ID,
         group_instance_id: str | None = None,
         expire_timestamp_ms: int | None = None,
+        api_version: int = OFFSET_COMMIT_LATEST_VERSION,
     ) -> OffsetCommitResult:
         c = self.coordinator
         return await self.run(
@@ -140,6 +142,7 @@ class GroupCoordinatorService:
                 member_id=member_id,
                 group_instance_id=group_instance_id,
                 expire_timestamp_ms=expire_timestamp_ms,
+                api_version=api_version,
                 now_ms=now,
                 request=request,
             ),

@@ -9,8 +9,11 @@ one module per API family:
     apis/metadata.py      Metadata (auto-creating topics when allowed)
     apis/topics.py        CreateTopics, DeleteTopics, CreatePartitions
     apis/delete_records.py DeleteRecords (waits in a DelayedDeleteRecords)
-    apis/configs.py       DescribeConfigs (a topic's configs and their sources)
+    apis/configs.py       DescribeConfigs, AlterConfigs, IncrementalAlterConfigs (topic
+                          and broker configs, their sources; changes go to the controller)
     apis/cluster.py       DescribeCluster (the brokers, the controller, the cluster id)
+    apis/reassignment.py  ElectLeaders, AlterPartitionReassignments,
+                          ListPartitionReassignments (forwarded to the controller)
     apis/produce.py       Produce (acks=all waits in a DelayedProduce)
     apis/fetch.py         Fetch (waits in a DelayedFetch; followers report their LEO)
     apis/list_offsets.py  ListOffsets
@@ -41,6 +44,7 @@ the same questions either way.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -62,16 +66,21 @@ from kafkalab.server.apis import (
     metadata,
     produce,
     producers,
+    quorum,
+    reassignment,
     topics,
     txn,
 )
 from kafkalab.server.config import KafkaConfig
+from kafkalab.server.dynamic_broker_config import DynamicBrokerConfig
 from kafkalab.server.group_coordinator_service import GroupCoordinatorService
 from kafkalab.server.inter_broker_connection import parse_broker_client_id
 from kafkalab.server.link_faults import LinkFaults
 from kafkalab.server.metadata_cache import MetadataCache
 from kafkalab.server.producer_ids import ProducerIdManager, RPCProducerIdManager
 from kafkalab.server.transaction_coordinator_service import TransactionCoordinatorService
+
+log = logging.getLogger(__name__)
 
 Handler = Callable[["KafkaApis", RequestHeader, dict], Any]
 
@@ -86,6 +95,8 @@ HANDLERS: dict[ApiKeys, Handler] = {
     ApiKeys.CREATE_PARTITIONS: topics.handle_create_partitions,
     ApiKeys.DELETE_RECORDS: delete_records.handle_delete_records,
     ApiKeys.DESCRIBE_CONFIGS: configs.handle_describe_configs,
+    ApiKeys.ALTER_CONFIGS: configs.handle_alter_configs,
+    ApiKeys.INCREMENTAL_ALTER_CONFIGS: configs.handle_incremental_alter_configs,
     ApiKeys.DESCRIBE_CLUSTER: cluster.handle_describe_cluster,
     ApiKeys.INIT_PRODUCER_ID: txn.handle_init_producer_id,
     ApiKeys.ADD_PARTITIONS_TO_TXN: txn.handle_add_partitions_to_txn,
@@ -110,6 +121,10 @@ HANDLERS: dict[ApiKeys, Handler] = {
     ApiKeys.CONSUMER_GROUP_HEARTBEAT: consumer_group.handle_consumer_group_heartbeat,
     ApiKeys.CONSUMER_GROUP_DESCRIBE: consumer_group.handle_consumer_group_describe,
     ApiKeys.DESCRIBE_PRODUCERS: producers.handle_describe_producers,
+    ApiKeys.DESCRIBE_QUORUM: quorum.handle_describe_quorum,
+    ApiKeys.ELECT_LEADERS: reassignment.handle_elect_leaders,
+    ApiKeys.ALTER_PARTITION_REASSIGNMENTS: reassignment.handle_alter_partition_reassignments,
+    ApiKeys.LIST_PARTITION_REASSIGNMENTS: reassignment.handle_list_partition_reassignments,
 }
 
 
@@ -137,6 +152,20 @@ class KafkaApis:
         # KafkaApis built without one (a unit test), which does neither
         self.add_partitions_to_txn_manager: AddPartitionsToTxnManager | None = None
         self.transaction_verification_enable = False
+        # the broker's config layers (static, dynamic); the broker sets the one it applies
+        self._dynamic_config: DynamicBrokerConfig | None = None
+
+    @property
+    def dynamic_config(self) -> DynamicBrokerConfig:
+        """This broker's configs in layers (DescribeConfigs, AlterConfigs): the one
+        the broker applies, else one of its static config alone."""
+        if self._dynamic_config is None:
+            self._dynamic_config = DynamicBrokerConfig(self.config.node_id, self.config.extra)
+        return self._dynamic_config
+
+    @dynamic_config.setter
+    def dynamic_config(self, value: DynamicBrokerConfig) -> None:
+        self._dynamic_config = value
 
     def handle(self, header: RequestHeader, body: dict) -> Any:
         return HANDLERS[ApiKeys(header.api_key)](self, header, body)
@@ -173,6 +202,25 @@ class KafkaApis:
         ):
             return Errors.NOT_LEADER_OR_FOLLOWER
         return Errors.NONE
+
+    def held(self, header: RequestHeader):
+        """An awaitable that holds this client request (kafkalab's held-request
+        fault, link_faults.py), or None: go on now. Requests between brokers are
+        never held."""
+        if self.link_faults is None or self.from_broker(header):
+            return None
+        seconds = self.link_faults.take_hold(header.api_key)
+        if seconds is None:
+            return None
+        log.info(
+            "holding %s v%d from %s (correlation id %d) for up to %.1f s",
+            ApiKeys(header.api_key).name,
+            header.api_version,
+            header.client_host,
+            header.correlation_id,
+            seconds,
+        )
+        return self.link_faults.wait_held(seconds)
 
     def hears(self, replica_id: int) -> bool:
         """Does a request from this replica reach us, or is the link cut (kafkalab's

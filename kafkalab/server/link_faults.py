@@ -1,4 +1,5 @@
-"""Cut replication links between brokers (a kafkalab fault, not a Kafka feature).
+"""Cut replication links between brokers, and hold client requests (kafkalab faults,
+not Kafka features).
 
 A network partition between two brokers is modelled at the receiving end: a
 broker that is *deaf to* broker A hears nothing from A. As a leader it drops
@@ -15,32 +16,72 @@ Client and controller traffic is not affected. The difference from a real
 partition: a cut connection fails at once (the sender sees a network error and
 retries) instead of after a socket timeout.
 
-The state lives in `<log dir>/link-faults.json` (`{"deaf_to": [2, 3]}`), written
-by LocalCluster / `kafkalab cluster cut|heal` and re-read by the broker whenever
-the file's modification time changes.
+**Held requests** model a slow network for client traffic (Jepsen's delayed
+messages, KAFKA-17754): `hold` names an API key, how many of its next client
+requests to hold and for how long. A held request waits in its connection's
+processor, before it reaches the request channel: the broker goes on serving
+every other connection (so a client's retry on a new connection overtakes it,
+as a retry through a different network path does), and the held request is then
+handled as if it had just arrived. Rewriting the file (`release_requests`) lets
+every held request go at once. Requests between brokers are never held.
+
+The state lives in `<log dir>/link-faults.json` (`{"deaf_to": [2, 3], "hold":
+[{"api_key": 26, "count": 1, "ms": 60000}]}`), written by LocalCluster /
+`kafkalab cluster cut|heal` and re-read by the broker whenever the file's
+modification time changes (for a hold, also as each client request arrives, so
+a hold written before a request was sent holds it).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import os
+import time
 from pathlib import Path
 
 LINK_FAULTS_FILE = "link-faults.json"
+log = logging.getLogger(__name__)
+
+
+def _read(log_dir: Path) -> dict:
+    try:
+        return json.loads((log_dir / LINK_FAULTS_FILE).read_text())
+    except FileNotFoundError:
+        return {}
+
+
+def _write(log_dir: Path, faults: dict) -> None:
+    """Write atomically (the broker may read at any moment)."""
+    tmp = log_dir / (LINK_FAULTS_FILE + ".tmp")
+    tmp.write_text(json.dumps(faults))
+    os.replace(tmp, log_dir / LINK_FAULTS_FILE)
 
 
 def read_deaf_to(log_dir: Path) -> set[int]:
-    try:
-        return set(json.loads((log_dir / LINK_FAULTS_FILE).read_text())["deaf_to"])
-    except FileNotFoundError:
-        return set()
+    return set(_read(log_dir).get("deaf_to", []))
 
 
 def write_deaf_to(log_dir: Path, deaf_to: set[int]) -> None:
-    """Write atomically (the broker may read at any moment)."""
-    tmp = log_dir / (LINK_FAULTS_FILE + ".tmp")
-    tmp.write_text(json.dumps({"deaf_to": sorted(deaf_to)}))
-    os.replace(tmp, log_dir / LINK_FAULTS_FILE)
+    """The brokers this one is deaf to (the holds are kept)."""
+    _write(log_dir, {**_read(log_dir), "deaf_to": sorted(deaf_to)})
+
+
+def hold_requests(log_dir: Path, api_key: int, count: int = 1, ms: int = 60_000) -> None:
+    """Hold the broker's next `count` client requests of `api_key` for `ms` each
+    (or until `release_requests`)."""
+    faults = _read(log_dir)
+    holds = [h for h in faults.get("hold", []) if h["api_key"] != int(api_key)]
+    holds.append({"api_key": int(api_key), "count": count, "ms": ms})
+    _write(log_dir, {**faults, "hold": holds})
+
+
+def release_requests(log_dir: Path) -> None:
+    """Hold nothing more, and let every held request go now."""
+    faults = _read(log_dir)
+    faults.pop("hold", None)
+    _write(log_dir, faults)
 
 
 class LinkFaults:
@@ -50,6 +91,9 @@ class LinkFaults:
         self.path = log_dir / LINK_FAULTS_FILE
         self.deaf_to: frozenset[int] = frozenset()
         self._mtime: int | None = None
+        #: api key -> [requests still to hold, ms]; from the file, counted down here
+        self.holds: dict[int, list[int]] = {}
+        self.generation = 0  # bumped at every re-read: a held request's release
 
     def refresh(self) -> bool:
         """Re-read the file if it changed; True when the set changed."""
@@ -61,8 +105,35 @@ class LinkFaults:
             return False
         self._mtime = mtime
         before = self.deaf_to
-        self.deaf_to = frozenset(read_deaf_to(self.path.parent))
+        faults = _read(self.path.parent)
+        self.deaf_to = frozenset(faults.get("deaf_to", []))
+        self.holds = {h["api_key"]: [h["count"], h["ms"]] for h in faults.get("hold", [])}
+        self.generation += 1
+        if self.holds:
+            log.info("link faults: holding client requests %s", self.holds)
+        if self.deaf_to != before:  # logged here: a client request may be the one to re-read
+            log.info("link faults: deaf to brokers %s", sorted(self.deaf_to))
         return self.deaf_to != before
+
+    def take_hold(self, api_key: int) -> float | None:
+        """The seconds to hold a client request of `api_key` that arrives now (None:
+        not held); counts it against the hold."""
+        self.refresh()
+        hold = self.holds.get(api_key)
+        if not hold or hold[0] <= 0:
+            return None
+        hold[0] -= 1
+        return hold[1] / 1000
+
+    async def wait_held(self, seconds: float, poll_s: float = 0.05) -> None:
+        """Hold a request: `seconds`, or until the file is rewritten (released)."""
+        generation = self.generation
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            await asyncio.sleep(poll_s)
+            self.refresh()
+            if self.generation != generation:
+                return
 
     def hears(self, broker_id: int) -> bool:
         return broker_id not in self.deaf_to

@@ -12,7 +12,10 @@ ReplicaManager.applyDelta). On every new batch of records:
         no leader (every ISR member is down)                  -> follower of nobody:
                                                                  offline here
         same leader and epoch, another ISR                    -> apply the ISR change
+        same leader and epoch, other replicas (a reassignment) -> track the new ones
+        not a replica (any more: a reassignment moved it)     -> stop it, delete its log
     partitions of deleted topics                               -> removed with their logs
+    a topic's or the brokers' configs changed (ConfigRecord)  -> the logs take them live
 
 It reads on its own connection to the controller, in a loop of long polls
 (`run`): a fetch that has everything waits at the controller until the next
@@ -28,7 +31,7 @@ import json
 import logging
 from collections.abc import Callable
 
-from kafkalab.controller.metadata_image import MetadataImage
+from kafkalab.controller.metadata_image import TOPIC_RESOURCE, MetadataImage
 from kafkalab.controller.quorum_controller import METADATA_TOPIC
 from kafkalab.errors import KafkaError
 from kafkalab.protocol.api_keys import ApiKeys
@@ -57,13 +60,20 @@ class MetadataDelta:
         self.topics: set[str] = set()
         self.partitions_named: set[tuple[str, int]] = set()
         self.removed_topics: set[str] = set()
+        #: Topics whose overrides an AlterConfigs changed; whether broker configs changed.
+        self.config_topics: set[str] = set()
+        self.broker_configs_changed = False
 
     def replay(self, record: dict) -> None:
         kind = record["type"]
         if kind in ("PartitionRecord", "PartitionChangeRecord"):
             self.partitions_named.add((record["topic"], record["partition"]))
+        elif kind == "ConfigRecord" and "topic" in record:
+            self.topics.add(record["topic"])  # CreateTopics' configs
+        elif kind == "ConfigRecord" and record["resource_type"] == TOPIC_RESOURCE:
+            self.config_topics.add(record["resource_name"])
         elif kind == "ConfigRecord":
-            self.topics.add(record["topic"])
+            self.broker_configs_changed = True
         elif kind == "RemoveTopicRecord":
             self.removed_topics.add(record["name"])
 
@@ -98,7 +108,12 @@ class BrokerMetadataListener:
         self.next_offset = 0
         self._lock = asyncio.Lock()  # one catch-up at a time: records apply once, in order
         self._applied = asyncio.Condition()
+        #: Partitions this broker holds that the image, part way through the log, no
+        #: longer lists it as a replica of: deleted only once caught up (see _publish).
+        self._strays: set[tuple[str, int]] = set()
         self._task: asyncio.Task | None = None
+        #: Called with the image's broker configs when a ConfigRecord changed them.
+        self.on_broker_configs: Callable[[dict[str, dict[str, str]]], None] | None = None
 
     @property
     def last_applied_offset(self) -> int:
@@ -160,11 +175,11 @@ class BrokerMetadataListener:
                     self.image.replay(record)
                     delta.replay(record)
                     self.next_offset = offset + 1
-                await self._publish(delta)
+                await self._publish(delta, caught_up=self.next_offset >= part["high_watermark"])
                 async with self._applied:
                     self._applied.notify_all()
 
-    async def _publish(self, delta: MetadataDelta) -> None:
+    async def _publish(self, delta: MetadataDelta, caught_up: bool = True) -> None:
         """Make the ReplicaManager match the image for what `delta` changed (Kafka:
         BrokerMetadataPublisher applying a MetadataDelta): only the partitions the
         new records name are looked at, so an ISR change of one partition costs one
@@ -174,8 +189,21 @@ class BrokerMetadataListener:
         partitions (the 50 of __consumer_offsets), or the leaderships a fenced
         broker lost, take a leader epoch checkpoint (an fsync) a partition, and the
         broker's requests must go on meanwhile (its heartbeats have a thread of
-        their own)."""
+        their own).
+
+        A partition this broker is not (or no longer) a replica of is stopped and its
+        log deleted only when the image is the whole log (`caught_up`): a broker
+        replaying a long history in several fetches may pass through a reassignment
+        that moved the replica away and a later one that moved it back, and must not
+        delete a log the end of the history still needs."""
         rm, me = self.replica_manager, self.broker_id
+        # Config changes first: the logs take them live (Kafka: DynamicConfigPublisher).
+        if delta.broker_configs_changed and self.on_broker_configs is not None:
+            self.on_broker_configs(self.image.broker_configs)
+        for name in delta.config_topics:
+            topic = self.image.topics.get(name)
+            if topic is not None:
+                rm.log_manager.update_topic_config(name, topic.configs)
         loop = asyncio.get_running_loop()
         worked_since = loop.time()
         for tp in delta.partitions(self.image):
@@ -184,7 +212,14 @@ class BrokerMetadataListener:
                 worked_since = loop.time()
             topic = self.image.topics.get(tp[0])
             reg = topic.partitions.get(tp[1]) if topic is not None else None
-            if reg is None or me not in reg.replicas:
+            if reg is None:
+                continue
+            if me not in reg.replicas:
+                # Not (or no longer) a replica here: a reassignment moved it away. Stop
+                # fetching and delete the log (Kafka: stopPartitions with delete), also
+                # a stray log found at startup; once the image is the whole log.
+                if rm.partition(tp) is not None or rm.log_manager.get_log(*tp) is not None:
+                    self._strays.add(tp)
                 continue
             part = rm.partition(tp)
             if reg.leader == me:
@@ -233,16 +268,32 @@ class BrokerMetadataListener:
                 )
                 continue
             # Same leader and epoch: an ISR change (AlterPartition, or the controller
-            # fencing a broker). The leader computes its HW over the new ISR; a
-            # follower only keeps it current, so what it reports is what the
-            # metadata says.
-            if part.isr != reg.isr or part.partition_epoch != reg.partition_epoch:
+            # fencing a broker), or new replicas (a reassignment started or was
+            # cancelled: the leader tracks the adding ones). The leader computes its
+            # HW over the new ISR; a follower only keeps it current, so what it
+            # reports is what the metadata says.
+            if part.replicas != reg.replicas and part.partition_epoch <= reg.partition_epoch:
+                rm.update_assignment(tp, reg.replicas, reg.isr, reg.partition_epoch)
+            elif part.isr != reg.isr or part.partition_epoch != reg.partition_epoch:
                 rm.apply_isr_change(tp, reg.isr, reg.partition_epoch)
+        if caught_up and self._strays:
+            for tp in sorted(self._strays):
+                topic = self.image.topics.get(tp[0])
+                reg = topic.partitions.get(tp[1]) if topic is not None else None
+                if reg is not None and me not in reg.replicas:
+                    self.fetchers.remove(tp)
+                    rm.remove_partition(tp)
+                    self.events.record("replica_removed", topic=tp[0], partition=tp[1])
+                    await asyncio.sleep(0)
+            self._strays.clear()
         if delta.removed_topics:
             for tp in [tp for tp in rm.partitions if tp[0] not in self.image.topics]:
                 self.fetchers.remove(tp)
                 rm.remove_partition(tp)
                 await asyncio.sleep(0)
+            for name in delta.removed_topics - self.image.topics.keys():
+                # its overrides go too: a topic created again under the name has its own
+                rm.log_manager.topic_configs.pop(name, None)
 
     def broker_address(self, broker_id: int, listener: str | None = None) -> tuple[str, int]:
         """Where a broker listens (on `listener`, when named: the inter-broker one for

@@ -222,6 +222,9 @@ class SocketServer:
                 e,
             )
             return False
+        held = getattr(self.apis, "held", None)
+        if held is not None and (waiting := held(header)) is not None:
+            await waiting  # a held request (link_faults.py): other connections go on
         received = getattr(self.apis, "received", None)
         if received is not None:
             received(header, body)  # before the request waits its turn (the controller's)

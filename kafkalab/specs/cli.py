@@ -6,8 +6,10 @@
     kafkalab specs check --checker apalache --length 12  # with Apalache, if installed
     kafkalab specs check --save DIR                      # write counterexamples as ITF
     kafkalab specs show TRACE.itf.json                   # the trace as a table
-    kafkalab specs replay TRACE.itf.json                 # against kafkalab's Partition
-                                                         # (KafkaRaft traces: not yet)
+    kafkalab specs replay TRACE.itf.json                 # against kafkalab's Partition, its
+                                                         # coordinator, or its Raft voters
+    kafkalab specs replay KRAFT.itf.json --defects none  # a broken variant's trace on the
+                                                         # correct Raft code: where it parts
 
 check exits 0 when every verdict is the expected one (the correct variants
 hold, the unsafe ones break the invariant they must), 1 otherwise, 2 when the
@@ -41,6 +43,11 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
     replay = verbs.add_parser("replay", help="replay a trace against kafkalab's own code")
     replay.add_argument("trace", type=Path)
     replay.add_argument("--rule", help="the truncation rule, if the trace does not say")
+    replay.add_argument(
+        "--defects",
+        help="KafkaRaft traces: the kafkalab.raft defects to switch on, comma-separated "
+        "(KAFKA-12619, KAFKA-10527) or 'none'; by default those of the trace's configuration",
+    )
     parser.set_defaults(func=_main)
 
 
@@ -60,6 +67,26 @@ def kraft_table_of(path: Path, trace):
         except CounterexampleDoesNotFollow:
             steps = None  # a trace of an older spec: shown as it is
     return kraft_table(trace, steps)
+
+
+def _replay_kraft(args: argparse.Namespace) -> int:
+    """A KafkaRaft trace on kafkalab's Raft voters (kafkalab.specs.kraft_replay)."""
+    from kafkalab.specs.kraft_replay import replay_kraft
+
+    defects = None
+    if args.defects is not None:
+        given = args.defects.strip()
+        defects = () if given == "none" else [d.strip() for d in given.split(",") if d.strip()]
+    try:
+        report = replay_kraft(args.trace, defects)
+    except ValueError as e:  # an unknown defect, or a trace of no specs/kraft MC file
+        print(e, file=sys.stderr)
+        return 2
+    print(report.table().to_string())
+    print(f"replayed {len(report.steps)} steps ({report.rule}): kafkalab did what the spec did")
+    for v in report.violations:
+        print(f"kafkalab's voters break {v}")
+    return 0
 
 
 def _progress(distinct: int, depth: int, queue: int) -> None:
@@ -85,20 +112,16 @@ def _main(args: argparse.Namespace) -> int:
     if args.verb == "replay":
         from kafkalab.specs.replay import (
             ReplayMismatch,
+            TransactionVersionNotServed,
             replay_replication,
             replay_transactions,
         )
         from kafkalab.specs.trace import load_trace
 
         trace = load_trace(args.trace)
-        if "votedFor" in trace.variables:
-            print(
-                "KafkaRaft traces do not replay yet: the replay onto kafkalab/raft is "
-                "still to write (issue 25); specs/kraft/README.md says what it needs",
-                file=sys.stderr,
-            )
-            return 2
         try:
+            if "votedFor" in trace.variables:
+                return _replay_kraft(args)
             if "coordinator" in trace.variables:
                 report = replay_transactions(trace)
             else:
@@ -106,6 +129,9 @@ def _main(args: argparse.Namespace) -> int:
         except ReplayMismatch as e:
             print(e, file=sys.stderr)
             return 1
+        except TransactionVersionNotServed as e:
+            print(f"not replayed: {e}", file=sys.stderr)
+            return 2
         print(report.table().to_string())
         print(f"replayed {len(report.steps)} steps: kafkalab did what the spec did")
         return 0

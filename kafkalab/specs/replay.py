@@ -296,6 +296,57 @@ def _spec_txn_log(entries: list[dict]) -> list[dict]:
     ]
 
 
+def kafka_17754_trace(version: int) -> dict:
+    """KAFKA-17754 in the transactions spec under transaction version `version`
+    (MC_transactions_delayed_v1 / _v2), as an ITF document: the checker's
+    shortest way to transaction 2 Ongoing with a record in t0 while transaction
+    1's EndTxn (its first attempt) is still held in the network, then the step
+    where that request arrives."""
+    from kafkalab.specs.runner import SPECS_DIR
+    from kafkalab.specs.tla import check, load_module, solve_constants
+    from kafkalab.specs.tla.itf import trace_to_itf
+
+    module = str(SPECS_DIR / "transactions" / f"MC_transactions_delayed_v{version}.tla")
+    there = (
+        '~(delayed # {} /\\ coordinator.state = "Ongoing" /\\ 2 \\in coordinator.txns'
+        ' /\\ DataOffsets("t0", 2) # {})'
+    )
+    result = check(module, invariants=[there], cinit="ConstInit")
+    if result.verdict != "violation":
+        raise AssertionError(f"the scenario is not reachable in {module}: {result.summary()}")
+    mod = load_module(module)
+    constants = solve_constants(mod, "ConstInit", None)
+    (arrives,) = [
+        s for _, s in mod.successors(result.trace[-1], "Next", constants) if not s["delayed"]
+    ]
+    doc = trace_to_itf(mod.variables, [*result.trace, arrives], source=Path(module).name)
+    doc["#meta"]["constants"] = {k: v for k, v in constants.items() if isinstance(v, str | int)}
+    return doc
+
+
+class TransactionVersionNotServed(RuntimeError):
+    """The trace is of transaction version 2 (KIP-890 part 2: the epoch bumped at
+    every EndTxn) and kafkalab's TransactionStateMachine offers no version-2 mode
+    (no `transaction_version` parameter on its EndTxn) to replay it on."""
+
+
+def _transaction_version(trace: Trace) -> int:
+    # traces saved before the spec had the switch are of version 1
+    return int((trace.meta.get("constants") or {}).get("TransactionVersion", 1))
+
+
+def coordinator_serves_transaction_version(version: int) -> bool:
+    """Whether TransactionStateMachine can be built for `version` (1 always)."""
+    import inspect
+
+    from kafkalab.coordinator.transaction import TransactionStateMachine
+
+    return (
+        version == 1
+        or "transaction_version" in inspect.signature(TransactionStateMachine.end_txn).parameters
+    )
+
+
 def replay_transactions(
     source: str | Path | dict | Trace, bump_epoch_on_init: bool | None = None
 ) -> ReplayReport:
@@ -314,13 +365,19 @@ def replay_transactions(
         if bump_epoch_on_init is not None
         else bool(_constant(trace, "BumpEpochOnInit"))
     )
-    report = ReplayReport(f"BumpEpochOnInit={bump}")
+    version = _transaction_version(trace)
+    if not coordinator_serves_transaction_version(version):
+        raise TransactionVersionNotServed(
+            f"the trace is of transaction version {version}: kafkalab's "
+            "TransactionStateMachine.end_txn takes no transaction_version to replay it on"
+        )
+    report = ReplayReport(f"BumpEpochOnInit={bump}, TransactionVersion={version}")
     spec = _transactions_module()
     constants = {
         k: v for k, v in (trace.meta.get("constants") or {}).items() if k in spec.constants
     }
     with tempfile.TemporaryDirectory(prefix="kafkalab-replay-txn-") as tmp:
-        replay = _TransactionsReplay(Path(tmp), sorted(trace.states[0]["log"]), bump)
+        replay = _TransactionsReplay(Path(tmp), sorted(trace.states[0]["log"]), bump, version)
         try:
             for step in range(1, len(trace.states)):
                 b, a = trace.states[step - 1], trace.states[step]
@@ -341,17 +398,30 @@ class _TransactionsReplay:
 
     PID = 1000
 
-    def __init__(self, tmp: Path, partitions: list[str], bump: bool) -> None:
+    def __init__(self, tmp: Path, partitions: list[str], bump: bool, version: int = 1) -> None:
+        self.bump = bump
+        self.version = version
+        self.machine = self.new_machine()
+        self.logs = {p: UnifiedLog(tmp / f"{p}-0") for p in partitions}
+
+    def new_machine(self):
         from kafkalab.coordinator.transaction import TransactionStateMachine
 
-        self.bump = bump
-        self.machine = TransactionStateMachine(self.PID, bump_epoch_on_init=bump)
-        self.logs = {p: UnifiedLog(tmp / f"{p}-0") for p in partitions}
+        return TransactionStateMachine(self.PID, bump_epoch_on_init=self.bump)
+
+    @property
+    def speaks(self) -> dict:
+        """The transaction version a request's version says the client speaks (as
+        EndTxn v5+ and Produce v12+ do): passed to version-2 calls only."""
+        return {"transaction_version": self.version} if self.version >= 2 else {}
 
     def step(self, step: int, b: dict, a: dict) -> str:
         bc, ac = b["coordinator"], a["coordinator"]
         changed = [i for i in sorted(b["producer"]) if b["producer"][i] != a["producer"][i]]
         grown = [p for p in self.logs if len(a["log"][p]) > len(b["log"][p])]
+        delivered = [m for m in b.get("delayed", []) if m not in a.get("delayed", [])]
+        if delivered:
+            return self.deliver_end_txn(delivered[0])
         if grown and a["log"][grown[0]][-1]["kind"] != "data":
             return self.write_marker(grown[0])
         if grown:
@@ -381,11 +451,21 @@ class _TransactionsReplay:
         if changed:
             return self.producer_step(step, changed[0], b, a)
         if a["failovers"] > b["failovers"]:
-            from kafkalab.coordinator.transaction import TransactionStateMachine
-
-            self.machine = TransactionStateMachine.load(self.machine.current, self.bump)
+            saved = self.machine.current
+            self.machine = self.new_machine()  # a new coordinator from the persisted state
+            self.machine.current = saved
             return "coordinator failover: state reloaded"
         return "nothing changes"
+
+    def deliver_end_txn(self, m: dict) -> str:
+        """The held first attempt of an EndTxn reaches the coordinator: it carries
+        only the producer id, its epoch and commit or abort."""
+        what = f"the held EndTxn({'commit' if m['commit'] else 'abort'}) of txn {m['txn']}"
+        try:
+            self.machine.end_txn(m["epoch"], m["commit"], **self.speaks)
+        except KafkaError as e:
+            return f"{what} arrives, refused: {e}"
+        return f"{what} arrives with epoch {m['epoch']}: the coordinator is {self.machine.current.state}"
 
     def write_marker(self, p: str) -> str:
         from kafkalab.records.control_record import ControlRecordType, build_end_txn_marker_batch
@@ -456,12 +536,15 @@ class _TransactionsReplay:
             if a["coordinator"] == b["coordinator"]:
                 return f"EndTxn({i}) of an empty transaction"
             commit = a["coordinator"]["state"] == "PrepareCommit"
-            self.machine.end_txn(before["epoch"], commit)
-            return f"EndTxn({i}, {'commit' if commit else 'abort'})"
+            self.machine.end_txn(before["epoch"], commit, **self.speaks)
+            held = len(a.get("delayed", [])) > len(b.get("delayed", []))
+            return f"EndTxn({i}, {'commit' if commit else 'abort'})" + (
+                ", its first attempt held in the network" if held else ""
+            )
         added = set(now["parts"]) - set(before["parts"])
         if added:
             (p,) = added
-            self.machine.add_partitions(before["epoch"], [p])
+            self.machine.add_partitions(before["epoch"], [p], **self.speaks)
             return f"AddPartitionsToTxn({i}, {p})"
         raise ReplayMismatch(step, "?", f"no action of the spec explains {i}")
 

@@ -129,6 +129,11 @@ _UNIT_MS = {
     "log.retention.hours": 3_600_000,
     "log.retention.minutes": 60_000,
 }
+#: Broker config name -> the topic config it is the broker-wide default of (Kafka:
+#: ServerTopicConfigSynonyms); BROKER_UNIT_SYNONYMS are the ones in other units
+#: (log.retention.hours), which only a server.properties sets.
+BROKER_SYNONYMS: Mapping[str, str] = _BROKER_SYNONYMS
+BROKER_UNIT_SYNONYMS = frozenset(_UNIT_MS)
 
 
 @dataclass(frozen=True, slots=True)

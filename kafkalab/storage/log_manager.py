@@ -232,6 +232,23 @@ class LogManager:
         self._logs[tp] = self._adopt(created)
         return created
 
+    def update_topic_config(self, topic: str, overrides: Mapping[str, Any]) -> None:
+        """A topic's overrides changed (AlterConfigs): its logs take them at once,
+        the next append, roll or retention check sees them (Kafka:
+        UnifiedLog.updateConfig). An empty `overrides` goes back to the defaults."""
+        self.topic_configs[topic] = dict(overrides)
+        config = self.config_for(topic)
+        for (name, _), log_ in self._logs.items():
+            if name == topic:
+                log_.config = config
+
+    def update_default_config(self, default: LogConfig) -> None:
+        """The broker-wide defaults changed (a dynamic broker config): every log
+        takes them, under its topic's own overrides."""
+        self.default_config = default
+        for (topic, _), log_ in self._logs.items():
+            log_.config = self.config_for(topic)
+
     def _adopt(self, log_: UnifiedLog) -> UnifiedLog:
         """With background threads, a dropped segment's files are deleted by the
         writer thread, not by the caller (Kafka: the delete-file task)."""

@@ -130,8 +130,9 @@ def replication_graph(trace: Trace, step: int = -1, title: str = ""):
 def transactions_table(trace: Trace):
     """One row per step of a KafkaTransactions trace: each producer instance's
     epoch and status, the coordinator's state, epoch and partitions, every
-    partition's log (d<id>@e<epoch> for data, COMMIT/ABORT@e<epoch> for markers)
-    and who owns the transactional.id."""
+    partition's log (d<id>@e<epoch> for data, COMMIT/ABORT@e<epoch> for markers),
+    who owns the transactional.id and, when the trace has delayed requests, the
+    EndTxns held in the network (EndTxn(commit|abort)@e<epoch> of txn <t>)."""
     import pandas as pd
 
     rows = []
@@ -152,5 +153,13 @@ def transactions_table(trace: Trace):
                 or "—"
             )
         row["owner"] = state["owner"]
+        if "delayed" in state:
+            row["held in the network"] = (
+                ", ".join(
+                    f"EndTxn({'commit' if m['commit'] else 'abort'})@e{m['epoch']} of txn {m['txn']}"
+                    for m in state["delayed"]
+                )
+                or "—"
+            )
         rows.append(row)
     return pd.DataFrame(rows).set_index("step")

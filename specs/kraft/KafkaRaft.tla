@@ -184,7 +184,8 @@ Timeout(v) ==
 
 \* Candidate c asks voter v for its vote (KafkaRaftClient.handleVoteRequest,
 \* then handleVoteResponse). A voter in a newer epoch refuses, and c learns
-\* that epoch (Unattached). Otherwise v first moves to c's epoch if it is
+\* that epoch and the leader v knows in it (maybeTransition: c follows it, or
+\* is Unattached when v knows none). Otherwise v first moves to c's epoch if it is
 \* behind (Unattached, no vote), then grants the vote if it is Unattached in
 \* that epoch and has not voted, and c's log is at least as up to date as its
 \* own, or if it already voted for c. The vote is persisted before the
@@ -196,11 +197,12 @@ RequestVote(c, v) ==
     /\ v # c
     /\ v \notin votes[c]
     /\ IF epoch[v] > epoch[c]
-       THEN /\ role' = [role EXCEPT ![c] = "unattached"]
+       THEN /\ role' = [role EXCEPT ![c] = IF leader[v] # None THEN "follower" ELSE "unattached"]
             /\ epoch' = [epoch EXCEPT ![c] = epoch[v]]
             /\ votedFor' = [votedFor EXCEPT ![c] = None]
+            /\ leader' = [leader EXCEPT ![c] = leader[v]]
             /\ votes' = [votes EXCEPT ![c] = {}]
-            /\ UNCHANGED <<leader, log, hw, fetched, elected, committed>>
+            /\ UNCHANGED <<log, hw, fetched, elected, committed>>
        ELSE LET e == epoch[c]
                 fresh == epoch[v] < e
                 vRole == IF fresh THEN "unattached" ELSE role[v]

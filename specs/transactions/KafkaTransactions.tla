@@ -18,6 +18,22 @@
 (* the __transaction_state log, so a coordinator failover reloads it and  *)
 (* finishes writing markers for a Prepare* state.                          *)
 (*                                                                         *)
+(* Transaction version (KIP-890 part 2): under TransactionVersion = 1 an   *)
+(* epoch lives from one InitProducerId to the next, so every transaction  *)
+(* of an instance has the same (producer id, epoch); under 2 the          *)
+(* coordinator bumps the epoch at every EndTxn, writes the markers with   *)
+(* the bumped epoch and returns it to the producer, so a transaction is   *)
+(* named by its (producer id, epoch). (Under 2 the client also stops      *)
+(* sending AddPartitionsToTxn for data partitions: the partition leader   *)
+(* adds the partition on the first transactional Produce. The spec keeps  *)
+(* one AddPartition action for both: the same coordinator transition.)    *)
+(*                                                                         *)
+(* Delayed requests (KAFKA-17754, found by Jepsen in 2024): an EndTxn's   *)
+(* first attempt is held in the network while its retry ends the         *)
+(* transaction; the held copy reaches the coordinator later, at most      *)
+(* MaxDelayed of them. Under version 1 it can land in the next            *)
+(* transaction of the same epoch and commit or abort it.                  *)
+(*                                                                         *)
 (* One replica per partition: replication is KafkaReplication's business, *)
 (* so here the HW is the log end offset. Typed for Apalache.              *)
 (***************************************************************************)
@@ -37,7 +53,11 @@ CONSTANTS
     \* @type: Int;
     MaxFailovers,
     \* @type: Bool;
-    BumpEpochOnInit
+    BumpEpochOnInit,
+    \* @type: Int;
+    TransactionVersion,
+    \* @type: Int;
+    MaxDelayed
 
 VARIABLES
     \* @type: Str -> {epoch: Int, status: Str, txn: Int, seq: Str -> Int, parts: Set(Str)};
@@ -59,9 +79,11 @@ VARIABLES
     \* @type: Int -> Str;
     outcome,
     \* @type: Set(<<Int, Str, Str>>);
-    commits
+    commits,
+    \* @type: Set({epoch: Int, txn: Int, commit: Bool});
+    delayed
 
-vars == <<producer, coordinator, log, pstate, nextTxn, nextId, failovers, owner, outcome, commits>>
+vars == <<producer, coordinator, log, pstate, nextTxn, nextId, failovers, owner, outcome, commits, delayed>>
 
 Txns == 1..MaxTxns
 None == "none"
@@ -111,6 +133,7 @@ Init ==
     /\ owner = None
     /\ outcome = [t \in Txns |-> "none"]
     /\ commits = {}
+    /\ delayed = {}
 
 (* -- InitProducerId ---------------------------------------------------- *)
 
@@ -138,7 +161,7 @@ InitProducerId(i) ==
                                     seq |-> [p \in Partitions |-> 0], parts |-> {}]]
           /\ owner' = i
           /\ UNCHANGED outcome
-    /\ UNCHANGED <<log, pstate, nextTxn, nextId, failovers, commits>>
+    /\ UNCHANGED <<log, pstate, nextTxn, nextId, failovers, commits, delayed>>
 
 (* -- a transaction ------------------------------------------------------- *)
 
@@ -147,7 +170,7 @@ BeginTxn(i) ==
     /\ nextTxn <= MaxTxns
     /\ producer' = [producer EXCEPT ![i].status = "inTxn", ![i].txn = nextTxn, ![i].parts = {}]
     /\ nextTxn' = nextTxn + 1
-    /\ UNCHANGED <<coordinator, log, pstate, nextId, failovers, owner, outcome, commits>>
+    /\ UNCHANGED <<coordinator, log, pstate, nextId, failovers, owner, outcome, commits, delayed>>
 
 \* AddPartitionsToTxn: fenced by the producer epoch; refused while the last
 \* transaction's markers are being written.
@@ -167,7 +190,7 @@ AddPartition(i, p) ==
                                              ELSE {producer[i].txn}]
           /\ outcome' = [outcome EXCEPT ![producer[i].txn] = "open"]
           /\ producer' = [producer EXCEPT ![i].parts = @ \cup {p}]
-    /\ UNCHANGED <<log, pstate, nextTxn, nextId, failovers, owner, commits>>
+    /\ UNCHANGED <<log, pstate, nextTxn, nextId, failovers, owner, commits, delayed>>
 
 \* Produce to a partition the coordinator knows is in the transaction (the
 \* producer waits for AddPartitionsToTxn to succeed). The partition keeps the
@@ -195,32 +218,70 @@ Write(i, p, retry) ==
                 /\ pstate' = [pstate EXCEPT ![p] = [epoch |-> producer[i].epoch, seq |-> s]]
                 /\ producer' = [producer EXCEPT ![i].seq[p] = s + 1]
                 /\ nextId' = IF retry THEN nextId ELSE nextId + 1
-    /\ UNCHANGED <<coordinator, nextTxn, failovers, owner, outcome, commits>>
+    /\ UNCHANGED <<coordinator, nextTxn, failovers, owner, outcome, commits, delayed>>
 
 \* EndTxn(commit or abort): fenced by the epoch; the coordinator writes
 \* PrepareCommit / PrepareAbort to its log (that is the commit point) and then
-\* the markers. The producer may begin its next transaction.
-EndTxn(i, commit) ==
+\* the markers. The producer may begin its next transaction. Under transaction
+\* version 2 the coordinator bumps the epoch here (the markers carry the new
+\* one) and the producer continues with it, its sequences from 0.
+\* `held`: the request's first attempt was held in the network (the producer
+\* timed out and this is its retry); the held copy stays in `delayed`.
+EndTxn(i, commit, held) ==
     /\ producer[i].status = "inTxn"
     /\ \/ /\ producer[i].epoch < coordinator.epoch
           /\ producer' = [producer EXCEPT ![i].status = "fenced"]
-          /\ UNCHANGED <<coordinator, outcome, commits>>
+          /\ ~held
+          /\ UNCHANGED <<coordinator, outcome, commits, delayed>>
        \/ /\ producer[i].epoch = coordinator.epoch
           /\ producer[i].parts # {}
           /\ coordinator.state = "Ongoing"
-          /\ coordinator' = [coordinator EXCEPT
-                                !.state = IF commit THEN "PrepareCommit" ELSE "PrepareAbort",
-                                !.pending = coordinator.partitions]
+          /\ TransactionVersion = 1 \/ coordinator.epoch < MaxEpoch
+          /\ LET e == IF TransactionVersion = 2 THEN coordinator.epoch + 1 ELSE coordinator.epoch
+             IN  /\ coordinator' = [coordinator EXCEPT
+                                      !.state = IF commit THEN "PrepareCommit" ELSE "PrepareAbort",
+                                      !.pending = coordinator.partitions,
+                                      !.epoch = e]
+                 /\ producer' = [producer EXCEPT ![i].status = "ready", ![i].txn = NoTxn,
+                                     ![i].epoch = e,
+                                     ![i].seq = IF e = producer[i].epoch THEN @
+                                                ELSE [p \in Partitions |-> 0]]
           /\ outcome' = [t \in Txns |->
                             IF t \in coordinator.txns
                             THEN (IF commit THEN "committed" ELSE "aborted") ELSE outcome[t]]
           /\ commits' = IF commit THEN commits \cup {<<producer[i].txn, i, owner>>} ELSE commits
-          /\ producer' = [producer EXCEPT ![i].status = "ready", ![i].txn = NoTxn]
+          /\ delayed' = IF held
+                        THEN delayed \cup {[epoch |-> producer[i].epoch, txn |-> producer[i].txn,
+                                            commit |-> commit]}
+                        ELSE delayed
+          /\ held => Cardinality(delayed) < MaxDelayed
        \/ /\ producer[i].epoch = coordinator.epoch
           /\ producer[i].parts = {}  \* nothing was added: it ends at the producer
           /\ producer' = [producer EXCEPT ![i].status = "ready", ![i].txn = NoTxn]
-          /\ UNCHANGED <<coordinator, outcome, commits>>
+          /\ ~held
+          /\ UNCHANGED <<coordinator, outcome, commits, delayed>>
     /\ UNCHANGED <<log, pstate, nextTxn, nextId, failovers, owner>>
+
+\* The held first attempt of an EndTxn reaches the coordinator at last. The
+\* coordinator knows no more than the request says: producer id, epoch, commit
+\* or abort. In the epoch it names, with a transaction Ongoing, it ends that
+\* transaction, whichever it is: under version 1 that is the producer's next one
+\* (KAFKA-17754). With an older epoch it is fenced; with the transaction ended
+\* it is a retry (or INVALID_TXN_STATE): nothing changes.
+DeliverEndTxn(m) ==
+    /\ m \in delayed
+    /\ delayed' = delayed \ {m}
+    /\ IF m.epoch = coordinator.epoch /\ coordinator.state = "Ongoing"
+          /\ (TransactionVersion = 1 \/ coordinator.epoch < MaxEpoch)
+       THEN /\ coordinator' = [coordinator EXCEPT
+                                 !.state = IF m.commit THEN "PrepareCommit" ELSE "PrepareAbort",
+                                 !.pending = coordinator.partitions,
+                                 !.epoch = IF TransactionVersion = 2 THEN @ + 1 ELSE @]
+            /\ outcome' = [t \in Txns |->
+                              IF t \in coordinator.txns
+                              THEN (IF m.commit THEN "committed" ELSE "aborted") ELSE outcome[t]]
+       ELSE UNCHANGED <<coordinator, outcome>>
+    /\ UNCHANGED <<producer, log, pstate, nextTxn, nextId, failovers, owner, commits>>
 
 (* -- the coordinator ------------------------------------------------------- *)
 
@@ -238,7 +299,7 @@ WriteMarker(p) ==
     /\ pstate' = [pstate EXCEPT ![p] =
                      IF coordinator.epoch > @.epoch THEN [epoch |-> coordinator.epoch, seq |-> -1] ELSE @]
     /\ coordinator' = [coordinator EXCEPT !.pending = @ \ {p}]
-    /\ UNCHANGED <<producer, nextTxn, nextId, failovers, owner, outcome, commits>>
+    /\ UNCHANGED <<producer, nextTxn, nextId, failovers, owner, outcome, commits, delayed>>
 
 CompleteTxn ==
     /\ coordinator.state \in {"PrepareCommit", "PrepareAbort"}
@@ -246,7 +307,7 @@ CompleteTxn ==
     /\ coordinator' = [coordinator EXCEPT
                           !.state = IF coordinator.state = "PrepareCommit" THEN "CompleteCommit" ELSE "CompleteAbort",
                           !.partitions = {}]
-    /\ UNCHANGED <<producer, log, pstate, nextTxn, nextId, failovers, owner, outcome, commits>>
+    /\ UNCHANGED <<producer, log, pstate, nextTxn, nextId, failovers, owner, outcome, commits, delayed>>
 
 \* transaction.timeout.ms passed: the coordinator aborts, bumping the epoch so the
 \* producer that let it time out is fenced.
@@ -256,7 +317,7 @@ TimeoutAbort ==
     /\ coordinator' = [coordinator EXCEPT !.state = "PrepareAbort", !.pending = coordinator.partitions,
                                           !.epoch = @ + 1]
     /\ outcome' = [t \in Txns |-> IF t \in coordinator.txns THEN "aborted" ELSE outcome[t]]
-    /\ UNCHANGED <<producer, log, pstate, nextTxn, nextId, failovers, owner, commits>>
+    /\ UNCHANGED <<producer, log, pstate, nextTxn, nextId, failovers, owner, commits, delayed>>
 
 \* The coordinator moves to another broker: it reloads the transaction state
 \* from __transaction_state (all of `coordinator` is durable) and goes on
@@ -266,14 +327,15 @@ TimeoutAbort ==
 CoordinatorFailover ==
     /\ failovers < MaxFailovers
     /\ failovers' = failovers + 1
-    /\ UNCHANGED <<producer, coordinator, log, pstate, nextTxn, nextId, owner, outcome, commits>>
+    /\ UNCHANGED <<producer, coordinator, log, pstate, nextTxn, nextId, owner, outcome, commits, delayed>>
 
 Next ==
     \/ \E i \in Instances : InitProducerId(i)
     \/ \E i \in Instances : BeginTxn(i)
     \/ \E i \in Instances, p \in Partitions : AddPartition(i, p)
     \/ \E i \in Instances, p \in Partitions, retry \in BOOLEAN : Write(i, p, retry)
-    \/ \E i \in Instances, commit \in BOOLEAN : EndTxn(i, commit)
+    \/ \E i \in Instances, commit, held \in BOOLEAN : EndTxn(i, commit, held)
+    \/ \E m \in delayed : DeliverEndTxn(m)
     \/ \E p \in Partitions : WriteMarker(p)
     \/ CompleteTxn
     \/ TimeoutAbort

@@ -11,5 +11,7 @@ ConstInit ==
     /\ MaxEpoch = 2
     /\ MaxFailovers = 0
     /\ BumpEpochOnInit = FALSE
+    /\ TransactionVersion = 1
+    /\ MaxDelayed = 0
 
 =============================================================================

@@ -139,12 +139,18 @@ def test_brokers_register_heartbeat_and_read_the_metadata_log(controller):
         18,
         19,
         20,
+        33,
         37,
+        43,
+        44,
+        45,
+        46,
         56,
         62,
         63,
         67,
-    }  # 37: CreatePartitions, 67: AllocateProducerIds
+    }  # 33/44: (Incremental)AlterConfigs, 37: CreatePartitions, 43/45/46: ElectLeaders and the
+    # reassignments, 67: AllocateProducerIds
     epochs = {b: client.register(b) for b in (1, 2, 3)}
     assert sorted(epochs.values()) == list(epochs.values())  # epochs are log offsets
     for b, e in epochs.items():

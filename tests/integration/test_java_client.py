@@ -12,6 +12,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from java_peer import JavaPeerProcess, java_peer, require_java_peer, wait_for_all
 
+from kafkalab.client import Admin
 from kafkalab.server.broker import BrokerThread
 
 
@@ -71,6 +72,13 @@ def latest_assignment(member: JavaPeerProcess) -> set[int]:
     return assigned
 
 
+def listed_group(bs: str, group: str) -> dict:
+    """The group as the Java Admin's listConsumerGroups (ListGroups v5) shows it."""
+    (listing,) = java_peer("admin", "listConsumerGroups", "--bootstrap", bs)
+    (g,) = [g for g in listing["groups"] if g["groupId"] == group]
+    return {"state": g["state"], "type": g["type"]}
+
+
 def committed_offsets(bs: str, group: str, topic: str, partitions: int) -> dict[int, int]:
     c = Consumer({"bootstrap.servers": bs, "group.id": group, "enable.auto.commit": False})
     try:
@@ -102,6 +110,7 @@ def test_classic_group_of_two_java_members_shares_and_commits(broker):
 
             wait_for_all([a, b], split, timeout=90)
             split_a, split_b = latest_assignment(a), latest_assignment(b)
+            assert listed_group(bs, group) == {"state": "STABLE", "type": "CLASSIC"}
             sent = of_kind(
                 java_peer("produce", "--bootstrap", bs, "--topic", topic, "--count", "200"),
                 "sent",
@@ -152,6 +161,13 @@ def test_transactions_commit_and_abort_seen_by_read_committed(broker):
     assert sorted(r["value"] for r in read_committed) == sorted(committed)
     read_uncommitted = read("read_uncommitted")
     assert sorted(r["value"] for r in read_uncommitted) == sorted(committed | aborted)
+    # DescribeProducers: the transactional producer, its transactions all ended
+    states = java_peer(
+        "admin", "describeProducers", "--bootstrap", bs, "--topic", topic, "--partitions", "0,1"
+    )
+    producers = [p for s in of_kind(states, "producers") for p in s["producers"]]
+    assert producers and {p["currentTransactionStartOffset"] for p in producers} == {None}
+    assert len({p["producerId"] for p in producers}) == 1
 
 
 def test_admin_describe_cluster_create_topics_describe_configs(broker):
@@ -189,3 +205,70 @@ def test_without_a_jdk_the_peer_is_unavailable_with_the_reason(monkeypatch, tmp_
     with pytest.raises(peer.JavaPeerUnavailable, match="`java` is not on PATH"):
         peer._build_peer()
     assert not (tmp_path / "cache").exists(), "nothing is fetched without a JDK"
+
+
+def test_kip848_group_of_two_java_members_shares_commits_and_hands_over(broker):
+    """group.protocol=consumer: ConsumerGroupHeartbeat, OffsetCommit and OffsetFetch
+    v10 with member epochs and topic ids. Two members split the topic and commit
+    what they read; one leaves; the other takes its partitions over from the
+    committed offsets: every record read once, none lost."""
+    bs, topic, group = broker.bootstrap_servers, "java-kip848", "java-kip848-group"
+    create_topic(bs, topic, 4)
+    member_args = [
+        "--bootstrap", bs, "--topic", topic, "--group", group, "--protocol", "consumer",
+        "--commit", "sync", "--stop-on-stdin", "true",
+    ]  # fmt: skip
+    everything = {0, 1, 2, 3}
+    with JavaPeerProcess("consume", *member_args, "--client-id", "a") as a:
+        a.wait_for(lambda _: latest_assignment(a) == everything, timeout=90)
+        with JavaPeerProcess("consume", *member_args, "--client-id", "b") as b:
+
+            def split() -> bool:
+                mine, theirs = latest_assignment(a), latest_assignment(b)
+                return (
+                    bool(mine)
+                    and bool(theirs)
+                    and not mine & theirs
+                    and mine | theirs == everything
+                )
+
+            wait_for_all([a, b], split, timeout=90)
+            split_a, split_b = latest_assignment(a), latest_assignment(b)
+            with Admin(bs) as admin:
+                described = admin.describe_consumer_group(group)
+            assert {m.client_id for m in described.members} == {"a", "b"}
+            owned = {m.client_id: {p for _, p in m.partitions} for m in described.members}
+            assert owned == {"a": split_a, "b": split_b}
+            assert listed_group(bs, group) == {"state": "STABLE", "type": "CONSUMER"}
+
+            first = of_kind(
+                java_peer("produce", "--bootstrap", bs, "--topic", topic, "--count", "200"),
+                "sent",
+            )
+            wait_for_all(
+                [a, b], lambda: len(a.records()) + len(b.records()) >= len(first), timeout=90
+            )
+            b.stop()  # commits what it read (it committed after each poll) and leaves
+        assert {r["partition"] for r in b.records()} <= split_b
+        assert {r["partition"] for r in a.records()} <= split_a
+        a.wait_for(lambda _: latest_assignment(a) == everything, timeout=90)
+        second = of_kind(
+            java_peer(
+                "produce", "--bootstrap", bs, "--topic", topic, "--count", "200",
+                "--key-prefix", "second-",
+            ),
+            "sent",
+        )  # fmt: skip
+        sent = first + second
+        a.wait_for(lambda _: len(a.records()) + len(b.records()) >= len(sent), timeout=90)
+        a.stop()
+    read = [(r["partition"], r["offset"]) for m in (a, b) for r in m.records()]
+    assert sorted(read) == sorted((s["partition"], s["offset"]) for s in sent)
+    assert len(read) == len(set(read)), "a record was read twice"
+    # b's partitions: a read only the second batch there, from b's committed offsets
+    taken_over = [r for r in a.records() if r["partition"] in split_b]
+    assert taken_over and all(r["key"].startswith("second-") for r in taken_over)
+    ends = {p: 0 for p in everything}
+    for s in sent:
+        ends[s["partition"]] = max(ends[s["partition"]], s["offset"] + 1)
+    assert committed_offsets(bs, group, topic, 4) == ends

@@ -166,3 +166,115 @@ def test_what_kafkalab_refuses(admin):
         {"group_ids": ["g-refused"], "include_authorized_operations": False},
     )
     assert r["groups"][0]["error_code"] == Errors.GROUP_ID_NOT_FOUND
+
+
+def commit(conn, version: int, group: str, member_id: str, epoch: int, topics: list) -> dict:
+    body = {
+        "group_id": group,
+        "generation_id_or_member_epoch": epoch,
+        "member_id": member_id,
+        "group_instance_id": None,
+        "topics": topics,
+    }
+    return conn._call(ApiKeys.OFFSET_COMMIT, version, body)[1]
+
+
+def commit_errors(response: dict, key: str = "name") -> dict:
+    return {
+        (t[key], p["partition_index"]): Errors(p["error_code"])
+        for t in response["topics"]
+        for p in t["partitions"]
+    }
+
+
+def test_a_kip848_members_offsets_by_version(admin):
+    """OffsetCommit v9/v10 and OffsetFetch v8-v10 as Kafka 4's Java consumer sends
+    them: member epochs checked, topics by id from v10, several groups per fetch."""
+    group = "g-offsets"
+    conn = admin.coordinator(group)
+    (topic,) = conn.request(ApiKeys.METADATA, {"topics": [{"name": TOPIC}]})["topics"]
+    topic_id, nowhere = topic["topic_id"], uuid.UUID(int=99)
+    joined = heartbeat(
+        conn, group, "m", 0, rebalance_timeout_ms=30_000, subscribed_topic_names=[TOPIC]
+    )
+    epoch = joined["member_epoch"]
+    assert joined["error_code"] == 0 and epoch >= 1
+
+    def partition(i: int, offset: int) -> dict:
+        return {"partition_index": i, "committed_offset": offset, "committed_metadata": "x"}
+
+    by_id = commit(
+        conn, 10, group, "m", epoch,
+        [
+            {"topic_id": topic_id, "partitions": [partition(0, 5), partition(1, 6)]},
+            {"topic_id": nowhere, "partitions": [partition(0, 1)]},
+        ],
+    )  # fmt: skip
+    assert commit_errors(by_id, "topic_id") == {
+        (topic_id, 0): Errors.NONE,
+        (topic_id, 1): Errors.NONE,
+        (nowhere, 0): Errors.UNKNOWN_TOPIC_ID,
+    }
+    by_name = [{"name": TOPIC, "partitions": [partition(2, 7)]}]
+    assert commit_errors(commit(conn, 9, group, "m", epoch, by_name)) == {(TOPIC, 2): Errors.NONE}
+    # a stale epoch, an id the group does not have, and v7 (a generation, not an epoch)
+    stale = commit_errors(commit(conn, 9, group, "m", epoch + 1, by_name))
+    assert stale == {(TOPIC, 2): Errors.STALE_MEMBER_EPOCH}
+    stranger = commit_errors(commit(conn, 9, group, "stranger", epoch, by_name))
+    assert stranger == {(TOPIC, 2): Errors.UNKNOWN_MEMBER_ID}
+    old = commit_errors(commit(conn, 7, group, "m", epoch, by_name))
+    assert old == {(TOPIC, 2): Errors.UNSUPPORTED_VERSION}
+
+    def fetch(version: int, groups: list) -> dict:
+        body = {"groups": groups, "require_stable": False}
+        answer = conn._call(ApiKeys.OFFSET_FETCH, version, body)[1]
+        return {g["group_id"]: g for g in answer["groups"]}
+
+    asked = [{"topic_id": topic_id, "partition_indexes": [0, 1, 2, 3]},
+             {"topic_id": nowhere, "partition_indexes": [0]}]  # fmt: skip
+    groups = fetch(
+        10,
+        [
+            {"group_id": group, "member_id": "m", "member_epoch": epoch, "topics": asked},
+            {"group_id": "g-never", "member_id": None, "member_epoch": -1, "topics": asked},
+            {"group_id": group, "member_id": "m", "member_epoch": epoch + 1, "topics": asked},
+        ],
+    )
+    assert len(groups) == 2  # the same group twice: answered twice, the last shown here
+    assert groups[group]["error_code"] == Errors.STALE_MEMBER_EPOCH
+    assert groups[group]["topics"] == []
+    never = {
+        (t["topic_id"], p["partition_index"]): (p["committed_offset"], Errors(p["error_code"]))
+        for t in groups["g-never"]["topics"]
+        for p in t["partitions"]
+    }
+    assert never == {
+        **{(topic_id, i): (-1, Errors.NONE) for i in range(4)},
+        (nowhere, 0): (-1, Errors.UNKNOWN_TOPIC_ID),
+    }
+    (mine,) = fetch(10, [{"group_id": group, "member_id": "m", "member_epoch": epoch,
+                          "topics": asked}]).values()  # fmt: skip
+    assert mine["error_code"] == 0
+    offsets = {
+        (t["topic_id"], p["partition_index"]): (p["committed_offset"], p["metadata"])
+        for t in mine["topics"]
+        for p in t["partitions"]
+        if p["error_code"] == 0
+    }
+    assert offsets == {
+        (topic_id, 0): (5, "x"),
+        (topic_id, 1): (6, "x"),
+        (topic_id, 2): (7, "x"),
+        (topic_id, 3): (-1, ""),  # nothing committed: Kafka's NO_METADATA
+    }
+    # v8: by name, every topic (null), no member fields
+    (all_v8,) = fetch(8, [{"group_id": group, "topics": None}]).values()
+    assert {
+        (t["name"], p["partition_index"]): p["committed_offset"]
+        for t in all_v8["topics"]
+        for p in t["partitions"]
+    } == {(TOPIC, 0): 5, (TOPIC, 1): 6, (TOPIC, 2): 7}
+    unknown_member = fetch(9, [{"group_id": group, "member_id": "x", "member_epoch": 1,
+                                "topics": None}])  # fmt: skip
+    assert unknown_member[group]["error_code"] == Errors.UNKNOWN_MEMBER_ID
+    assert heartbeat(conn, group, "m", -1)["error_code"] == 0

@@ -23,6 +23,8 @@ import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
+import java.util.Set;
 import java.util.Properties;
 import java.util.TreeMap;
 import java.util.concurrent.ExecutionException;
@@ -31,14 +33,20 @@ import java.util.concurrent.atomic.AtomicBoolean;
 
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.AlterConfigOp;
+import org.apache.kafka.clients.admin.AlterConfigsOptions;
+import org.apache.kafka.clients.admin.AlterPartitionReassignmentsOptions;
 import org.apache.kafka.clients.admin.Config;
 import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.ConsumerGroupListing;
 import org.apache.kafka.clients.admin.CreateTopicsResult;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
 import org.apache.kafka.clients.admin.DescribeProducersResult;
+import org.apache.kafka.clients.admin.NewPartitionReassignment;
 import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.PartitionReassignment;
 import org.apache.kafka.clients.admin.ProducerState;
+import org.apache.kafka.clients.admin.QuorumInfo;
 import org.apache.kafka.clients.admin.TopicListing;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
@@ -51,6 +59,8 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.ElectionType;
+import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.config.ConfigResource;
@@ -78,8 +88,13 @@ public final class KafkaPeer {
         ADMIN_OPS.put("createTopics", KafkaPeer::createTopics);
         ADMIN_OPS.put("listTopics", KafkaPeer::listTopics);
         ADMIN_OPS.put("describeConfigs", KafkaPeer::describeConfigs);
+        ADMIN_OPS.put("incrementalAlterConfigs", KafkaPeer::incrementalAlterConfigs);
         ADMIN_OPS.put("listConsumerGroups", KafkaPeer::listConsumerGroups);
         ADMIN_OPS.put("describeProducers", KafkaPeer::describeProducers);
+        ADMIN_OPS.put("describeMetadataQuorum", KafkaPeer::describeMetadataQuorum);
+        ADMIN_OPS.put("electLeaders", KafkaPeer::electLeaders);
+        ADMIN_OPS.put("alterPartitionReassignments", KafkaPeer::alterPartitionReassignments);
+        ADMIN_OPS.put("listPartitionReassignments", KafkaPeer::listPartitionReassignments);
     }
 
     public static void main(String[] args) {
@@ -239,8 +254,11 @@ public final class KafkaPeer {
                     consumer.committed(consumer.assignment(), Duration.ofSeconds(10)).forEach((tp, om) ->
                             committed.put(tp.toString(), om == null ? null : om.offset()));
                     emit(obj("event", "committed-now", "offsets", committed));
-                } catch (WakeupException e) {
-                    // stop arrived during the read; the commits above are what counts
+                } catch (KafkaException e) {
+                    // Only a report (a stop's wakeup, a slow coordinator): the commits
+                    // above are what counts, so say what happened and finish.
+                    emit(obj("event", "committed-now", "error", e.getClass().getName(),
+                            "message", String.valueOf(e.getMessage())));
                 }
             }
         }
@@ -419,6 +437,36 @@ public final class KafkaPeer {
         }
     }
 
+    /**
+     * incrementalAlterConfigs --type topic|broker --name N --ops "k:SET:v;k2:DELETE:;k3:APPEND:a,b"
+     * [--validate-only true]: one resource, the operations separated by ';'.
+     */
+    static void incrementalAlterConfigs(Opts o) throws Exception {
+        ConfigResource.Type type = ConfigResource.Type.valueOf(o.get("type", "topic").toUpperCase());
+        ConfigResource resource = new ConfigResource(type, o.get("name", ""));
+        List<AlterConfigOp> ops = new ArrayList<>();
+        for (String op : o.required("ops").split(";")) {
+            String[] parts = op.split(":", 3);
+            AlterConfigOp.OpType opType = AlterConfigOp.OpType.valueOf(parts[1]);
+            String value = opType == AlterConfigOp.OpType.DELETE ? null : parts[2];
+            ops.add(new AlterConfigOp(new ConfigEntry(parts[0], value), opType));
+        }
+        Map<ConfigResource, Collection<AlterConfigOp>> changes = new HashMap<>();
+        changes.put(resource, ops);
+        AlterConfigsOptions options = new AlterConfigsOptions().validateOnly(o.bool("validate-only", false));
+        try (Admin admin = adminClient(o)) {
+            Map<String, Object> out = obj("event", "altered", "type", type.name(), "name", resource.name());
+            try {
+                admin.incrementalAlterConfigs(changes, options).values().get(resource).get();
+                out.put("error", null);
+            } catch (ExecutionException e) {
+                out.put("error", e.getCause().getClass().getSimpleName());
+                out.put("message", e.getCause().getMessage());
+            }
+            emit(out);
+        }
+    }
+
     @SuppressWarnings({"deprecation", "removal"})
     static void listConsumerGroups(Opts o) throws Exception {
         try (Admin admin = adminClient(o)) {
@@ -453,6 +501,116 @@ public final class KafkaPeer {
                 emit(obj("event", "producers", "topic", e.getKey().topic(), "partition", e.getKey().partition(),
                         "producers", producers));
             }
+        }
+    }
+
+    /** describeMetadataQuorum: the KRaft quorum (DescribeQuorum, answered through a broker). */
+    static void describeMetadataQuorum(Opts o) throws Exception {
+        try (Admin admin = adminClient(o)) {
+            QuorumInfo q = admin.describeMetadataQuorum().quorumInfo().get();
+            emit(obj("event", "quorum", "leaderId", q.leaderId(), "leaderEpoch", q.leaderEpoch(),
+                    "highWatermark", q.highWatermark(), "voters", replicaStates(q.voters()),
+                    "observers", replicaStates(q.observers())));
+        }
+    }
+
+    static List<Object> replicaStates(List<QuorumInfo.ReplicaState> replicas) {
+        List<Object> out = new ArrayList<>();
+        for (QuorumInfo.ReplicaState r : replicas) {
+            out.add(obj("replicaId", r.replicaId(), "logEndOffset", r.logEndOffset(),
+                    "lastFetchTimestamp", r.lastFetchTimestamp().orElse(-1L),
+                    "lastCaughtUpTimestamp", r.lastCaughtUpTimestamp().orElse(-1L)));
+        }
+        return out;
+    }
+
+    /** "t:0" as a TopicPartition. */
+    static TopicPartition topicPartition(String s) {
+        int colon = s.lastIndexOf(':');
+        return new TopicPartition(s.substring(0, colon), Integer.parseInt(s.substring(colon + 1)));
+    }
+
+    static String errorName(ExecutionException e) {
+        return e.getCause().getClass().getSimpleName();
+    }
+
+    /** electLeaders --election-type preferred|unclean [--partitions t:0,t:1] (none: every
+     *  partition); one "election" event a partition: error null or the exception's class. */
+    static void electLeaders(Opts o) throws Exception {
+        ElectionType type = ElectionType.valueOf(o.get("election-type", "preferred").toUpperCase());
+        Set<TopicPartition> parts = null;
+        if (o.has("partitions")) {
+            parts = new java.util.LinkedHashSet<>();
+            for (String s : o.list("partitions")) {
+                parts.add(topicPartition(s));
+            }
+        }
+        try (Admin admin = adminClient(o)) {
+            Map<TopicPartition, Optional<Throwable>> results = admin.electLeaders(type, parts).partitions().get();
+            for (Map.Entry<TopicPartition, Optional<Throwable>> e : results.entrySet()) {
+                emit(obj("event", "election", "topic", e.getKey().topic(), "partition", e.getKey().partition(),
+                        "error", e.getValue().map(t -> t.getClass().getSimpleName()).orElse(null)));
+            }
+            emit(obj("event", "done", "results", results.size()));
+        }
+    }
+
+    /** alterPartitionReassignments --reassignments t:0=2/3,t:1=cancel
+     *  [--allow-replication-factor-change false]; one "reassignment" event a partition. */
+    static void alterPartitionReassignments(Opts o) throws Exception {
+        Map<TopicPartition, Optional<NewPartitionReassignment>> targets = new LinkedHashMap<>();
+        for (String entry : o.list("reassignments")) {
+            String[] parts = entry.split("=", 2);
+            if (parts[1].equals("cancel")) {
+                targets.put(topicPartition(parts[0]), Optional.empty());
+            } else {
+                List<Integer> replicas = new ArrayList<>();
+                for (String r : parts[1].split("/")) {
+                    replicas.add(Integer.parseInt(r));
+                }
+                targets.put(topicPartition(parts[0]), Optional.of(new NewPartitionReassignment(replicas)));
+            }
+        }
+        AlterPartitionReassignmentsOptions options = new AlterPartitionReassignmentsOptions()
+                .allowReplicationFactorChange(o.bool("allow-replication-factor-change", true));
+        try (Admin admin = adminClient(o)) {
+            Map<TopicPartition, org.apache.kafka.common.KafkaFuture<Void>> values =
+                    admin.alterPartitionReassignments(targets, options).values();
+            for (TopicPartition tp : targets.keySet()) {
+                Map<String, Object> out = obj("event", "reassignment", "topic", tp.topic(), "partition", tp.partition());
+                try {
+                    values.get(tp).get();
+                    out.put("error", null);
+                } catch (ExecutionException e) {
+                    out.put("error", errorName(e));
+                    out.put("message", e.getCause().getMessage());
+                }
+                emit(out);
+            }
+        }
+    }
+
+    /** listPartitionReassignments [--partitions t:0,t:1] (none: all); one "ongoing" event
+     *  a partition being reassigned, then "done". */
+    static void listPartitionReassignments(Opts o) throws Exception {
+        try (Admin admin = adminClient(o)) {
+            Map<TopicPartition, PartitionReassignment> ongoing;
+            if (o.has("partitions")) {
+                Set<TopicPartition> parts = new java.util.LinkedHashSet<>();
+                for (String s : o.list("partitions")) {
+                    parts.add(topicPartition(s));
+                }
+                ongoing = admin.listPartitionReassignments(parts).reassignments().get();
+            } else {
+                ongoing = admin.listPartitionReassignments().reassignments().get();
+            }
+            for (Map.Entry<TopicPartition, PartitionReassignment> e : ongoing.entrySet()) {
+                emit(obj("event", "ongoing", "topic", e.getKey().topic(), "partition", e.getKey().partition(),
+                        "replicas", new ArrayList<Object>(e.getValue().replicas()),
+                        "adding", new ArrayList<Object>(e.getValue().addingReplicas()),
+                        "removing", new ArrayList<Object>(e.getValue().removingReplicas())));
+            }
+            emit(obj("event", "done", "ongoing", ongoing.size()));
         }
     }
 

@@ -1,11 +1,12 @@
 """The TLA+ specs in CI: every configuration of specs/checks.toml gives its
 expected verdict with the built-in checker, every counterexample (found now or
 stored in specs/) replays step by step against kafkalab's Partition, and so do
-random walks through every replication configuration (conformance).
+random walks through every configuration (conformance).
 
-KafkaRaft (specs/kraft/) has no implementation to replay against yet (the Raft
-module is being written, issue 25): its counterexamples are followed through
-the spec itself instead, which keeps the stored ones honest."""
+KafkaRaft (specs/kraft/) traces replay against kafkalab's Raft voters
+(kafkalab.specs.kraft_replay; more of it in test_kraft_replay.py); its
+counterexamples are also followed through the spec itself, which keeps the
+stored ones honest."""
 
 from __future__ import annotations
 
@@ -16,8 +17,11 @@ from pathlib import Path
 
 import pytest
 
+from kafkalab.specs.kraft_replay import replay_kraft
 from kafkalab.specs.replay import (
     ReplayMismatch,
+    coordinator_serves_transaction_version,
+    kafka_17754_trace,
     random_trace,
     random_walk,
     replay_replication,
@@ -52,6 +56,8 @@ def replay(trace):
     source = trace["#meta"]["source"] if isinstance(trace, dict) else trace.meta["source"]
     if "transactions" in source.lower():
         return replay_transactions(trace)
+    if "kraft" in source.lower():
+        return replay_kraft(trace)
     return replay_replication(trace)
 
 
@@ -62,11 +68,15 @@ def test_every_configuration_gives_its_expected_verdict(check):
     if check.expect == "ok":
         assert result.counterexample is None and result.states > 1000
     elif check.name.startswith("kraft/"):
-        # No Raft module to replay against yet: the counterexample is a behaviour
-        # of the spec that breaks the expected invariant in its last state only.
+        # The counterexample is a behaviour of the spec that breaks the expected
+        # invariant in its last state only, and kafkalab's Raft voters, with the
+        # matching defect switched on, break it too.
         steps = follow_counterexample(check, result.counterexample, KRAFT_ACTIONS)
         assert len(steps) == len(result.counterexample["states"]) - 1
         assert "Next" not in steps  # every step is one named action instance
+        report = replay(result.counterexample)
+        assert len(report.steps) == len(steps) and report.defects
+        assert any(v.startswith(check.expect) for v in report.violations), report.violations
     else:
         # The counterexample drives the implementation, configured the same way
         # (the unsafe rule, the broken coordinator), into the same states.
@@ -192,16 +202,25 @@ def test_every_kraft_step_is_named_by_one_action_of_next(name):
 
 
 MODELS = sorted(SPECS_DIR.glob("*/MC_*.tla"))
-NO_REPLAY_YET = pytest.mark.skip(
-    reason="KafkaRaft traces are not replayed yet: kafkalab/raft exists, the replay from "
-    "the spec's states to its messages is still to write (issue 25); specs/kraft/README.md "
-    "says what it needs"
+
+
+NO_TRANSACTION_VERSION_2 = pytest.mark.skipif(
+    not coordinator_serves_transaction_version(2),
+    reason="transaction.version=2 not served: kafkalab's TransactionStateMachine has no "
+    "transaction_version mode yet (issue 23, part 2), so version-2 traces have nothing to "
+    "replay on",
 )
+
+
+def _model_marks(m: Path):
+    if "TransactionVersion = 2" in m.read_text():
+        return [NO_TRANSACTION_VERSION_2]
+    return []
 
 
 @pytest.mark.parametrize(
     "module",
-    [pytest.param(m, marks=NO_REPLAY_YET) if m.parent.name == "kraft" else m for m in MODELS],
+    [pytest.param(m, marks=_model_marks(m)) for m in MODELS],
     ids=[m.stem for m in MODELS],
 )
 def test_random_walks_through_the_spec_replay_against_kafkalab(module):
@@ -291,7 +310,7 @@ def test_without_apalache_the_command_says_how_to_get_it(monkeypatch):
         run_check(CHECKS[0], checker="apalache")
 
 
-def test_the_command_line_shows_a_kraft_trace_and_says_it_does_not_replay_yet():
+def test_the_command_line_shows_and_replays_a_kraft_trace():
     path = next(p for p in KRAFT_STORED if "vote-not-persisted" in p.name)
     show = subprocess.run(
         [sys.executable, "-m", "kafkalab", "specs", "show", str(path)],
@@ -303,4 +322,65 @@ def test_the_command_line_shows_a_kraft_trace_and_says_it_does_not_replay_yet():
         [sys.executable, "-m", "kafkalab", "specs", "replay", str(path)],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
-    assert replay.returncode == 2 and "issue 25" in replay.stderr
+    assert replay.returncode == 0, replay.stderr
+    assert "kafkalab did what the spec did" in replay.stdout
+    assert "kafkalab's voters break ElectionSafety: epoch 1 had leaders c1, c2" in replay.stdout
+    correct = subprocess.run(
+        [sys.executable, "-m", "kafkalab", "specs", "replay", str(path), "--defects", "none"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert correct.returncode == 1 and 'step 4 (Restart("c3"))' in correct.stderr
+    assert "KAFKA-10527" in correct.stderr
+
+
+# -- KAFKA-17754: a delayed EndTxn under transaction version 1 and 2 ------------------------
+
+
+def test_kafka_17754_under_version_1_a_held_endtxn_ends_the_next_transaction():
+    """Transaction 1's EndTxn(commit or abort), held while its retry ended
+    transaction 1, arrives in transaction 2 (same epoch): the coordinator ends
+    transaction 2, which the producer never asked for; kafkalab's coordinator
+    does the same."""
+    trace = load_trace(kafka_17754_trace(1))
+    before, after = trace.states[-2], trace.states[-1]
+    (held,) = before["delayed"]
+    assert held["txn"] == 1 and held["epoch"] == after["coordinator"]["epoch"]
+    assert after["coordinator"]["state"] in ("PrepareCommit", "PrepareAbort")
+    assert after["coordinator"]["txns"] == [2] and after["producer"]["p1"]["txn"] == 2
+    report = replay_transactions(trace)
+    assert (
+        "held EndTxn" in report.steps[-1]["action"] and "refused" not in report.steps[-1]["action"]
+    )
+
+
+def test_the_kafka_17754_counterexample_shows_a_read_of_an_uncommitted_transaction():
+    """The stored counterexample: the held EndTxn(commit) of transaction 1
+    commits transaction 2's record in t0; the producer goes on with transaction 2
+    (adds t1): read_committed returns a record of a transaction still open."""
+    (path,) = [p for p in STORED if "delayed-endtxn-v1" in p.name]
+    trace = load_trace(path)
+    report = replay_transactions(trace)
+    delivered = [s for s in report.steps if "held EndTxn" in s["action"]]
+    assert len(delivered) == 1 and "arrives with epoch" in delivered[0]["action"]
+    last = trace.states[-1]
+    txns = {e["txn"] for e in last["log"]["t0"] if e["kind"] == "data"}
+    assert txns == {2} and last["outcome"][1] == "open"  # outcome: a list, txn t at t - 1
+    assert last["log"]["t0"][-1]["kind"] == "commit"
+
+
+def test_kafka_17754_under_version_2_the_held_endtxn_changes_nothing():
+    """The same scenario under transaction version 2: EndTxn bumped the epoch,
+    so the held copy names an epoch that is over; the spec's coordinator does
+    not move. Replayed on kafkalab's coordinator when it serves version 2."""
+    trace = load_trace(kafka_17754_trace(2))
+    before, after = trace.states[-2], trace.states[-1]
+    (held,) = before["delayed"]
+    assert held["epoch"] < before["coordinator"]["epoch"]
+    assert after["coordinator"] == before["coordinator"] and after["outcome"] == before["outcome"]
+    if not coordinator_serves_transaction_version(2):
+        pytest.skip(
+            "transaction.version=2 not served: kafkalab's TransactionStateMachine has no "
+            "transaction_version mode yet (issue 23, part 2)"
+        )
+    report = replay_transactions(trace)
+    assert "held EndTxn" in report.steps[-1]["action"]  # and the coordinator did not move

@@ -229,3 +229,24 @@ def test_spec_lso_and_visible(walk):
     _not_yet(checks.spec_lso_and_visible((..., ...), spec, states[14], "t0"), "replace")
     _not_yet(checks.spec_lso_and_visible(..., spec, states[14], "t0"), "replace")
     _not_yet(checks.spec_lso_and_visible(2, spec, states[14], "t0"), "(lso, visible)")
+
+
+def test_delayed_end_txn_reads():
+    from kafkalab.cluster.delayed_end_txn import DelayedEndTxnRun
+
+    run = DelayedEndTxnRun(1)
+    run.history.final_log("t", 0, [], isolation="read_committed")
+    run.history.final_log("t", 1, [(0, b"b2")], isolation="read_committed")
+    assert checks.delayed_end_txn_reads({"b2"}, run, "t")
+    _not_yet(checks.delayed_end_txn_reads({"b1", "b2"}, run, "t"), "which transaction was Ongoing")
+    assert not checks.delayed_end_txn_reads(..., run, "t")
+
+
+def test_version_2_epochs():
+    from kafkalab.specs.replay import kafka_17754_trace
+    from kafkalab.specs.trace import load_trace
+
+    trace = load_trace(kafka_17754_trace(2))
+    assert checks.version_2_epochs({"T2": 1, "held": 0}, trace)
+    _not_yet(checks.version_2_epochs({"T2": 0, "held": 0}, trace), "under version 2")
+    assert not checks.version_2_epochs(..., trace)

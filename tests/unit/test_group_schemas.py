@@ -57,6 +57,7 @@ from kafkalab.protocol.types import (
     INT32,
     INT64,
     STRING,
+    UUID,
     ArrayOf,
     Type,
 )
@@ -83,7 +84,7 @@ EXPECTED_RANGES = {
     ApiKeys.HEARTBEAT: (0, 3),
     ApiKeys.LEAVE_GROUP: (0, 3),
     ApiKeys.SYNC_GROUP: (0, 3),
-    ApiKeys.OFFSET_COMMIT: (0, 7),
+    ApiKeys.OFFSET_COMMIT: (0, 10),
     ApiKeys.OFFSET_FETCH: (0, 5),
     ApiKeys.DESCRIBE_GROUPS: (0, 4),
     ApiKeys.LIST_GROUPS: (0, 5),
@@ -105,6 +106,7 @@ _PRIMITIVES: dict[int, st.SearchStrategy] = {
     id(BOOL): st.booleans(),
     id(STRING): st.text(st.characters(exclude_categories=("Cs",)), max_size=8),
     id(BYTES): st.binary(max_size=8),
+    id(UUID): st.uuids(),
 }
 
 
@@ -295,6 +297,7 @@ def test_offset_fetch_topics_null_means_all_from_v2_and_is_refused_before():
     assert OFFSET_FETCH_REQUEST.decode(struct.pack(">h", 1) + b"g" + struct.pack(">i", -1), 2) == {
         "group_id": "g",
         "topics": None,
+        "groups": [],  # a v8 field: absent before, its default
         "require_stable": False,  # a v7 field: absent before, its default
     }
     with pytest.raises(Exception, match="not nullable"):

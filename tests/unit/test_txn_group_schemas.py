@@ -20,7 +20,7 @@ PEERS = {
 }
 CASES = [
     pytest.param(ApiKeys.TXN_OFFSET_COMMIT, v, id=f"TxnOffsetCommit-v{v}") for v in range(6)
-] + [pytest.param(ApiKeys.OFFSET_FETCH, v, id=f"OffsetFetch-v{v}") for v in (6, 7)]
+] + [pytest.param(ApiKeys.OFFSET_FETCH, v, id=f"OffsetFetch-v{v}") for v in (6, 7, 8, 9, 10)]
 
 
 def test_the_broker_advertises_them():
@@ -28,7 +28,7 @@ def test_the_broker_advertises_them():
         APIS[ApiKeys.TXN_OFFSET_COMMIT].min_version,
         APIS[ApiKeys.TXN_OFFSET_COMMIT].max_version,
     ) == (0, 5)
-    assert APIS[ApiKeys.OFFSET_FETCH].max_version == 7
+    assert APIS[ApiKeys.OFFSET_FETCH].max_version == 10
     for key, api in TXN_GROUP_APIS.items():
         assert APIS[key] is api
         for cls, msg in zip(PEERS[key], (api.request, api.response), strict=True):

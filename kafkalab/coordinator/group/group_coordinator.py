@@ -109,7 +109,10 @@ from kafkalab.coordinator.group.group_runtime import (
     TimerKind,
     TopicPartition,
 )
-from kafkalab.coordinator.group.offset_metadata_manager import OffsetMetadataManager
+from kafkalab.coordinator.group.offset_metadata_manager import (
+    OFFSET_COMMIT_LATEST_VERSION,
+    OffsetMetadataManager,
+)
 from kafkalab.coordinator.group.results import (
     AppendRecords,
     CommitOffset,
@@ -582,6 +585,7 @@ class GroupCoordinator:
         member_id: str = UNKNOWN_MEMBER_ID,
         group_instance_id: str | None = None,
         expire_timestamp_ms: int | None = None,
+        api_version: int = OFFSET_COMMIT_LATEST_VERSION,
         now_ms: int,
         request: Hashable | None = None,
     ) -> Effects:
@@ -592,6 +596,7 @@ class GroupCoordinator:
             member_id=member_id,
             group_instance_id=group_instance_id,
             expire_timestamp_ms=expire_timestamp_ms,
+            api_version=api_version,
             now_ms=now_ms,
             request=request,
         )

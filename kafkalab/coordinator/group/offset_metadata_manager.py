@@ -44,6 +44,11 @@ from kafkalab.coordinator.group.results import (
 from kafkalab.errors import Errors
 from kafkalab.protocol.consumer_protocol import PROTOCOL_TYPE
 
+#: OffsetCommit v9 is the first a KIP-848 member may commit with (Kafka: ConsumerGroup.
+#: validateOffsetCommit); a caller that names no version speaks the latest, v10.
+FIRST_MEMBER_EPOCH_OFFSET_COMMIT_VERSION = 9
+OFFSET_COMMIT_LATEST_VERSION = 10
+
 if TYPE_CHECKING:
     from kafkalab.coordinator.group.group_coordinator import GroupCoordinator
 
@@ -86,12 +91,15 @@ class OffsetMetadataManager:
         member_id: str = UNKNOWN_MEMBER_ID,
         group_instance_id: str | None = None,
         expire_timestamp_ms: int | None = None,
+        api_version: int = OFFSET_COMMIT_LATEST_VERSION,
         now_ms: int,
         request: Hashable | None = None,
     ) -> Effects:
         """OffsetCommit. Members commit with their generation; generation -1 with no
         member id is a consumer that only stores offsets here (allowed while the group
-        is Empty). The answer comes once the records are written."""
+        is Empty). A KIP-848 member commits with its member epoch, in OffsetCommit v9
+        or later (`api_version`: the request's). The answer comes once the records
+        are written."""
         effects = self.shard.begin_call(now_ms, request)
         request = effects.request
 
@@ -105,7 +113,9 @@ class OffsetMetadataManager:
         consumer = self.shard.consumer_groups.get(group_id)
         if consumer is not None and (consumer.members or generation_id >= 0 or member_id):
             # a KIP-848 group: members commit with their member epoch
-            error = self._validate_consumer_group_commit(consumer, member_id, generation_id)
+            error = self._validate_consumer_group_commit(
+                consumer, member_id, generation_id, api_version=api_version
+            )
             if error is not None:
                 return answer(error)
             group = self.shard.groups.get(group_id)
@@ -160,17 +170,25 @@ class OffsetMetadataManager:
 
     @staticmethod
     def _validate_consumer_group_commit(
-        consumer: ConsumerGroup, member_id: str, member_epoch: int
+        consumer: ConsumerGroup,
+        member_id: str,
+        member_epoch: int,
+        *,
+        api_version: int | None = None,
     ) -> Errors | None:
         """Kafka: ConsumerGroup.validateOffsetCommit. Epoch -1 with no members: an
         admin or a consumer without group management; otherwise the member must
         exist and commit at its current epoch (STALE_MEMBER_EPOCH: retry after the
-        next heartbeat)."""
+        next heartbeat). A plain OffsetCommit (`api_version` given; None for
+        TxnOffsetCommit) from a member below v9 is UNSUPPORTED_VERSION: before v9 the
+        field held a classic generation, not a member epoch."""
         if member_epoch < 0 and not consumer.members:
             return None
         member = consumer.members.get(member_id)
         if member is None:
             return Errors.UNKNOWN_MEMBER_ID
+        if api_version is not None and api_version < FIRST_MEMBER_EPOCH_OFFSET_COMMIT_VERSION:
+            return Errors.UNSUPPORTED_VERSION
         if member_epoch != member.member_epoch:
             return Errors.STALE_MEMBER_EPOCH
         return None

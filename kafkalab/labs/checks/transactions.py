@@ -21,6 +21,7 @@ from kafkalab.storage.unified_log import FetchIsolation
 __all__ = [
     "batch_kinds",
     "copies_after_restart",
+    "delayed_end_txn_reads",
     "epoch_after_timeout",
     "fenced_epochs",
     "last_stable_offsets",
@@ -28,6 +29,7 @@ __all__ = [
     "read_committed_values",
     "retry_offsets",
     "spec_lso_and_visible",
+    "version_2_epochs",
     "zombie_errors",
 ]
 
@@ -297,4 +299,49 @@ def spec_lso_and_visible(answer: Any, spec, state: dict, partition: str) -> Verd
         "after them is a commit",
         hint="find the first data record no marker follows; then keep, below it, the data "
         "records whose next marker is a commit",
+    )
+
+
+# -- part 5: transaction versions -------------------------------------------------------------
+
+
+def delayed_end_txn_reads(answer: Any, run, topic: str) -> Verdict:
+    """Which of the scenario's records (a1, b1, b2) a read_committed consumer
+    returned after KAFKA-17754's delayed EndTxn (the run's read_committed final
+    logs, kafkalab.cluster.delayed_end_txn)."""
+    if not answered(answer):
+        return UNANSWERED
+    returned = {
+        value.decode()
+        for p in (0, 1)
+        for _, value in run.history.committed_finals.get((topic, p), [])
+    }
+    return compare(
+        _as(set, answer),
+        returned,
+        what="what read_committed returns",
+        why="T1 aborted (a1 gone); T1's held EndTxn(abort) arrived while T2 was open in the "
+        "same epoch and aborted it (b1 gone); the producer then added p1, wrote b2 and "
+        "committed: a new transaction for the coordinator, so b2 is committed",
+        hint="the held request names producer id and epoch only: which transaction was "
+        "Ongoing for that epoch when it arrived? And what is T2 to the coordinator after that?",
+    )
+
+
+def version_2_epochs(answer: Any, trace) -> Verdict:
+    """Under transaction version 2, in a spec trace where transaction 1's EndTxn
+    was held: the epoch transaction 2 runs with, and the epoch the held request
+    carries (from the trace's states)."""
+    if not answered(answer):
+        return UNANSWERED
+    held = next(m["epoch"] for s in trace.states for m in s["delayed"])
+    in_t2 = next(p["epoch"] for s in trace.states for p in s["producer"].values() if p["txn"] == 2)
+    return compare(
+        _as(dict, answer),
+        {"T2": in_t2, "held": held},
+        what="(the epoch of T2, the epoch of the held EndTxn)",
+        why="version 2 bumps the epoch at every EndTxn and returns it: T1's EndTxn (its "
+        "retry) took the epoch T1 ran with to the next one, which T2 runs with; the held "
+        "first attempt was built before, with T1's",
+        hint="which epoch did T1 run with, and what does an EndTxn do to it under version 2?",
     )

@@ -9,11 +9,15 @@ fetch           Fetch (1), OffsetForLeaderEpoch (23)
 list_offsets    ListOffsets (2)
 topics          CreateTopics (19), DeleteTopics (20), CreatePartitions (37)
 delete_records  DeleteRecords (21)
-configs         DescribeConfigs (32)
+configs         DescribeConfigs (32), AlterConfigs (33), IncrementalAlterConfigs (44)
 cluster         DescribeCluster (60)
+reassignment    ElectLeaders (43), AlterPartitionReassignments (45),
+                ListPartitionReassignments (46); REASSIGNMENT_APIS
 controller      BrokerRegistration (62), BrokerHeartbeat (63), AlterPartition (56),
                 AllocateProducerIds (67);
                 CONTROLLER_APIS, what the controller's listener serves
+raft            KRaft: Vote (52), BeginQuorumEpoch (53), EndQuorumEpoch (54),
+                DescribeQuorum (55); RAFT_APIS
 group           the classic group protocol: FindCoordinator (10), JoinGroup (11),
                 Heartbeat (12), LeaveGroup (13), SyncGroup (14), DescribeGroups (15),
                 ListGroups (16), DeleteGroups (42); GROUP_APIS
@@ -58,9 +62,11 @@ from kafkalab.protocol.messages.cluster import (
     DESCRIBE_CLUSTER_RESPONSE,
 )
 from kafkalab.protocol.messages.configs import (
+    ALTER_CONFIGS_API,
     DESCRIBE_CONFIGS_API,
     DESCRIBE_CONFIGS_REQUEST,
     DESCRIBE_CONFIGS_RESPONSE,
+    INCREMENTAL_ALTER_CONFIGS_API,
 )
 from kafkalab.protocol.messages.consumer_group import (
     CONSUMER_GROUP_APIS,
@@ -138,6 +144,33 @@ from kafkalab.protocol.messages.produce import (
     PRODUCE_REQUEST,
     PRODUCE_RESPONSE,
 )
+from kafkalab.protocol.messages.raft import (
+    BEGIN_QUORUM_EPOCH_API,
+    BEGIN_QUORUM_EPOCH_REQUEST,
+    BEGIN_QUORUM_EPOCH_RESPONSE,
+    DESCRIBE_QUORUM_API,
+    DESCRIBE_QUORUM_REQUEST,
+    DESCRIBE_QUORUM_RESPONSE,
+    END_QUORUM_EPOCH_API,
+    END_QUORUM_EPOCH_REQUEST,
+    END_QUORUM_EPOCH_RESPONSE,
+    RAFT_APIS,
+    VOTE_API,
+    VOTE_REQUEST,
+    VOTE_RESPONSE,
+)
+from kafkalab.protocol.messages.reassignment import (
+    ALTER_PARTITION_REASSIGNMENTS_API,
+    ALTER_PARTITION_REASSIGNMENTS_REQUEST,
+    ALTER_PARTITION_REASSIGNMENTS_RESPONSE,
+    ELECT_LEADERS_API,
+    ELECT_LEADERS_REQUEST,
+    ELECT_LEADERS_RESPONSE,
+    LIST_PARTITION_REASSIGNMENTS_API,
+    LIST_PARTITION_REASSIGNMENTS_REQUEST,
+    LIST_PARTITION_REASSIGNMENTS_RESPONSE,
+    REASSIGNMENT_APIS,
+)
 from kafkalab.protocol.messages.topics import (
     CREATE_PARTITIONS_API,
     CREATE_PARTITIONS_REQUEST,
@@ -197,8 +230,37 @@ APIS[ApiKeys.DESCRIBE_CONFIGS] = DESCRIBE_CONFIGS_API
 APIS[ApiKeys.DESCRIBE_CLUSTER] = DESCRIBE_CLUSTER_API
 APIS[ApiKeys.CREATE_PARTITIONS] = CREATE_PARTITIONS_API
 APIS[ApiKeys.DELETE_RECORDS] = DELETE_RECORDS_API
+# Forwarded to the controller (kafkalab.server.apis.reassignment).
+APIS.update(REASSIGNMENT_APIS)
+APIS[ApiKeys.ALTER_CONFIGS] = ALTER_CONFIGS_API
+APIS[ApiKeys.INCREMENTAL_ALTER_CONFIGS] = INCREMENTAL_ALTER_CONFIGS_API
+APIS[ApiKeys.DESCRIBE_QUORUM] = DESCRIBE_QUORUM_API  # forwarded to the controllers
+
 
 __all__ = [
+    "ALTER_PARTITION_REASSIGNMENTS_API",
+    "ALTER_PARTITION_REASSIGNMENTS_REQUEST",
+    "ALTER_PARTITION_REASSIGNMENTS_RESPONSE",
+    "ELECT_LEADERS_API",
+    "ELECT_LEADERS_REQUEST",
+    "ELECT_LEADERS_RESPONSE",
+    "LIST_PARTITION_REASSIGNMENTS_API",
+    "LIST_PARTITION_REASSIGNMENTS_REQUEST",
+    "LIST_PARTITION_REASSIGNMENTS_RESPONSE",
+    "REASSIGNMENT_APIS",
+    "BEGIN_QUORUM_EPOCH_API",
+    "BEGIN_QUORUM_EPOCH_REQUEST",
+    "BEGIN_QUORUM_EPOCH_RESPONSE",
+    "DESCRIBE_QUORUM_API",
+    "DESCRIBE_QUORUM_REQUEST",
+    "DESCRIBE_QUORUM_RESPONSE",
+    "END_QUORUM_EPOCH_API",
+    "END_QUORUM_EPOCH_REQUEST",
+    "END_QUORUM_EPOCH_RESPONSE",
+    "RAFT_APIS",
+    "VOTE_API",
+    "VOTE_REQUEST",
+    "VOTE_RESPONSE",
     "DESCRIBE_CLUSTER_API",
     "DESCRIBE_CLUSTER_REQUEST",
     "DESCRIBE_CLUSTER_RESPONSE",

@@ -1,4 +1,5 @@
-"""DescribeConfigs (32): the configs of a resource (here: a topic), with where each comes from."""
+"""DescribeConfigs (32), AlterConfigs (33), IncrementalAlterConfigs (44): the configs of a
+resource (a topic, a broker, the cluster-wide broker default), read and changed."""
 
 from __future__ import annotations
 
@@ -83,4 +84,90 @@ DESCRIBE_CONFIGS_API = Api(
     4,
     DESCRIBE_CONFIGS_REQUEST,
     DESCRIBE_CONFIGS_RESPONSE,
+)
+
+# -- AlterConfigs (33) and IncrementalAlterConfigs (44) -------------------------------------
+
+ALTER_CONFIGS_REQUEST = Message(
+    ApiKeys.ALTER_CONFIGS,
+    "AlterConfigsRequest",
+    [
+        F(
+            "resources",
+            [
+                F("resource_type", INT8),
+                F("resource_name", STRING),
+                F(
+                    "configs",
+                    [
+                        F("name", STRING),
+                        F("value", STRING, nullable="0+"),
+                    ],
+                ),
+            ],
+        ),
+        F("validate_only", BOOL),
+    ],
+    flexible_from=2,
+)
+
+_ALTER_CONFIGS_RESPONSES = [
+    F("throttle_time_ms", INT32),
+    F(
+        "responses",
+        [
+            F("error_code", INT16),
+            F("error_message", STRING, nullable="0+"),
+            F("resource_type", INT8),
+            F("resource_name", STRING),
+        ],
+    ),
+]
+
+ALTER_CONFIGS_RESPONSE = Message(
+    ApiKeys.ALTER_CONFIGS, "AlterConfigsResponse", _ALTER_CONFIGS_RESPONSES, flexible_from=2
+)
+
+INCREMENTAL_ALTER_CONFIGS_REQUEST = Message(
+    ApiKeys.INCREMENTAL_ALTER_CONFIGS,
+    "IncrementalAlterConfigsRequest",
+    [
+        F(
+            "resources",
+            [
+                F("resource_type", INT8),
+                F("resource_name", STRING),
+                F(
+                    "configs",
+                    [
+                        F("name", STRING),
+                        F("config_operation", INT8),  # 0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT
+                        F("value", STRING, nullable="0+"),
+                    ],
+                ),
+            ],
+        ),
+        F("validate_only", BOOL),
+    ],
+    flexible_from=1,
+)
+
+INCREMENTAL_ALTER_CONFIGS_RESPONSE = Message(
+    ApiKeys.INCREMENTAL_ALTER_CONFIGS,
+    "IncrementalAlterConfigsResponse",
+    _ALTER_CONFIGS_RESPONSES,
+    flexible_from=1,
+)
+
+# Kafka 4.0 serves AlterConfigs v0-v2 and IncrementalAlterConfigs v0-v1 (all there are).
+ALTER_CONFIGS_API = Api(
+    ApiKeys.ALTER_CONFIGS, "AlterConfigs", 0, 2, ALTER_CONFIGS_REQUEST, ALTER_CONFIGS_RESPONSE
+)
+INCREMENTAL_ALTER_CONFIGS_API = Api(
+    ApiKeys.INCREMENTAL_ALTER_CONFIGS,
+    "IncrementalAlterConfigs",
+    0,
+    1,
+    INCREMENTAL_ALTER_CONFIGS_REQUEST,
+    INCREMENTAL_ALTER_CONFIGS_RESPONSE,
 )

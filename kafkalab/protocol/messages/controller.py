@@ -1,5 +1,6 @@
 """The controller's APIs (KRaft): BrokerRegistration (62), BrokerHeartbeat (63),
-AlterPartition (56), AllocateProducerIds (67), and CONTROLLER_APIS, what the
+AlterPartition (56), AllocateProducerIds (67), and CONTROLLER_APIS (with AlterConfigs
+and IncrementalAlterConfigs, which brokers send on), what the
 controller's listener serves.
 """
 
@@ -8,7 +9,9 @@ from __future__ import annotations
 from kafkalab.protocol.api_keys import ApiKeys
 from kafkalab.protocol.messages.api import Api
 from kafkalab.protocol.messages.api_versions import API_VERSIONS_API
+from kafkalab.protocol.messages.configs import ALTER_CONFIGS_API, INCREMENTAL_ALTER_CONFIGS_API
 from kafkalab.protocol.messages.fetch import FETCH_API
+from kafkalab.protocol.messages.reassignment import REASSIGNMENT_APIS
 from kafkalab.protocol.messages.topics import (
     CREATE_PARTITIONS_API,
     CREATE_TOPICS_API,
@@ -217,3 +220,9 @@ CONTROLLER_APIS: dict[ApiKeys, Api] = {
         ),
     )
 }
+# Brokers forward them here (Kafka's ControllerApis serves them).
+CONTROLLER_APIS.update(REASSIGNMENT_APIS)
+# A broker sends config changes on to the controller as they came (ControllerApis'
+# handleAlterConfigs / handleIncrementalAlterConfigs), after its own checks.
+CONTROLLER_APIS[ApiKeys.ALTER_CONFIGS] = ALTER_CONFIGS_API
+CONTROLLER_APIS[ApiKeys.INCREMENTAL_ALTER_CONFIGS] = INCREMENTAL_ALTER_CONFIGS_API

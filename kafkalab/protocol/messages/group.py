@@ -316,11 +316,12 @@ GROUP_APIS: dict[ApiKeys, Api] = {
         Api(ApiKeys.HEARTBEAT, "Heartbeat", 0, 3, HEARTBEAT_REQUEST, HEARTBEAT_RESPONSE),
         Api(ApiKeys.LEAVE_GROUP, "LeaveGroup", 0, 3, LEAVE_GROUP_REQUEST, LEAVE_GROUP_RESPONSE),
         Api(ApiKeys.SYNC_GROUP, "SyncGroup", 0, 3, SYNC_GROUP_REQUEST, SYNC_GROUP_RESPONSE),
+        # v8 flexible, v9 for KIP-848 members (their member epoch), v10 topic ids
         Api(
             ApiKeys.OFFSET_COMMIT,
             "OffsetCommit",
             0,
-            7,
+            10,
             OFFSET_COMMIT_REQUEST,
             OFFSET_COMMIT_RESPONSE,
         ),

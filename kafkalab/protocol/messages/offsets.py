@@ -14,6 +14,7 @@ from kafkalab.protocol.types import (
     INT32,
     INT64,
     STRING,
+    UUID,
     ArrayOf,
 )
 
@@ -31,7 +32,10 @@ OFFSET_COMMIT_REQUEST = Message(
         F(
             "topics",
             [
-                F("name", STRING),
+                # v9 is v8 for a KIP-848 member (its member epoch is checked); v10 names
+                # topics by id only
+                F("name", STRING, "0-9", default=""),
+                F("topic_id", UUID, "10+"),
                 F(
                     "partitions",
                     [
@@ -56,7 +60,8 @@ OFFSET_COMMIT_RESPONSE = Message(
         F(
             "topics",
             [
-                F("name", STRING),
+                F("name", STRING, "0-9", default=""),
+                F("topic_id", UUID, "10+"),
                 F(
                     "partitions",
                     [
@@ -86,7 +91,28 @@ OFFSET_FETCH_REQUEST = Message(
             "0-7",
             nullable="2-7",
         ),
-        F("require_stable", BOOL, "7"),
+        # v8: several groups in one request; v9 (KIP-848): the member's id and epoch,
+        # checked for a consumer group's member; v10: topics by id
+        F(
+            "groups",
+            [
+                F("group_id", STRING, "8+"),
+                F("member_id", STRING, "9+", nullable="9+", default=NULL),
+                F("member_epoch", INT32, "9+", default=-1),
+                F(
+                    "topics",
+                    [
+                        F("name", STRING, "8-9", default=""),
+                        F("topic_id", UUID, "10+"),
+                        F("partition_indexes", ArrayOf(INT32), "8+"),
+                    ],
+                    "8+",
+                    nullable="8+",
+                ),
+            ],
+            "8+",
+        ),
+        F("require_stable", BOOL, "7+"),
     ],
     flexible_from=6,
 )
@@ -115,6 +141,33 @@ OFFSET_FETCH_RESPONSE = Message(
             "0-7",
         ),
         F("error_code", INT16, "2-7", default=0),
+        F(
+            "groups",
+            [
+                F("group_id", STRING, "8+"),
+                F(
+                    "topics",
+                    [
+                        F("name", STRING, "8-9", default=""),
+                        F("topic_id", UUID, "10+"),
+                        F(
+                            "partitions",
+                            [
+                                F("partition_index", INT32, "8+"),
+                                F("committed_offset", INT64, "8+"),
+                                F("committed_leader_epoch", INT32, "8+", default=-1),
+                                F("metadata", STRING, "8+", nullable="8+"),
+                                F("error_code", INT16, "8+"),
+                            ],
+                            "8+",
+                        ),
+                    ],
+                    "8+",
+                ),
+                F("error_code", INT16, "8+", default=0),
+            ],
+            "8+",
+        ),
     ],
     flexible_from=6,
 )
@@ -230,12 +283,14 @@ TXN_GROUP_APIS: dict[ApiKeys, Api] = {
             TXN_OFFSET_COMMIT_RESPONSE,
         ),
         # v6 (flexible) and v7 (require_stable: read_committed consumers) with the
-        # transactional offsets that make a commit unstable
+        # transactional offsets that make a commit unstable; v8 (several groups), v9
+        # (a KIP-848 member's id and epoch) and v10 (topic ids), as Kafka 4's Java
+        # consumer sends them
         Api(
             ApiKeys.OFFSET_FETCH,
             "OffsetFetch",
             0,
-            7,
+            10,
             OFFSET_FETCH_REQUEST,
             OFFSET_FETCH_RESPONSE,
         ),

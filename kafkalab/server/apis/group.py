@@ -22,6 +22,7 @@ coordinator's `__transaction_state` (transaction.state.log.num.partitions).
 
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING
 
 from kafkalab.coordinator.group.classic_group_requests import (
@@ -167,39 +168,69 @@ async def handle_leave_group(apis: KafkaApis, header: RequestHeader, body: dict)
 
 
 async def handle_offset_commit(apis: KafkaApis, header: RequestHeader, body: dict) -> dict:
+    """OffsetCommit. v10 names topics by id: an id the cluster does not know answers
+    UNKNOWN_TOPIC_ID on each of its partitions (Kafka: KafkaApis resolves the ids with
+    its metadata cache before the coordinator sees the request). The coordinator gets
+    the version: a KIP-848 member must commit with v9+ (its member epoch checked)."""
     version = header.api_version
-    offsets = {
-        (t["name"], p["partition_index"]): CommitOffset(
-            p["committed_offset"],
-            p.get("committed_leader_epoch", -1) if version >= 6 else -1,
-            p.get("committed_metadata"),
-        )
-        for t in body["topics"]
-        for p in t["partitions"]
-    }
+    by_id = version >= 10
+    names = _topic_names_by_id(apis) if by_id else {}
+    offsets: dict[tuple[str, int], CommitOffset] = {}
+    unknown_ids: dict[uuid.UUID, list[int]] = {}
+    for t in body["topics"]:
+        name = names.get(t["topic_id"]) if by_id else t["name"]
+        if name is None:
+            unknown_ids.setdefault(t["topic_id"], []).extend(
+                p["partition_index"] for p in t["partitions"]
+            )
+            continue
+        for p in t["partitions"]:
+            offsets[(name, p["partition_index"])] = CommitOffset(
+                p["committed_offset"],
+                p.get("committed_leader_epoch", -1) if version >= 6 else -1,
+                p.get("committed_metadata"),
+            )
     known, unknown = _known_partitions(apis, offsets)
-    if not known:
-        return {"throttle_time_ms": 0, "topics": _errors_by_topic(unknown)}
-    expire = None
-    retention = body.get("retention_time_ms", DEFAULT_RETENTION_TIME)
-    if 2 <= version <= 4 and retention != DEFAULT_RETENTION_TIME:
-        expire = now_ms() + retention
-    result = await apis.group_coordinator.commit_offsets(
-        body["group_id"],
-        known,
-        generation_id=body.get("generation_id_or_member_epoch", NO_GENERATION)
-        if version >= 1
-        else NO_GENERATION,
-        member_id=body.get("member_id", UNKNOWN_MEMBER_ID) if version >= 1 else UNKNOWN_MEMBER_ID,
-        group_instance_id=body.get("group_instance_id") if version >= 7 else None,
-        expire_timestamp_ms=expire,
-    )
-    return {
-        "throttle_time_ms": 0,
-        "topics": _errors_by_topic(
-            {tp: unknown.get(tp) or result.partitions[tp] for tp in offsets}
-        ),
-    }
+    answered = dict(unknown)
+    if known:
+        expire = None
+        retention = body.get("retention_time_ms", DEFAULT_RETENTION_TIME)
+        if 2 <= version <= 4 and retention != DEFAULT_RETENTION_TIME:
+            expire = now_ms() + retention
+        result = await apis.group_coordinator.commit_offsets(
+            body["group_id"],
+            known,
+            generation_id=body.get("generation_id_or_member_epoch", NO_GENERATION)
+            if version >= 1
+            else NO_GENERATION,
+            member_id=body.get("member_id", UNKNOWN_MEMBER_ID)
+            if version >= 1
+            else UNKNOWN_MEMBER_ID,
+            group_instance_id=body.get("group_instance_id") if version >= 7 else None,
+            expire_timestamp_ms=expire,
+            api_version=version,
+        )
+        answered.update(result.partitions)
+    topics = _errors_by_topic({tp: answered[tp] for tp in offsets})
+    if by_id:
+        ids = {name: topic_id for topic_id, name in names.items()}
+        for t in topics:
+            t["topic_id"] = ids[t["name"]]
+        topics += [
+            {
+                "topic_id": topic_id,
+                "partitions": [
+                    {"partition_index": i, "error_code": int(Errors.UNKNOWN_TOPIC_ID)}
+                    for i in indexes
+                ],
+            }
+            for topic_id, indexes in unknown_ids.items()
+        ]
+    return {"throttle_time_ms": 0, "topics": topics}
+
+
+def _topic_names_by_id(apis: KafkaApis) -> dict[uuid.UUID, str]:
+    return {info.topic_id: name for name, info in apis.metadata_cache.topics().items()}
 
 
 async def handle_txn_offset_commit(apis: KafkaApis, header: RequestHeader, body: dict) -> dict:
@@ -281,36 +312,96 @@ def _known_partitions(
 
 
 def handle_offset_fetch(apis: KafkaApis, header: RequestHeader, body: dict) -> dict:
-    service = apis.group_coordinator
+    """OffsetFetch. v8+ asks for several groups at once, each answered on its own
+    with its own error; v9+ carries a KIP-848 member's id and epoch (checked when
+    given: UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH); v10 names topics by id (an id the
+    cluster does not know: UNKNOWN_TOPIC_ID on its partitions; with every topic
+    asked for, topics the cluster no longer has are left out, having no id)."""
+    version = header.api_version
+    require_stable = bool(body.get("require_stable")) if version >= 7 else False
+    if version < 8:
+        return _offset_fetch_one_group(apis, version, body, require_stable)
+    by_id = version >= 10
+    names = _topic_names_by_id(apis) if by_id else {}
+    ids = {name: topic_id for topic_id, name in names.items()}
+    groups = []
+    for g in body["groups"]:
+        requested = g["topics"]
+        unknown_ids: dict[uuid.UUID, list[int]] = {}
+        partitions: list[tuple[str, int]] | None = None
+        if requested is not None:
+            partitions = []
+            for t in requested:
+                name = names.get(t["topic_id"]) if by_id else t["name"]
+                if name is None:
+                    unknown_ids.setdefault(t["topic_id"], []).extend(t["partition_indexes"])
+                else:
+                    partitions += [(name, i) for i in t["partition_indexes"]]
+        result = apis.group_coordinator.fetch_offsets(
+            g["group_id"],
+            partitions,
+            require_stable=require_stable,
+            member_id=g.get("member_id") if version >= 9 else None,
+            member_epoch=g.get("member_epoch", -1) if version >= 9 else -1,
+        )
+        answered = result.partitions
+        if by_id:
+            answered = {tp: p for tp, p in answered.items() if tp[0] in ids}
+        topics = _by_topic((tp, _partition_offset_fields(p)) for tp, p in answered.items())
+        if by_id:
+            for t in topics:
+                t["topic_id"] = ids[t["name"]]
+            topics += [
+                {
+                    "topic_id": topic_id,
+                    "partitions": [
+                        {
+                            **_partition_offset_fields(PartitionOffset(-1)),
+                            "partition_index": i,
+                            "error_code": int(Errors.UNKNOWN_TOPIC_ID),
+                        }
+                        for i in indexes
+                    ],
+                }
+                for topic_id, indexes in unknown_ids.items()
+            ]
+        if result.error != Errors.NONE:
+            topics = []  # a group-level error answers no partitions
+        groups.append(
+            {"group_id": g["group_id"], "topics": topics, "error_code": int(result.error)}
+        )
+    return {"throttle_time_ms": 0, "groups": groups}
+
+
+def _partition_offset_fields(p: PartitionOffset) -> dict:
+    return {
+        "committed_offset": p.offset,
+        "committed_leader_epoch": p.leader_epoch,
+        "metadata": p.metadata,
+        "error_code": int(p.error),
+    }
+
+
+def _offset_fetch_one_group(
+    apis: KafkaApis, version: int, body: dict, require_stable: bool
+) -> dict:
+    """OffsetFetch v0-v7: one group, topics by name, one top-level error (v2+)."""
     requested = body["topics"]
     partitions = (
         None
         if requested is None
         else [(t["name"], i) for t in requested for i in t["partition_indexes"]]
     )
-    result = service.fetch_offsets(
-        body["group_id"],
-        partitions,
-        require_stable=bool(body.get("require_stable")) if header.api_version >= 7 else False,
+    result = apis.group_coordinator.fetch_offsets(
+        body["group_id"], partitions, require_stable=require_stable
     )
     error = result.error
     answered = result.partitions
-    if header.api_version < 2 and error != Errors.NONE:
+    if version < 2 and error != Errors.NONE:
         # v0-v1 have no top-level error: it goes on every partition asked for (with
         # none, the client would take "nothing committed" and reset its position).
         answered = {tp: PartitionOffset(-1, error=error) for tp in partitions or []}
-    topics = _by_topic(
-        (
-            tp,
-            {
-                "committed_offset": p.offset,
-                "committed_leader_epoch": p.leader_epoch,
-                "metadata": p.metadata,
-                "error_code": int(p.error),
-            },
-        )
-        for tp, p in answered.items()
-    )
+    topics = _by_topic((tp, _partition_offset_fields(p)) for tp, p in answered.items())
     return {"throttle_time_ms": 0, "topics": topics, "error_code": int(error)}
 
 
