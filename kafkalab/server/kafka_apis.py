@@ -41,6 +41,7 @@ the same questions either way.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -66,6 +67,12 @@ from kafkalab.server.apis import (
     txn,
 )
 from kafkalab.server.config import KafkaConfig
+from kafkalab.server.fetch_session import (
+    DEFAULT_CACHE_SLOTS,
+    DEFAULT_EVICTION_MS,
+    FetchManager,
+    FetchSessionCache,
+)
 from kafkalab.server.group_coordinator_service import GroupCoordinatorService
 from kafkalab.server.inter_broker_connection import parse_broker_client_id
 from kafkalab.server.link_faults import LinkFaults
@@ -134,6 +141,15 @@ class KafkaApis:
         # transaction.partition.verification.enable: the leader asks the transaction
         # coordinator before a producer's first transactional write (None: off)
         self.add_partitions_to_txn_manager: AddPartitionsToTxnManager | None = None
+        # fetch sessions (KIP-227), for consumers and followers
+        extra = getattr(config, "extra", None) or {}
+        self.fetch_manager = FetchManager(
+            FetchSessionCache(
+                int(extra.get("max.incremental.fetch.session.cache.slots", DEFAULT_CACHE_SLOTS)),
+                int(extra.get("min.incremental.fetch.session.eviction.ms", DEFAULT_EVICTION_MS)),
+            ),
+            getattr(replica_manager, "clock", None) or (lambda: int(time.time() * 1000)),
+        )
 
     def handle(self, header: RequestHeader, body: dict) -> Any:
         return HANDLERS[ApiKeys(header.api_key)](self, header, body)
