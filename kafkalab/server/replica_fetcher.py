@@ -19,8 +19,10 @@ for that leader then, for each of its partitions:
 A partition added under a leader is served at once: that leader's fetcher
 starts again (dropping a fetch the leader may be holding for up to
 `replica.fetch.wait.max.ms`) instead of picking it up after its current poll,
-once for all the partitions added in the same turn of the event loop. Truncations and each partition's first
-answered fetch are recorded in the broker's EventLog (a failover's timeline).
+once for all the partitions added in the same turn of the event loop. Truncations, each partition's first
+answered fetch and each fetch session a leader opens for us ("fetch_session",
+its id: 0 when the leader had no room) are recorded in the broker's EventLog
+(a failover's timeline).
 
 Link faults (kafkalab's, see link_faults.py) act here on the follower's side:
 an answer from a leader we are deaf to is thrown away.
@@ -293,6 +295,13 @@ class ReplicaFetcherManager:
                 continue
             if not session.handle_response(request, response):
                 continue  # a session error: fetch in full at once
+            if request.full and session.session_id != request.session_id:
+                self.events.record(
+                    "fetch_session",
+                    leader=leader,
+                    session_id=session.session_id,
+                    partitions=len(request.to_send),
+                )
             if not self._process_fetch_response(leader, response):
                 # Every partition answered an error (the leader moved, or our epoch is
                 # behind it): not at once again, the metadata will tell us what to do
