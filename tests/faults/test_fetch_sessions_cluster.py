@@ -95,7 +95,7 @@ def test_followers_in_fetch_sessions_stay_in_sync_through_a_killed_leader(cluste
     cluster.wait_fully_replicated(90)
     assert sessions_opened(cluster, victim, since_ms=back), "no session after the restart"
     rows = cluster.describe(TOPIC)
-    for (_, partition), replicas in rows.groupby(["topic", "partition"]):
+    for _, replicas in rows.groupby(["topic", "partition"]):
         assert replicas["LEO"].nunique() == 1, replicas
         assert all(sorted(isr) == [1, 2, 3] for isr in replicas[replicas.role == "leader"].ISR)
     consumer = Consumer(
