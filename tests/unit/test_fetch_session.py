@@ -446,3 +446,15 @@ def test_a_consumer_with_another_leader_epoch_is_fenced_or_told_it_is_unknown(tm
         answer = by_partition(handle_fetch(apis, header, body))[("t", 0)]
         assert answer[0] == error, (epoch, answer)
         assert (answer[3] != b"") == (error == Errors.NONE)
+
+
+def test_a_session_error_is_answered_on_the_wire_with_no_partitions(tmp_path):
+    rm, apis = leader(tmp_path)
+    header = RequestHeader(1, 11, 1, "consumer")
+    unknown = handle_fetch(apis, header, consumer_fetch({("t", 0): data()}, (), 12345, 1))
+    assert unknown["error_code"] == Errors.FETCH_SESSION_ID_NOT_FOUND
+    assert (unknown["session_id"], unknown["responses"]) == (INVALID_SESSION_ID, [])
+    full = handle_fetch(apis, header, consumer_fetch({("t", 0): data()}, (), 0, INITIAL_EPOCH))
+    assert full["error_code"] == 0 and full["session_id"] != INVALID_SESSION_ID
+    stale = handle_fetch(apis, header, consumer_fetch({}, (), full["session_id"], 2))
+    assert stale["error_code"] == Errors.INVALID_FETCH_SESSION_EPOCH and stale["responses"] == []

@@ -92,7 +92,7 @@ def handle_fetch(apis: KafkaApis, header: RequestHeader, body: dict) -> Any:
     else:
         context = SessionlessFetchContext(fetch_data)
     if context.error != Errors.NONE:
-        return _answer(context, [], [])
+        return _answer(context, [], {})
     wanted = context.partitions()
     partitions = [FetchPartition(tp[0], tp[1], d.fetch_offset, d.max_bytes) for tp, d in wanted]
     epochs = {tp: d.current_leader_epoch for tp, d in wanted}
