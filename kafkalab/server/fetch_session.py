@@ -47,6 +47,7 @@ import logging
 import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from kafkalab.errors import Errors
 
@@ -68,9 +69,9 @@ def next_epoch(epoch: int) -> int:
     return 1 if epoch == _MAX_INT32 else epoch + 1
 
 
-@dataclass(frozen=True)
-class PartitionData:
-    """What a fetch request says of one partition (Kafka: FetchRequest.PartitionData)."""
+class PartitionData(NamedTuple):
+    """What a fetch request says of one partition (Kafka: FetchRequest.PartitionData).
+    A tuple: a follower makes one for each partition it follows, each round."""
 
     fetch_offset: int
     log_start_offset: int  # the fetcher's (a follower's), -1 from a consumer

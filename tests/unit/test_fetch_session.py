@@ -379,8 +379,9 @@ def test_sessions_tell_a_fetcher_what_sessionless_fetches_would(steps, follower)
 
 def test_an_incremental_fetch_reads_only_the_partitions_that_can_have_something(tmp_path):
     """A follower's session of five partitions: after the full fetch, an incremental
-    fetch with nothing new waits; the append to one partition answers it with that
-    partition alone, and only that one was read (Kafka reads them all)."""
+    fetch with nothing new waits, parked without looking at any partition again; the
+    append to one partition answers it with that partition alone, and only that one
+    was looked at and read (Kafka reads them all)."""
     rm, apis = leader(tmp_path, replicas=(1, 2))
     for p in range(PARTITIONS):
         rm.append_records("t", p, build_batch([SimpleRecord(b"x")]), 1)
@@ -392,6 +393,14 @@ def test_an_incremental_fetch_reads_only_the_partitions_that_can_have_something(
         return read(topic, partition, *args, **kwargs)
 
     rm.read = counting_read  # type: ignore[method-assign]
+    looks = []
+    snapshot = rm.fetch_offset_snapshot
+
+    def counting_snapshot(tp, isolation):
+        looks.append(tp)
+        return snapshot(tp, isolation)
+
+    rm.fetch_offset_snapshot = counting_snapshot  # type: ignore[method-assign]
     handler = FetchSessionHandler(1)
 
     def fetch(max_wait_ms: int):
@@ -419,12 +428,15 @@ def test_an_incremental_fetch_reads_only_the_partitions_that_can_have_something(
         request, second = fetch(0)  # nothing new: an empty answer, nothing read
         assert handler.handle_response(request, second) and by_partition(second) == {}
         assert reads == []
+        looks.clear()
         request, waiting = fetch(500)
         assert reads == [] and asyncio.isfuture(waiting) and not waiting.done()
+        assert looks == []  # parked without asking the log of any partition again
         rm.append_records("t", 3, build_batch([SimpleRecord(b"y")]), 1)
         answer = await waiting
         assert handler.handle_response(request, answer)
         assert list(by_partition(answer)) == [("t", 3)] and reads == [("t", 3)]
+        assert looks == [("t", 3)]  # the append woke it for t-3: only that one looked at
 
     asyncio.run(run())
 

@@ -136,10 +136,23 @@ def handle_fetch(apis: KafkaApis, header: RequestHeader, body: dict) -> Any:
             again = read_partitions(apis, body, partitions, isolation, context, leader_epochs)
             future.set_result(_answer(context, again, refused, isolation))
 
-    op = DelayedFetch(body["max_wait_ms"], body["min_bytes"], isolation, partitions, rm, answer)
+    # what the read found with nothing to read: the wait need not look at those again
+    at_end = {
+        (p.topic, p.partition)
+        for p, result in first
+        if result is None or (result.size == 0 and _at_end(rm, p, isolation))
+    }
+    op = DelayedFetch(
+        body["max_wait_ms"], body["min_bytes"], isolation, partitions, rm, answer, at_end
+    )
     keys = [(p.topic, p.partition) for p in partitions]
     rm.delayed_fetch.try_complete_else_watch(op, keys)
     return future
+
+
+def _at_end(rm, p: FetchPartition, isolation: FetchIsolation) -> bool:
+    part = rm.partitions.get((p.topic, p.partition))
+    return part is not None and p.fetch_offset == part.log.last_fetchable_offset(isolation)
 
 
 def _answer(
