@@ -20,9 +20,9 @@ A partition added under a leader is served at once: that leader's fetcher
 starts again (dropping a fetch the leader may be holding for up to
 `replica.fetch.wait.max.ms`) instead of picking it up after its current poll,
 once for all the partitions added in the same turn of the event loop. Truncations, each partition's first
-answered fetch and each fetch session a leader opens for us ("fetch_session",
-its id: 0 when the leader had no room) are recorded in the broker's EventLog
-(a failover's timeline).
+answered fetch and each new fetch session a leader opens for us ("fetch_session",
+with its id and how many partitions it began with) are recorded in the broker's
+EventLog (a failover's timeline).
 
 Link faults (kafkalab's, see link_faults.py) act here on the follower's side:
 an answer from a leader we are deaf to is thrown away.
