@@ -45,6 +45,7 @@ the same questions either way.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -73,6 +74,12 @@ from kafkalab.server.apis import (
 )
 from kafkalab.server.config import KafkaConfig
 from kafkalab.server.dynamic_broker_config import DynamicBrokerConfig
+from kafkalab.server.fetch_session import (
+    DEFAULT_CACHE_SLOTS,
+    DEFAULT_EVICTION_MS,
+    FetchManager,
+    FetchSessionCache,
+)
 from kafkalab.server.group_coordinator_service import GroupCoordinatorService
 from kafkalab.server.inter_broker_connection import parse_broker_client_id
 from kafkalab.server.link_faults import LinkFaults
@@ -152,6 +159,15 @@ class KafkaApis:
         # KafkaApis built without one (a unit test), which does neither
         self.add_partitions_to_txn_manager: AddPartitionsToTxnManager | None = None
         self.transaction_verification_enable = False
+        # fetch sessions (KIP-227), for consumers and followers
+        extra = getattr(config, "extra", None) or {}
+        self.fetch_manager = FetchManager(
+            FetchSessionCache(
+                int(extra.get("max.incremental.fetch.session.cache.slots", DEFAULT_CACHE_SLOTS)),
+                int(extra.get("min.incremental.fetch.session.eviction.ms", DEFAULT_EVICTION_MS)),
+            ),
+            getattr(replica_manager, "clock", None) or (lambda: int(time.time() * 1000)),
+        )
         # the broker's config layers (static, dynamic); the broker sets the one it applies
         self._dynamic_config: DynamicBrokerConfig | None = None
 
