@@ -14,6 +14,7 @@ an `add_subcommand(subparsers)` function that sets `func` on its parser:
                                      (kafka-leader-election.sh, kafka-reassign-partitions.sh)
     kafkalab configs --describe|--alter
                                      kafkalab.client.configs_cli  (kafka-configs.sh)
+    kafkalab metadata-quorum ...     kafkalab.cluster.metadata_quorum  (kafka-metadata-quorum.sh)
     kafkalab cluster up|down|kill..  kafkalab.cluster.cli  (a local cluster and its faults)
     kafkalab specs check|show|replay kafkalab.specs.cli  (the TLA+ specs)
 """
@@ -33,6 +34,7 @@ _VERB_MODULES = (
     "kafkalab.client.cli",
     "kafkalab.client.reassignment_cli",
     "kafkalab.client.configs_cli",
+    "kafkalab.cluster.metadata_quorum",
     "kafkalab.cluster.cli",
     "kafkalab.specs.cli",
 )

@@ -30,11 +30,18 @@ CLIENT_ID = "kafkalab-client"
 #: client does (AddPartitionsToTxnRequest.Builder.forClient: v3 at most; v4+ is the
 #: partition leader's verify-only form, KIP-890). And versions this client does not
 #: speak: it is a classic-protocol consumer that names topics, so OffsetCommit and
-#: OffsetFetch stay at v7 (v8+ batch groups, v9 is for KIP-848 members, v10 uses ids).
+#: OffsetFetch stay at v7 (v8+ batch groups, v9 is for KIP-848 members, v10 uses ids);
+#: and it speaks transactions version 1 (kafkalab.client.transaction_manager): it stays
+#: below the versions that mean version 2 (Produce v12, EndTxn v5, TxnOffsetCommit v5),
+#: at the versions it spoke before the broker declared them, as Kafka's Java client
+#: caps them when `transaction.version` is not finalized at 2.
 CLIENT_MAX_VERSIONS = {
     ApiKeys.ADD_PARTITIONS_TO_TXN: 3,
     ApiKeys.OFFSET_COMMIT: 7,
     ApiKeys.OFFSET_FETCH: 7,
+    ApiKeys.PRODUCE: 8,
+    ApiKeys.END_TXN: 3,
+    ApiKeys.TXN_OFFSET_COMMIT: 3,
 }
 _SIZE = struct.Struct(">i")
 

@@ -28,6 +28,15 @@ CONCURRENT_TRANSACTIONS (the previous transaction is still completing),
 COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE and NOT_COORDINATOR (find
 the coordinator again) are retried after `retry.backoff.ms`, until `max.block.ms`.
 
+This is transactions version 1, also against a broker that finalizes
+`transaction.version` 2 (KIP-890 part 2, kafkalab.server.features): the client
+adds partitions itself and keeps its epoch from InitProducerId to the next
+InitProducerId; it stays below Produce v12, EndTxn v5 and TxnOffsetCommit v5,
+the versions that mean version 2 (network_client.CLIENT_MAX_VERSIONS). Kafka's
+Java client 4 speaks version 2 there: no AddPartitionsToTxn (the partition
+leader adds the partition), and the epoch EndTxn v5 answers for every next
+transaction.
+
 The teaching client sends AddPartitionsToTxn from send(), synchronously, before
 the first record of a partition joins a batch (the Java client's Sender sends it
 ahead of the batches); every record of the transaction is therefore in a

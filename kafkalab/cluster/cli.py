@@ -1,6 +1,8 @@
 """`kafkalab cluster up|status|down|kill|stop|continue|restart --dir DIR`.
 
     kafkalab cluster up --brokers 3 --dir /tmp/k3      # last line: bootstrap.servers=...
+    kafkalab cluster up --brokers 3 --controllers 3 --dir /tmp/k3   # a KRaft quorum
+    kafkalab cluster kill 3001 --dir /tmp/k3           # SIGKILL controller 3001 (a voter)
     kafkalab cluster kill 2 --dir /tmp/k3              # SIGKILL broker 2
     kafkalab cluster power-failure 2 --dir /tmp/k3     # SIGKILL + lose what was not fsynced
     kafkalab cluster stop 3 --dir /tmp/k3              # SIGSTOP (a hung broker)
@@ -10,12 +12,20 @@
     kafkalab cluster cut 1 2 --dir /tmp/k3             # brokers 1 and 2 stop hearing each other
     kafkalab cluster cut 1 2 --one-way --dir /tmp/k3   # only 1 -> 2: broker 2 stops hearing 1
     kafkalab cluster heal --dir /tmp/k3                # every link back
-    kafkalab cluster status --dir /tmp/k3              # processes, every partition replica,
-                                                       # the reassignments in progress
+    kafkalab cluster status --dir /tmp/k3              # processes, the quorum, every partition
+                                                       # replica, the reassignments in progress
     kafkalab cluster down --dir /tmp/k3                # no process is left behind
 
 The processes run in the background; DIR/cluster.json remembers them (pids,
 addresses, properties), and each one's output is in its data directory.
+
+With --controllers 3 (or 5) the controllers are a KRaft quorum, voters with node ids
+3001, 3002, ...: kill, power-failure, stop, continue and restart take a controller's
+id as they take a broker's, and status shows the quorum as DescribeQuorum answers it
+(leader, epoch, high watermark, each voter's log end offset and lag). The default
+stays one controller process, as before. `cut` takes controllers too: between two
+controllers it cuts their Raft traffic; between a broker and a controller (both ways
+only) the controller drops that broker's requests.
 """
 
 from __future__ import annotations
@@ -52,10 +62,19 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
     verbs.required = True
     up = verbs.add_parser("up", help="start a controller and N brokers in the background")
     up.add_argument("--brokers", type=int, default=3)
+    up.add_argument(
+        "--controllers",
+        type=int,
+        default=1,
+        help="1: one controller process (the default); 3 or 5: a KRaft quorum",
+    )
     up.add_argument("--broker-prop", action="append", default=[], metavar="KEY=VALUE")
     for name in ("status", "down"):
         verbs.add_parser(name)
-    cut = verbs.add_parser("cut", help="cut the replication link between two brokers")
+    cut = verbs.add_parser(
+        "cut",
+        help="cut the link between two brokers, two controllers, or a broker and a controller",
+    )
     cut.add_argument("a", type=int)
     cut.add_argument("b", type=int)
     cut.add_argument("--one-way", action="store_true", help="only a -> b (b stops hearing a)")
@@ -66,7 +85,7 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
         ("stop", "SIGSTOP (pause) a broker"),
         ("continue", "SIGCONT a paused broker"),
     ):
-        verb = verbs.add_parser(name, help=what)
+        verb = verbs.add_parser(name, help=what + " (or a quorum controller, by its id)")
         verb.add_argument("broker", type=int)
     restart = verbs.add_parser(
         "restart", help="restart a broker gracefully (a controlled shutdown), or --all in turn"
@@ -113,6 +132,7 @@ def _up(args: argparse.Namespace, directory: Path) -> int:
     if (directory / STATE_FILE).exists():
         before = _state(directory)
         pids = [before["controller"]["pid"]] + [b["pid"] for b in before["brokers"].values()]
+        pids += [c["pid"] for c in before.get("controllers", {}).values()]
         if any(process_state(pid) != ProcessState.DOWN for pid in pids):
             print(
                 f"a cluster is already running in {directory}: see `kafkalab cluster "
@@ -125,7 +145,11 @@ def _up(args: argparse.Namespace, directory: Path) -> int:
         # on the same data, as brokers restarting after a crash would.
     props = dict(item.split("=", 1) for item in args.broker_prop)
     cluster = LocalCluster(
-        brokers=args.brokers, base_dir=directory, broker_props=props, outlive_parent=True
+        brokers=args.brokers,
+        base_dir=directory,
+        broker_props=props,
+        outlive_parent=True,
+        controllers=args.controllers,
     )
     try:
         cluster.start()
@@ -143,11 +167,19 @@ def _up(args: argparse.Namespace, directory: Path) -> int:
                 str(b): {"pid": p.process.pid, "address": p.bootstrap_servers, "props": p.props}
                 for b, p in cluster.brokers.items()
             },
+            "controllers": {
+                str(c): {"pid": p.process.pid, "address": p.bootstrap_servers, "props": p.props}
+                for c, p in cluster.controllers.items()
+            },
         },
     )
     for b, p in cluster.brokers.items():
         print(f"broker {b}: {p.bootstrap_servers} (pid {p.process.pid})")
-    print(f"controller: {cluster.controller.bootstrap_servers}")
+    if cluster.controllers:
+        for c, p in cluster.controllers.items():
+            print(f"controller {c}: {p.bootstrap_servers} (pid {p.process.pid})")
+    else:
+        print(f"controller: {cluster.controller.bootstrap_servers}")
     print(f"bootstrap.servers={cluster.bootstrap_servers}")
     return 0
 
@@ -156,11 +188,49 @@ def _brokers(state: dict) -> dict[int, dict]:
     return {int(b): info for b, info in state["brokers"].items()}
 
 
+def _controllers(state: dict) -> dict[int, dict]:
+    """A quorum's voters by node id (none with a single controller)."""
+    return {int(c): info for c, info in state.get("controllers", {}).items()}
+
+
+def _quorum_lines(controllers: dict[int, dict]) -> list[str]:
+    """The quorum as its leader describes it (DescribeQuorum)."""
+    from kafkalab.cluster.metadata_quorum import describe_quorum
+    from kafkalab.errors import KafkaError
+
+    addresses = [
+        (info["address"].rsplit(":", 1)[0], int(info["address"].rsplit(":", 1)[1]))
+        for _, info in sorted(controllers.items())
+        if process_state(info["pid"]) == ProcessState.RUNNING
+    ]
+    try:
+        q = describe_quorum(addresses, timeout_s=3)
+    except KafkaError as e:
+        return [f"quorum: no leader answers ({e.message})"]
+    leo = {r.replica_id: r.log_end_offset for r in q.current_voters}
+    lines = [
+        f"quorum: leader {q.leader_id}, epoch {q.leader_epoch}, high watermark {q.high_watermark}"
+    ]
+    lines.append("voter\trole\tLEO\tlag")
+    for voter in sorted(leo):
+        role = "leader" if voter == q.leader_id else "follower"
+        lines.append(f"{voter}\t{role}\t{leo[voter]}\t{leo[q.leader_id] - leo[voter]}")
+    return lines
+
+
 def _status(args: argparse.Namespace, directory: Path, state: dict) -> int:
     brokers = _brokers(state)
-    print(
-        f"controller\t{state['controller']['address']}\t{process_state(state['controller']['pid'])}"
-    )
+    controllers = _controllers(state)
+    if controllers:
+        for c, info in sorted(controllers.items()):
+            deaf = read_deaf_to(Path(info["props"]["log.dirs"]))
+            cut = f"\tdoes not hear {sorted(deaf)}" if deaf else ""
+            print(f"controller {c}\t{info['address']}\t{process_state(info['pid'])}{cut}")
+    else:
+        print(
+            f"controller\t{state['controller']['address']}\t"
+            f"{process_state(state['controller']['pid'])}"
+        )
     for b, info in sorted(brokers.items()):
         deaf = read_deaf_to(Path(info["props"]["log.dirs"]))
         cut = f"\tdoes not hear {sorted(deaf)}" if deaf else ""
@@ -169,6 +239,9 @@ def _status(args: argparse.Namespace, directory: Path, state: dict) -> int:
         {b: Path(info["props"]["log.dirs"]) for b, info in brokers.items()},
         {b: process_state(info["pid"]) for b, info in brokers.items()},
     )
+    if controllers:
+        print()
+        print("\n".join(_quorum_lines(controllers)))
     if rows:
         print()
         print("\t".join(DESCRIBE_COLUMNS))
@@ -205,20 +278,28 @@ def reassignments_in_progress(
 
 def _cut(args: argparse.Namespace, directory: Path, state: dict) -> int:
     brokers = _brokers(state)
+    controllers = _controllers(state)
+    nodes = {**brokers, **controllers}
     for b in (args.a, args.b):
-        if b not in brokers:
-            print(f"no broker {b}; brokers: {sorted(brokers)}", file=sys.stderr)
+        if b not in nodes:
+            print(f"no broker or controller {b}; nodes: {sorted(nodes)}", file=sys.stderr)
             return 1
+    if args.one_way and (args.a in controllers) != (args.b in controllers):
+        print("cut: between a broker and a controller only both ways", file=sys.stderr)
+        return 1
     pairs = [(args.a, args.b)] if args.one_way else [(args.a, args.b), (args.b, args.a)]
     for sender, receiver in pairs:
-        d = Path(brokers[receiver]["props"]["log.dirs"])
+        if receiver in brokers and sender in controllers:
+            continue  # the controller's side drops that broker's requests
+        d = Path(nodes[receiver]["props"]["log.dirs"])
         write_deaf_to(d, read_deaf_to(d) | {sender})
-        print(f"broker {receiver} no longer hears broker {sender}")
+        kind = "controller" if receiver in controllers else "broker"
+        print(f"{kind} {receiver} no longer hears {sender}")
     return 0
 
 
 def _heal(args: argparse.Namespace, directory: Path, state: dict) -> int:
-    for info in _brokers(state).values():
+    for info in [*_brokers(state).values(), *_controllers(state).values()]:
         write_deaf_to(Path(info["props"]["log.dirs"]), set())
     print("every link restored")
     return 0
@@ -227,7 +308,11 @@ def _heal(args: argparse.Namespace, directory: Path, state: dict) -> int:
 def _down(args: argparse.Namespace, directory: Path, state: dict) -> int:
     # Brokers first: each hands its leaderships over through the controller.
     brokers = _brokers(state)
-    for pids in ([info["pid"] for info in brokers.values()], [state["controller"]["pid"]]):
+    controllers = [info["pid"] for info in _controllers(state).values()]
+    for pids in (
+        [info["pid"] for info in brokers.values()],
+        controllers or [state["controller"]["pid"]],
+    ):
         _terminate(pids)
     (directory / STATE_FILE).unlink()
     print("cluster stopped")
@@ -239,6 +324,15 @@ def _restart_verb(args: argparse.Namespace, directory: Path, state: dict) -> int
     if args.all == (args.broker is not None):
         print("restart: name one broker, or --all", file=sys.stderr)
         return 2
+    controllers = _controllers(state)
+    if args.broker in controllers:
+        info = controllers[args.broker]
+        _terminate([info["pid"]])
+        process = BrokerProcess(info["props"], verb="controller", exit_with_parent=False).start()
+        info.update(pid=process.process.pid, address=process.bootstrap_servers)
+        _save(directory, state)
+        print(f"controller {args.broker}: restart done", flush=True)
+        return 0
     for b in sorted(brokers) if args.all else [args.broker]:
         if b not in brokers:
             print(f"no broker {b}; brokers: {sorted(brokers)}", file=sys.stderr)
@@ -255,8 +349,11 @@ def _restart_verb(args: argparse.Namespace, directory: Path, state: dict) -> int
 
 
 def _broker_signal(args: argparse.Namespace, directory: Path, state: dict) -> int:
-    """kill, power-failure, stop, continue: a signal to one broker."""
+    """kill, power-failure, stop, continue: a signal to one broker (or controller)."""
     info = state["brokers"].get(str(args.broker))
+    controller = state.get("controllers", {}).get(str(args.broker))
+    if controller is not None:
+        return _controller_signal(args, controller)
     if info is None:
         print(
             f"no broker {args.broker}; brokers: {', '.join(sorted(state['brokers']))}",
@@ -277,6 +374,25 @@ def _broker_signal(args: argparse.Namespace, directory: Path, state: dict) -> in
     elif args.verb == "continue":
         _signal(info["pid"], signal.SIGCONT)
     print(f"broker {args.broker}: {args.verb} done")
+    return 0
+
+
+def _controller_signal(args: argparse.Namespace, info: dict) -> int:
+    """kill, power-failure, stop, continue: a signal to one quorum controller."""
+    from kafkalab.raft.kafka_metadata_log import cut_to_recovery_point
+
+    if args.verb in ("kill", "power-failure"):
+        _signal(info["pid"], signal.SIGKILL)
+        if args.verb == "power-failure":
+            while process_state(info["pid"]) != ProcessState.DOWN:
+                time.sleep(0.05)
+            removed = cut_to_recovery_point(Path(info["props"]["log.dirs"]))
+            print(f"  __cluster_metadata-0: {removed} bytes written after the last fsync are gone")
+    elif args.verb == "stop":
+        _signal(info["pid"], signal.SIGSTOP)
+    elif args.verb == "continue":
+        _signal(info["pid"], signal.SIGCONT)
+    print(f"controller {args.broker}: {args.verb} done")
     return 0
 
 

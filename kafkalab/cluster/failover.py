@@ -137,7 +137,11 @@ def read_timeline(
         if broker == killed:
             continue
         for e in read_events(cluster.broker_dir(broker)):
-            if e["time_ms"] < killed_ms or (e["topic"], e["partition"]) != (topic, partition):
+            # (events of no one partition, such as "fetch_session", have no topic)
+            if e["time_ms"] < killed_ms or (e.get("topic"), e.get("partition")) != (
+                topic,
+                partition,
+            ):
                 continue
             if e["event"] == "leader" and e["leader_epoch"] == t.leader_epoch:
                 t.leader_applied_ms = e["time_ms"]

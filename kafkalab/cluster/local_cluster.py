@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import tempfile
 import time
 from pathlib import Path
 
 from kafkalab.kinds import Kind
+from kafkalab.raft.kafka_metadata_log import METADATA_LOG_DIR, cut_to_recovery_point
 from kafkalab.server.broker import BrokerProcess
 from kafkalab.server.link_faults import (
     hold_requests,
@@ -158,6 +160,16 @@ def under_replicated(rows: list[dict]) -> list[tuple[str, int]]:
     return out
 
 
+#: A quorum controller's node id is this plus 1, 2, 3 (brokers are 1..n).
+CONTROLLER_ID_BASE = 3000
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 MIN_SESSION_TIMEOUT_ENV = "KAFKALAB_MIN_SESSION_TIMEOUT_MS"
 
 
@@ -182,9 +194,17 @@ class LocalCluster:
         controller_props: dict[str, str] | None = None,
         props_by_broker: dict[int, dict[str, str]] | None = None,
         outlive_parent: bool = False,
+        controllers: int = 1,
     ) -> None:
         """`outlive_parent`: the processes keep running when this Python process
-        ends (`kafkalab cluster up`); by default they stop with it."""
+        ends (`kafkalab cluster up`); by default they stop with it.
+
+        `controllers`: 1 (the default) is the single controller process kafkalab has
+        always run; more make a KRaft quorum (controller.quorum.voters): voters with
+        node ids CONTROLLER_ID_BASE + 1, + 2, ... (`controller_ids`), each in
+        `<base>/controller-<id>`, brokers given all of them as
+        controller.quorum.bootstrap.servers. Every fault verb (kill, pause, resume,
+        restart, power_failure) takes a controller's id as it takes a broker's."""
         self._own_dir = base_dir is None
         self.base_dir = Path(base_dir or tempfile.mkdtemp(prefix="kafkalab-cluster-"))
         self.n = brokers
@@ -193,7 +213,13 @@ class LocalCluster:
         self.controller_props = dict(controller_props or {})
         self.props_by_broker = {b: dict(p) for b, p in (props_by_broker or {}).items()}
         self.outlive_parent = outlive_parent
+        if controllers < 1:
+            raise ValueError(f"a cluster needs a controller, not {controllers}")
+        self.n_controllers = controllers
+        #: the controller process with one controller; the first voter with a quorum
         self.controller: BrokerProcess | None = None
+        #: a quorum's voters by node id (empty with a single controller)
+        self.controllers: dict[int, BrokerProcess] = {}
         self.brokers: dict[int, BrokerProcess] = {}
 
     def _props(self, broker_id: int) -> dict[str, str]:
@@ -205,14 +231,73 @@ class LocalCluster:
             "listeners": "PLAINTEXT://127.0.0.1:0,BROKER://127.0.0.1:0",
             "inter.broker.listener.name": "BROKER",
             "log.dirs": str(self.base_dir / f"broker-{broker_id}"),
-            "controller.quorum.bootstrap.servers": self.controller.bootstrap_servers,
+            "controller.quorum.bootstrap.servers": self.controller_bootstrap_servers,
             "broker.heartbeat.interval.ms": "250",
             "default.replication.factor": str(min(3, self.n)),
             **self.broker_props,
             **self.props_by_broker.get(broker_id, {}),
         }
 
+    @property
+    def controller_ids(self) -> list[int]:
+        return sorted(self.controllers)
+
+    @property
+    def controller_bootstrap_servers(self) -> str:
+        if self.controllers:
+            return ",".join(self.controllers[c].props["listeners"].split("//", 1)[1]
+                            for c in self.controller_ids)  # fmt: skip
+        assert self.controller is not None
+        return self.controller.bootstrap_servers
+
+    def _start_quorum(self) -> None:
+        """Voters on ports chosen now (each voter's address is in every voter's
+        config); they elect the active controller among themselves."""
+        ids = [CONTROLLER_ID_BASE + i for i in range(1, self.n_controllers + 1)]
+        ports = {c: _free_port() for c in ids}
+        voters = ",".join(f"{c}@127.0.0.1:{ports[c]}" for c in ids)
+        for c in ids:
+            self.controllers[c] = BrokerProcess(
+                {
+                    "node.id": str(c),
+                    "listeners": f"CONTROLLER://127.0.0.1:{ports[c]}",
+                    "log.dirs": str(self.base_dir / f"controller-{c}"),
+                    "controller.quorum.voters": voters,
+                    "broker.session.timeout.ms": str(self.session_timeout_ms),
+                    **self.controller_props,
+                },
+                verb="controller",
+                exit_with_parent=not self.outlive_parent,
+            )
+        for c in ids:
+            self.controllers[c].start()
+        self.controller = self.controllers[ids[0]]
+
+    def describe_quorum(self, timeout_s: float = 10.0):
+        """The quorum's leader, epoch, high watermark and each voter's log end offset
+        (DescribeQuorum, answered by the leader: kafkalab.cluster.metadata_quorum)."""
+        from kafkalab.cluster.metadata_quorum import describe_quorum
+        from kafkalab.server.controller_channel import parse_bootstrap_servers
+
+        addresses = parse_bootstrap_servers(self.controller_bootstrap_servers)
+        return describe_quorum(addresses, timeout_s)
+
+    def active_controller(self, timeout_s: float = 10.0) -> int:
+        """The node id of the active controller (the quorum's leader)."""
+        return self.describe_quorum(timeout_s).leader_id
+
+    def _process(self, node_id: int) -> BrokerProcess:
+        """A broker's process, or a quorum controller's."""
+        if node_id in self.controllers:
+            return self.controllers[node_id]
+        return self.brokers[node_id]
+
     def start(self) -> LocalCluster:
+        if self.n_controllers > 1:
+            self._start_quorum()
+            for broker_id in range(1, self.n + 1):
+                self.start_broker(broker_id)
+            return self
         self.controller = BrokerProcess(
             {
                 "listeners": "CONTROLLER://127.0.0.1:0",
@@ -265,31 +350,42 @@ class LocalCluster:
         )
 
     def kill(self, broker_id: int) -> None:
-        """SIGKILL: no flush, no checkpoint; unflushed writes stay in the page cache."""
-        self.brokers[broker_id].kill()
+        """SIGKILL: no flush, no checkpoint; unflushed writes stay in the page cache.
+        A quorum controller's id kills that controller."""
+        self._process(broker_id).kill()
 
     def pause(self, broker_id: int) -> None:
-        """SIGSTOP: a hung broker (a long GC pause, a stuck disk)."""
-        self.brokers[broker_id].pause()
+        """SIGSTOP: a hung broker (a long GC pause, a stuck disk), or controller."""
+        self._process(broker_id).pause()
 
     def resume(self, broker_id: int) -> None:
-        """SIGCONT a paused broker."""
-        self.brokers[broker_id].resume()
+        """SIGCONT a paused broker or controller."""
+        self._process(broker_id).resume()
 
     def broker_dir(self, broker_id: int) -> Path:
         return self.base_dir / f"broker-{broker_id}"
 
     def cut_link(self, a: int, b: int, both_ways: bool = True) -> None:
         """Cut the replication link a -> b (b no longer hears a) and, by default,
-        b -> a too. See kafkalab.server.link_faults for what each direction means."""
+        b -> a too. See kafkalab.server.link_faults for what each direction means.
+        Either may be a quorum controller: between two controllers the cut is of
+        their Raft traffic; between a broker and a controller the controller drops
+        that broker's requests (a broker cannot be made deaf to one controller: cut
+        it both ways)."""
         for sender, receiver in [(a, b), (b, a)] if both_ways else [(a, b)]:
-            d = self.broker_dir(receiver)
+            d = (
+                self._process(receiver).dir
+                if receiver in self.controllers
+                else self.broker_dir(receiver)
+            )
             write_deaf_to(d, read_deaf_to(d) | {sender})
 
     def heal_links(self) -> None:
-        """Every broker hears every other again."""
+        """Every broker and controller hears every other again."""
         for broker_id in self.brokers:
             write_deaf_to(self.broker_dir(broker_id), set())
+        for controller in self.controllers.values():
+            write_deaf_to(controller.dir, set())
 
     def hold_requests(self, broker_id: int, api_key: int, count: int = 1, ms: int = 60_000):
         """Broker `broker_id` holds its next `count` client requests of `api_key`
@@ -318,13 +414,22 @@ class LocalCluster:
         what the broker knew it had fsynced (Kafka's recovery-point-offset-checkpoint).
         Everything written after it is gone, as after a power cut with data still in
         the page cache. Returns {partition: bytes cut}. Restart it with `restart`."""
+        if broker_id in self.controllers:
+            controller = self.controllers[broker_id]
+            controller.kill()
+            return {METADATA_LOG_DIR: cut_to_recovery_point(controller.dir)}
         broker = self.brokers[broker_id]
         broker.kill()
         return cut_to_recovery_points(broker.dir)
 
     def restart(self, broker_id: int) -> BrokerProcess:
         """Stop gracefully (SIGTERM: a controlled shutdown, its leaderships move
-        first) if running, then start again with the same data."""
+        first) if running, then start again with the same data. A quorum
+        controller comes back on its address, with its Raft log and quorum-state."""
+        if broker_id in self.controllers:
+            controller = self.controllers[broker_id]
+            controller.stop()
+            return controller.start()
         self.brokers[broker_id].stop()
         return self.start_broker(broker_id)
 
@@ -359,6 +464,8 @@ class LocalCluster:
     def stop(self) -> None:
         for broker in self.brokers.values():
             broker.stop()
+        for controller in self.controllers.values():
+            controller.stop()
         if self.controller is not None:
             self.controller.stop()
         if self._own_dir:

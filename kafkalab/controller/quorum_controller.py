@@ -38,6 +38,7 @@ from __future__ import annotations
 import json
 import random
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -116,16 +117,26 @@ class QuorumController:
         self.log = UnifiedLog(Path(directory) / f"{METADATA_TOPIC}-0", LogConfig(retention_ms=-1))
         for _, record in self.records_since(0):
             self._replay(record)
+        self.log.update_high_watermark(self.log.log_end_offset)
+        #: With a controller quorum (kafkalab/server/quorum_meta_log_listener.py): called
+        #: with every batch before it is written, to append it to Raft (it raises
+        #: NOT_CONTROLLER on a controller that is not active); the high watermark of
+        #: this log then moves only as Raft commits. None: a single controller, whose
+        #: every flushed write is committed.
+        self.record_sink: Callable[[tuple[dict, ...]], None] | None = None
 
     # -- the metadata log --------------------------------------------------------------------
 
     def _write(self, *records: dict) -> int:
         """Append records as one batch, flush, then apply them. Returns the offset
         of the first one (a broker's epoch is the offset of its registration)."""
+        if self.record_sink is not None:
+            self.record_sink(records)
         batch = build_batch([SimpleRecord(json.dumps(r, sort_keys=True).encode()) for r in records])
         info = self.log.append_as_leader(batch, origin=AppendOrigin.COORDINATOR)
         self.log.flush()  # nothing is acknowledged that could be lost
-        self.log.update_high_watermark(self.log.log_end_offset)
+        if self.record_sink is None:
+            self.log.update_high_watermark(self.log.log_end_offset)
         for record in records:
             self._replay(record)
         return info.first_offset
@@ -914,6 +925,17 @@ class QuorumController:
                 for t, info in self.topics.items()
             },
         }
+
+    def revert_to_committed(self) -> None:
+        """Drop the records past the high watermark and rebuild the image from the log
+        (a controller that stops being active: its uncommitted writes may never
+        commit; Kafka reverts to its last committed snapshot in renounce())."""
+        self.log.truncate_to(self.log.high_watermark)
+        self.image = MetadataImage()
+        self.brokers = self.image.brokers
+        self.topics = self.image.topics
+        for _, record in self.records_since(0):
+            self._replay(record)
 
     def close(self) -> None:
         self.log.close()

@@ -210,8 +210,8 @@ def _walk(r: Reader, fields: list[Field], version: int, flexible: bool, out: lis
     """Read a struct as read_struct does, noting where each slot starts (+4: the
     size prefix is not in `r`)."""
     for f in fields:
-        if version not in Versions.parse(f.versions):
-            continue
+        if version not in Versions.parse(f.versions) or f.tag is not None:
+            continue  # a tagged field is in the tagged section, read below
         nullable = version in Versions.parse(f.nullable)
         width = 0 if flexible else 4
         if isinstance(f.type, Struct):

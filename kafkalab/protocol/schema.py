@@ -10,13 +10,17 @@ encode or decode any version. A field looks like this:
     Field("topics", [Field("name", STRING), Field("partitions", [...])])   # array of structs
     Field("group_instance_id", STRING, "5+", nullable="5+", default=NULL)  # absent: None
     Field("assignment", Struct([Field("topic_partitions", [...])]), nullable="0+")  # one struct
+    Field("cluster_id", STRING, "12+", nullable="12+", default=NULL, tag=0)  # a tagged field
 
 Decoded messages are plain dicts with Kafka's field names in snake_case, so a
 lab can print one and compare it with the JSON schema.
 
 Invariants: a field is read or written only in the versions it exists in;
 flexible versions (from `flexible_from`) use compact types and end each struct
-with tagged fields; unknown tagged fields are kept raw under "_tagged".
+with tagged fields (KIP-482). A Field with a `tag` is a tagged field (Kafka's
+`"taggedVersions"`, `"tag"`): it exists only in flexible versions, is written in
+the tagged section only when it differs from its default, and is read back from
+it; unknown tagged fields are kept raw under "_tagged".
 """
 
 from __future__ import annotations
@@ -89,6 +93,7 @@ class Field:
     versions: str = "0+"
     nullable: str = ""
     default: Any = None
+    tag: int | None = None  # a tagged field's tag (flexible versions only)
     _versions: Versions = field(init=False, repr=False)
     _nullable: Versions = field(init=False, repr=False)
 
@@ -109,8 +114,13 @@ class Field:
 
 
 def write_struct(w: Writer, fields: list[Field], obj: dict, version: int, flexible: bool) -> None:
+    tagged: dict[int, bytes] = {}
     for f in fields:
         if version not in f._versions:
+            continue
+        if f.tag is not None:
+            if flexible:
+                _write_tagged(tagged, f, obj, version)
             continue
         value = obj.get(f.name, None) if f.name in obj else f.default_value()
         nullable = version in f._nullable
@@ -137,14 +147,37 @@ def write_struct(w: Writer, fields: list[Field], obj: dict, version: int, flexib
             except ProtocolError as e:
                 raise ProtocolError(f"field {f.name} (version {version}): {e}") from None
     if flexible:
-        write_tagged_fields(w, obj.get("_tagged"))
+        write_tagged_fields(w, {**(obj.get("_tagged") or {}), **tagged})
+
+
+def _write_tagged(tagged: dict[int, bytes], f: Field, obj: dict, version: int) -> None:
+    """Encode tagged field `f` into `tagged` unless it holds its default (Kafka writes
+    a tagged field only when it differs from its default)."""
+    assert f.tag is not None
+    value = obj.get(f.name, None) if f.name in obj else f.default_value()
+    if value is None or value == f.default_value():
+        return
+    inner = Writer()
+    write_struct(
+        inner,
+        [Field(f.name, f.type, f.versions, f.nullable, f.default)],
+        {f.name: value},
+        version,
+        True,
+    )
+    tagged[f.tag] = bytes(inner.buf[:-1])  # without the one-field struct's empty tag section
 
 
 def read_struct(r: Reader, fields: list[Field], version: int, flexible: bool) -> dict:
     out: dict[str, Any] = {}
+    by_tag: dict[int, Field] = {}
     for f in fields:
-        if version not in f._versions:
+        if version not in f._versions or (f.tag is not None and not flexible):
             out[f.name] = f.default_value()
+            continue
+        if f.tag is not None:
+            out[f.name] = f.default_value()
+            by_tag[f.tag] = f
             continue
         nullable = version in f._nullable
         if isinstance(f.type, Struct):
@@ -169,6 +202,14 @@ def read_struct(r: Reader, fields: list[Field], version: int, flexible: bool) ->
                 raise ProtocolError(f"field {f.name} (version {version}): {e}") from None
     if flexible:
         tagged = read_tagged_fields(r)
+        for tag in [t for t in tagged if t in by_tag]:
+            f = by_tag[tag]
+            raw = tagged.pop(tag)
+            inner = Reader(raw + b"\x00")  # the one-field struct's empty tag section
+            field = Field(f.name, f.type, f.versions, f.nullable, f.default)
+            out[f.name] = read_struct(inner, [field], version, True)[f.name]
+            if inner.remaining():
+                raise ProtocolError(f"tagged field {f.name} has {inner.remaining()} extra bytes")
         if tagged:
             out["_tagged"] = tagged
     return out

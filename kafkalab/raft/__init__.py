@@ -21,7 +21,16 @@ variants switch on QuorumConfig.defects (KAFKA-12619, KAFKA-10527; off by defaul
                         vote is granted), ElectionState
     raft_log            RaftLog: an in-memory log of (offset, epoch, record) with
                         truncation and the leader-epoch history for DivergingEpoch
+    kafka_metadata_log  KafkaMetadataLog: the same log on disk, `__cluster_metadata-0`
+                        (a UnifiedLog, its leader-epoch-checkpoint, flush() fsyncs and
+                        checkpoints the recovery point); cut_to_recovery_point, a
+                        power failure
     raft_message        the requests and responses as data (Kafka's JSON names)
+    raft_wire           those messages to and from Kafka's request/response bodies
+                        (Vote v2, BeginQuorumEpoch v1, EndQuorumEpoch v1, Fetch v16,
+                        DescribeQuorum v2; schemas in kafkalab/protocol/messages/raft.py)
+    record_serde        entries as Kafka record batches (the epoch in the batch's
+                        PartitionLeaderEpoch; LeaderChange a control record)
     quorum_config       the controller.quorum.* timeouts
     errors              RaftError and its subclasses
 
@@ -35,10 +44,13 @@ refuses pre-votes (KIP-996). A hypothesis state machine checks ElectionSafety,
 LogMatching, that committed records are never lost and that a high watermark
 never goes back, after every step.
 
+The client on the network is kafkalab/server/kafka_raft_manager.py (Kafka's
+KafkaRaftManager lives in core too): this package stays sans-IO but for the log
+and the `quorum-state` file.
+
 Not in this step: snapshots and FetchSnapshot (KIP-630; the log starts at offset 0
 and is kept whole), dynamic voters (KIP-853; the voter set is static, kraft.version
-0), observers (only voters fetch), a file-backed log, the wire encoding of these
-messages, and the wiring: the QuorumController on this client, sockets between
+0), observers (only voters fetch), and the wiring: the QuorumController on this client, sockets between
 controllers, `kafkalab cluster --controllers 3`, DescribeQuorum on the wire and the
 lab. Those are the next steps of issue 25; the TLA+ spec lives in specs/kraft/.
 """

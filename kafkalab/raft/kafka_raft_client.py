@@ -274,7 +274,8 @@ class KafkaRaftClient:
         self._leader_end_offset_moved(leader, now_ms)
 
     def _leader_end_offset_moved(self, leader: LeaderState, now_ms: int) -> None:
-        if leader.update_local_state(self.log.end_offset, now_ms):
+        self.log.flush()  # Kafka: flushLeaderLog, before the leader's own offset counts
+        if leader.update_local_state(self.log.flushed_end_offset, now_ms):
             self._set_high_watermark(leader.high_watermark)
 
     def _set_high_watermark(self, offset: int | None) -> None:
@@ -591,8 +592,10 @@ class KafkaRaftClient:
             if target < self.high_watermark:
                 raise TruncationBelowHighWatermarkError(self.local_id, target, self.high_watermark)
             self.log.truncate_to(target)
+            self.log.flush()
             return
         if resp.records:
             self.log.append_as_follower(resp.records)
+            self.log.flush()  # a voter flushes before its next Fetch reports the offset
         if resp.high_watermark >= 0:
             self._set_high_watermark(min(resp.high_watermark, self.log.end_offset))

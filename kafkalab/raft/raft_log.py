@@ -18,7 +18,9 @@ log start offset other than 0: snapshots (KIP-630) are a later step. The log
 is kept across a restart of its voter (the test harness passes the same object
 to the rebuilt client), as if every append were flushed before it is counted,
 which is what Kafka's KafkaRaftClient does (the leader flushes before its own
-end offset counts for the high watermark, a follower before its next Fetch).
+end offset counts for the high watermark, a follower before its next Fetch): the
+client calls `flush()`, a no-op here. KafkaMetadataLog (kafka_metadata_log.py) is
+the same interface on disk.
 """
 
 from __future__ import annotations
@@ -135,6 +137,18 @@ class RaftLog:
         if end.epoch != epoch or end.offset < offset:
             return ValidOffsetAndEpoch(ValidOffsetAndEpochKind.DIVERGING, end)
         return ValidOffsetAndEpoch(ValidOffsetAndEpochKind.VALID, OffsetAndEpoch(offset, epoch))
+
+    # -- durability --------------------------------------------------------------------------
+
+    @property
+    def flushed_end_offset(self) -> int:
+        """Below this offset the log survives a power failure: all of it in memory
+        (KafkaMetadataLog keeps the fsynced recovery point)."""
+        return self.end_offset
+
+    def flush(self) -> None:
+        """Make every append durable (KafkaRaftClient calls it as Kafka's does: before a
+        leader's end offset counts, after a follower's append). Nothing to do here."""
 
     # -- writing -----------------------------------------------------------------------------
 

@@ -44,6 +44,11 @@ class DelayedOperation:
     def try_complete(self) -> bool:
         raise NotImplementedError
 
+    def try_complete_on(self, key: Hashable) -> bool:
+        """Something happened on `key` (one of the keys it watches): try again. An
+        operation watching many keys may look at that one only."""
+        return self.try_complete()
+
     def on_complete(self) -> None:
         raise NotImplementedError
 
@@ -110,7 +115,7 @@ class DelayedOperationPurgatory:
         for op in list(watchers.values()):
             if op.completed:
                 self._unwatch(op)
-            elif op.try_complete():
+            elif op.try_complete_on(key):
                 done += 1
                 self._unwatch(op)
         return done

@@ -336,8 +336,24 @@ class ReplicaManager:
         fetches; a new log start offset may answer a waiting DeleteRecords; an ISR
         expansion the leader wants goes to the controller."""
         part = self.partitions[tp]
-        hw = part.log.high_watermark
         replica = part.remote.get(broker_id)
+        if (
+            replica is not None
+            and fetch_offset == replica.log_end_offset == part.log.log_end_offset
+            and log_start_offset in (-1, replica.log_start_offset)
+            and broker_id in part.maximal_isr
+            and part.role == Role.LEADER
+        ):
+            # Nothing moved: an in-sync follower still at the leader's LEO (every idle
+            # partition of a fetch session, each fetch). Only the time it was caught
+            # up; its LEO did not change, so neither can the HW (Kafka moves the HW
+            # only when the follower's LEO moved), and it needs no ISR change.
+            now = self.clock()
+            replica.last_caught_up_time_ms = max(replica.last_caught_up_time_ms, now)
+            replica.last_fetch_leader_log_end_offset = fetch_offset
+            replica.last_fetch_time_ms = now
+            return None
+        hw = part.log.high_watermark
         leo = replica.log_end_offset if replica is not None else None
         start = replica.log_start_offset if replica is not None else None
         change = part.update_follower_fetch_state(

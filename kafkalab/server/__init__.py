@@ -9,8 +9,13 @@ broker_lifecycle_manager.py  registration and heartbeats with the controller (ow
 metadata_listener.py         BrokerMetadataListener: apply the metadata log
 replica_fetcher.py           ReplicaFetcherManager: followers truncate, then fetch
 alter_partition_manager.py   ISR changes to the controller
-add_partitions_to_txn_manager.py  a leader asks a transaction coordinator (KIP-890 part 1)
+add_partitions_to_txn_manager.py  a leader asks a transaction coordinator (KIP-890 parts 1, 2)
+features.py                  the features ApiVersions finalizes (transaction.version)
 inter_broker_connection.py   a broker's connection to the controller or a leader
 controller_server.py         the controller process (ControllerServer, ControllerApis)
+kafka_raft_manager.py        KafkaRaftManager: a KRaft voter (kafkalab.raft) on the network
+quorum_meta_log_listener.py  the controller on a quorum (controller.quorum.voters):
+                             activate/renounce, writes through Raft, NOT_CONTROLLER
+controller_channel.py        a broker's connection to the active controller of a quorum
 config.py, producer_ids.py, link_faults.py, replica_state.py
 """

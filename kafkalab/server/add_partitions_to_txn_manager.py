@@ -1,7 +1,14 @@
 """AddPartitionsToTxnManager: a partition leader asks the transaction coordinator.
 
-Kafka's class: kafka.server.AddPartitionsToTxnManager (KIP-890 part 1). With
-`transaction.partition.verification.enable`, before a producer's first
+Kafka's class: kafka.server.AddPartitionsToTxnManager (KIP-890 parts 1 and 2).
+
+Transactions v2 (part 2): a transactional Produce v12+ (or a TxnOffsetCommit
+v5+) comes from a client that no longer sends AddPartitionsToTxn (or
+AddOffsetsToTxn); the leader adds the partition itself, AddPartitionsToTxn v5
+without verify_only (`add_to_transaction`; Kafka: the `addPartition` transaction
+supported operation), whatever `transaction.partition.verification.enable` says.
+
+Part 1: with `transaction.partition.verification.enable`, before a producer's first
 transactional batch in a partition (no transaction of its epoch ongoing there),
 the leader asks the coordinator of the producer's transactional id whether the
 partition is in its ongoing transaction: AddPartitionsToTxn v4 with
@@ -12,6 +19,10 @@ The coordinator is found as a client finds it (FindCoordinator): the leader of
 the `__transaction_state` partition of the id, in the MetadataCache. The request
 goes over an InterBrokerConnection on the inter-broker listener, also when the
 coordinator is this broker (as the marker channel writes to its own partitions).
+Kafka keeps that connection in its inter-broker NetworkClient; kafkalab closes it
+once no question is in flight on it, so a broker holds no connection it is not
+using (tests/integration/test_protocol_fuzz.py counts the broker's sockets after
+thousands of hostile frames, Produce v12 among them).
 
 The answer, per partition, becomes the Produce error (Kafka: ReplicaManager's
 mapping): NONE appends; INVALID_TXN_STATE and the other refusals go to the
@@ -37,6 +48,7 @@ from kafkalab.server.metadata_cache import MetadataCache
 log = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
 VERIFY_VERSION = 4  # the first version with verify_only
+ADD_VERSION = 5  # what a leader of transactions v2 sends to add a partition
 #: The broker setting (Kafka's name); kafkalab's default is false (README, Transactions).
 VERIFICATION_ENABLE = "transaction.partition.verification.enable"
 
@@ -51,10 +63,15 @@ RETRIABLE = frozenset(
 )
 
 
-def produce_error(error: Errors) -> tuple[Errors, str | None]:
-    """The Produce error (and message) for the coordinator's answer on a partition."""
+def produce_error(error: Errors, add: bool = False) -> tuple[Errors, str | None]:
+    """The Produce error (and message) for the coordinator's answer on a partition.
+    With `add` (transactions v2) CONCURRENT_TRANSACTIONS stays itself, as Kafka's
+    leader leaves it (the last transaction's markers are being written; a client of
+    version 2 retries it)."""
     if error == Errors.NONE:
         return Errors.NONE, None
+    if add and error == Errors.CONCURRENT_TRANSACTIONS:
+        return error, None
     if error in RETRIABLE:
         return (
             Errors.NOT_ENOUGH_REPLICAS,
@@ -83,6 +100,7 @@ class AddPartitionsToTxnManager:
         self.request_timeout_ms = request_timeout_ms
         self._connect = connect
         self._connections: dict[tuple[int, str, int], InterBrokerConnection] = {}
+        self._in_flight: dict[tuple[int, str, int], int] = {}
 
     def close(self) -> None:
         for conn in self._connections.values():
@@ -110,6 +128,32 @@ class AddPartitionsToTxnManager:
         partitions: Iterable[TopicPartition],
     ) -> dict[TopicPartition, Errors]:
         """The coordinator's answer per partition (Kafka: verifyTransaction)."""
+        return await self._ask(
+            transactional_id, producer_id, producer_epoch, partitions, verify_only=True
+        )
+
+    async def add_to_transaction(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[TopicPartition],
+    ) -> dict[TopicPartition, Errors]:
+        """Transactions v2: the coordinator adds the partitions to the producer's
+        transaction (beginning one if none is ongoing); its answer per partition."""
+        return await self._ask(
+            transactional_id, producer_id, producer_epoch, partitions, verify_only=False
+        )
+
+    async def _ask(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[TopicPartition],
+        *,
+        verify_only: bool,
+    ) -> dict[TopicPartition, Errors]:
         wanted = sorted(set(partitions))
         key = self._coordinator(transactional_id)
         if key is None:
@@ -126,21 +170,34 @@ class AddPartitionsToTxnManager:
                     "transactional_id": transactional_id,
                     "producer_id": producer_id,
                     "producer_epoch": producer_epoch,
-                    "verify_only": True,
+                    "verify_only": verify_only,
                     "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
                 }
             ]
         }
+        self._in_flight[key] = self._in_flight.get(key, 0) + 1
         try:
             response = await asyncio.wait_for(
-                conn.request(ApiKeys.ADD_PARTITIONS_TO_TXN, VERIFY_VERSION, body),
+                conn.request(
+                    ApiKeys.ADD_PARTITIONS_TO_TXN,
+                    VERIFY_VERSION if verify_only else ADD_VERSION,
+                    body,
+                ),
                 self.request_timeout_ms / 1000,
             )
         except (KafkaError, TimeoutError) as e:
-            log.info("verifying %s with broker %d: %s", transactional_id, key[0], e or "timeout")
+            log.info("asking %s's coordinator %d: %s", transactional_id, key[0], e or "timeout")
             conn.close()
-            self._connections.pop(key, None)
+            if self._connections.get(key) is conn:
+                del self._connections[key]
             return dict.fromkeys(wanted, Errors.NOT_COORDINATOR)
+        finally:
+            self._in_flight[key] -= 1
+            if not self._in_flight[key]:
+                del self._in_flight[key]
+                if self._connections.get(key) is conn:  # idle: let it go
+                    del self._connections[key]
+                    conn.close()
         if response["error_code"] != 0:
             return dict.fromkeys(wanted, Errors(response["error_code"]))
         answers = dict.fromkeys(wanted, Errors.UNKNOWN_SERVER_ERROR)  # unless answered

@@ -35,8 +35,9 @@ from kafkalab.coordinator.group.group_config import GroupConfig
 from kafkalab.coordinator.transaction import TransactionConfig
 from kafkalab.errors import KafkaError
 from kafkalab.protocol.api_keys import ApiKeys
-from kafkalab.protocol.messages import APIS, CONTROLLER_APIS
+from kafkalab.protocol.messages import APIS, CONTROLLER_APIS, RAFT_APIS
 from kafkalab.replication.replica_manager import ReplicaManager
+from kafkalab.server import features
 from kafkalab.server.add_partitions_to_txn_manager import (
     VERIFICATION_ENABLE,
     AddPartitionsToTxnManager,
@@ -44,6 +45,7 @@ from kafkalab.server.add_partitions_to_txn_manager import (
 from kafkalab.server.alter_partition_manager import AlterPartitionManager
 from kafkalab.server.broker_lifecycle_manager import BrokerLifecycleManager
 from kafkalab.server.config import KafkaConfig, read_properties
+from kafkalab.server.controller_channel import ControllerChannel, parse_bootstrap_servers
 from kafkalab.server.dynamic_broker_config import DynamicBrokerConfig
 from kafkalab.server.events import EventLog
 from kafkalab.server.group_coordinator_service import GroupCoordinatorService
@@ -186,14 +188,17 @@ class KafkaBroker:
             self.transaction_coordinator,
         )
         self.apis.dynamic_config = self.dynamic_config
-        if config.extra.get(VERIFICATION_ENABLE, "false").lower() == "true":
-            self.apis.add_partitions_to_txn_manager = AddPartitionsToTxnManager(
-                metadata,
-                self.transaction_coordinator.coordinator.config.transaction_state_log_num_partitions,
-                lambda host, port: InterBrokerConnection(host, port, APIS, self._client_id),
-                listener=config.inter_broker_listener,
-                request_timeout_ms=int(config.extra.get("request.timeout.ms", 30_000)),
-            )
+        # the leader's side of KIP-890: it connects only when first asked
+        self.apis.add_partitions_to_txn_manager = AddPartitionsToTxnManager(
+            metadata,
+            self.transaction_coordinator.coordinator.config.transaction_state_log_num_partitions,
+            lambda host, port: InterBrokerConnection(host, port, APIS, self._client_id),
+            listener=config.inter_broker_listener,
+            request_timeout_ms=int(config.extra.get("request.timeout.ms", 30_000)),
+        )
+        self.apis.transaction_verification_enable = (
+            config.extra.get(VERIFICATION_ENABLE, "false").lower() == "true"
+        )
         advertised = config.advertised()
         for name, host, port in config.listener_list():
             server = SocketServer(
@@ -234,6 +239,7 @@ class KafkaBroker:
             metadata,
             append_timeout_ms=int(extra.get("offsets.commit.timeout.ms", 5000)),
         )
+        features.transaction_version(extra)  # 1 or 2, refused at start otherwise
         self.transaction_coordinator = TransactionCoordinatorService(
             TransactionConfig.from_properties(extra),
             self.replica_manager,
@@ -260,8 +266,15 @@ class KafkaBroker:
         the metadata log (listener), follows leaders (fetchers) and sends the ISR
         changes its partitions want (AlterPartition)."""
         config = self.config
-        host, port = controller_address.rsplit(":", 1)
-        channel = InterBrokerConnection(host, int(port), CONTROLLER_APIS)
+        addresses = parse_bootstrap_servers(controller_address)
+
+        def connect() -> InterBrokerConnection | ControllerChannel:
+            """One controller: a connection to it; a quorum's: to its active one."""
+            if len(addresses) == 1:
+                return InterBrokerConnection(*addresses[0], CONTROLLER_APIS)
+            return ControllerChannel(addresses, {**CONTROLLER_APIS, **RAFT_APIS})
+
+        channel = connect()
         self.events = EventLog(config.log_dirs[0], f"broker-{config.node_id}")
         self.fetchers = ReplicaFetcherManager(
             config.node_id,
@@ -274,7 +287,7 @@ class KafkaBroker:
         )
         listener = BrokerMetadataListener(
             config.node_id,
-            InterBrokerConnection(host, int(port), CONTROLLER_APIS),  # its own: long polls
+            connect(),  # its own: long polls
             self.replica_manager,
             self.fetchers,
             self.events,
@@ -287,7 +300,7 @@ class KafkaBroker:
             config.node_id,
             config.cluster_id,
             # its own, on its own thread: no AlterPartition or busy loop delays a heartbeat
-            InterBrokerConnection(host, int(port), CONTROLLER_APIS),
+            connect(),
             lambda: [(name, *address) for name, address in self.advertised_endpoints.items()],
             int(config.extra.get("broker.heartbeat.interval.ms", 2000)),
             lambda: listener.last_applied_offset,

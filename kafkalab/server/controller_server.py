@@ -26,6 +26,10 @@ election every `leader.imbalance.check.interval.seconds` (default 300), so
 leadership goes back to each partition's first replica once it is in sync
 again. (Kafka also waits for `leader.imbalance.per.broker.percentage`; we
 rebalance any imbalance.)
+
+With `controller.quorum.voters` (and `node.id`) in its config the controller is one
+voter of a KRaft quorum, and only the active one (the Raft leader) writes, fences and
+answers brokers: kafkalab/server/quorum_meta_log_listener.py.
 """
 
 from __future__ import annotations
@@ -400,7 +404,7 @@ class ControllerApis:
                 out = {
                     "partition_index": p["partition"],
                     "error_code": 0,
-                    "high_watermark": metadata_log.log_end_offset,
+                    "high_watermark": metadata_log.high_watermark,
                     "last_stable_offset": -1,
                     "log_start_offset": metadata_log.log_start_offset,
                     "aborted_transactions": None,
@@ -411,7 +415,11 @@ class ControllerApis:
                     out["error_code"] = int(Errors.UNKNOWN_TOPIC_OR_PARTITION)
                 else:
                     try:
-                        info = metadata_log.read(p["fetch_offset"], p["partition_max_bytes"])
+                        info = metadata_log.read(
+                            p["fetch_offset"],
+                            p["partition_max_bytes"],
+                            max_offset=metadata_log.high_watermark,  # committed records only
+                        )
                         out["records"] = info.records if info.records is not None else b""
                     except KafkaError as e:
                         out["error_code"] = int(e.code)
@@ -467,6 +475,7 @@ class ControllerServer:
     def __init__(self, props: dict[str, str]) -> None:
         self.props = props
         self.server: SocketServer | None = None
+        self.quorum: Any = None  # a QuorumMetaLogListener when in a controller quorum
         self._ticker: asyncio.Task | None = None
         self._stopped = asyncio.Event()
 
@@ -476,9 +485,15 @@ class ControllerServer:
             raise ValueError("the controller needs log.dirs (where its metadata log lives)")
         data_dir = Path(directory.split(",")[0])
         self._lock = FileLock(data_dir).lock()  # one controller a directory
+        # A voter of a quorum (controller.quorum.voters): Raft's log is the truth and
+        # the QuorumController's own log a copy of what it committed
+        # (kafkalab/server/quorum_meta_log_listener.py).
+        in_quorum = bool(self.props.get("controller.quorum.voters"))
+        if in_quorum:
+            from kafkalab.server import quorum_meta_log_listener as kraft
         try:
             self.controller = QuorumController(
-                data_dir,
+                kraft.controller_directory(data_dir) if in_quorum else data_dir,
                 session_timeout_ms=int(self.props.get("broker.session.timeout.ms", 9000)),
                 unclean_leader_election_enable=(
                     self.props.get("unclean.leader.election.enable", "false").lower() == "true"
@@ -490,17 +505,25 @@ class ControllerServer:
         _, host, port = parse_listener(self.props.get("listeners", "CONTROLLER://127.0.0.1:0"))
         self.events = EventLog(data_dir, "controller")
         self.changes = MetadataLogChanges(self.controller, self.events)
+        apis: ControllerApis = ControllerApis(self.controller, self.changes)
+        schemas = CONTROLLER_APIS
+        if in_quorum:
+            self.quorum = kraft.start_quorum(self.props, data_dir, self.controller, self.events)
+            apis = kraft.QuorumControllerApis(self.controller, self.changes, self.quorum)
+            schemas = {**CONTROLLER_APIS, **kraft.RAFT_CHANNEL_APIS}
         self.server = SocketServer(
-            ControllerApis(self.controller, self.changes),
+            apis,
             host,
             port,
             max_request_bytes=100 * 1024 * 1024,
             queued_max_requests=500,
             num_handlers=1,
-            schemas=CONTROLLER_APIS,
+            schemas=schemas,
         )
         await self.server.start()
         self.address = f"{host}:{self.server.bound_port}"
+        if self.quorum is not None:
+            await self.quorum.manager.start()
         self._ticker = asyncio.create_task(self._tick())
 
     async def _tick(self) -> None:
@@ -511,6 +534,9 @@ class ControllerServer:
         tick_s = min(TICK_SECONDS, self.controller.session_timeout_ms / 10_000)
         while True:
             await asyncio.sleep(tick_s)
+            if self.quorum is not None and not self.quorum.active:
+                self.changes.observe()  # a standby fences nobody: it follows the log
+                continue
             fenced = self.controller.tick(_now_ms())
             self.changes.observe()
             if fenced:
@@ -532,6 +558,8 @@ class ControllerServer:
             self._ticker.cancel()
         if self.server is not None:
             await self.server.stop()
+        if self.quorum is not None:
+            await self.quorum.manager.stop()
         self.controller.close()
         self.events.close()
         self._lock.unlock()

@@ -93,17 +93,29 @@ class InterBrokerConnection:
             self._streams = None
 
 
+def _by_topic(tps: list[tuple[str, int]]) -> dict[str, list[int]]:
+    topics: dict[str, list[int]] = {}
+    for topic, partition in tps:
+        topics.setdefault(topic, []).append(partition)
+    return topics
+
+
 def replica_fetch_request(
     replica_id: int,
     partitions: list[tuple[str, int, int, int]] | list[tuple[str, int, int, int, int]],
     max_wait_ms: int,
     min_bytes: int,
     partition_max_bytes: int = 1 << 20,
+    session_id: int = 0,
+    session_epoch: int = -1,
+    forgotten: list[tuple[str, int]] = (),  # type: ignore[assignment]
 ) -> dict:
     """A Fetch v11 body from a replica: `partitions` as (topic, partition, fetch
     offset, current leader epoch or -1[, log start offset]). A follower's fetch
     offset is its log end offset, and its log start offset is where its log
-    begins, which is how its leader learns both (the latter for DeleteRecords)."""
+    begins, which is how its leader learns both (the latter for DeleteRecords).
+    Sessionless unless `session_id`/`session_epoch` say otherwise (KIP-227:
+    `forgotten` are the partitions an incremental fetch drops from its session)."""
     topics: dict[str, list[dict]] = {}
     for topic, partition, fetch_offset, leader_epoch, *start in partitions:
         topics.setdefault(topic, []).append(
@@ -121,9 +133,11 @@ def replica_fetch_request(
         "min_bytes": min_bytes,
         "max_bytes": 10 << 20,
         "isolation_level": 0,
-        "session_id": 0,
-        "session_epoch": -1,
+        "session_id": session_id,
+        "session_epoch": session_epoch,
         "topics": [{"topic": t, "partitions": p} for t, p in topics.items()],
-        "forgotten_topics_data": [],
+        "forgotten_topics_data": [
+            {"topic": t, "partitions": ps} for t, ps in _by_topic(forgotten).items()
+        ],
         "rack_id": "",
     }

@@ -45,6 +45,7 @@ the same questions either way.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -66,12 +67,19 @@ from kafkalab.server.apis import (
     metadata,
     produce,
     producers,
+    quorum,
     reassignment,
     topics,
     txn,
 )
 from kafkalab.server.config import KafkaConfig
 from kafkalab.server.dynamic_broker_config import DynamicBrokerConfig
+from kafkalab.server.fetch_session import (
+    DEFAULT_CACHE_SLOTS,
+    DEFAULT_EVICTION_MS,
+    FetchManager,
+    FetchSessionCache,
+)
 from kafkalab.server.group_coordinator_service import GroupCoordinatorService
 from kafkalab.server.inter_broker_connection import parse_broker_client_id
 from kafkalab.server.link_faults import LinkFaults
@@ -120,6 +128,7 @@ HANDLERS: dict[ApiKeys, Handler] = {
     ApiKeys.CONSUMER_GROUP_HEARTBEAT: consumer_group.handle_consumer_group_heartbeat,
     ApiKeys.CONSUMER_GROUP_DESCRIBE: consumer_group.handle_consumer_group_describe,
     ApiKeys.DESCRIBE_PRODUCERS: producers.handle_describe_producers,
+    ApiKeys.DESCRIBE_QUORUM: quorum.handle_describe_quorum,
     ApiKeys.ELECT_LEADERS: reassignment.handle_elect_leaders,
     ApiKeys.ALTER_PARTITION_REASSIGNMENTS: reassignment.handle_alter_partition_reassignments,
     ApiKeys.LIST_PARTITION_REASSIGNMENTS: reassignment.handle_list_partition_reassignments,
@@ -144,9 +153,21 @@ class KafkaApis:
         self.link_faults = link_faults
         self.group_coordinator = group_coordinator
         self.transaction_coordinator = transaction_coordinator
-        # transaction.partition.verification.enable: the leader asks the transaction
-        # coordinator before a producer's first transactional write (None: off)
+        # the leader asks the transaction coordinator: before a producer's first
+        # transactional write (transaction.partition.verification.enable), and to add a
+        # partition of transactions v2 (Produce v12+, TxnOffsetCommit v5+); None: a
+        # KafkaApis built without one (a unit test), which does neither
         self.add_partitions_to_txn_manager: AddPartitionsToTxnManager | None = None
+        self.transaction_verification_enable = False
+        # fetch sessions (KIP-227), for consumers and followers
+        extra = getattr(config, "extra", None) or {}
+        self.fetch_manager = FetchManager(
+            FetchSessionCache(
+                int(extra.get("max.incremental.fetch.session.cache.slots", DEFAULT_CACHE_SLOTS)),
+                int(extra.get("min.incremental.fetch.session.eviction.ms", DEFAULT_EVICTION_MS)),
+            ),
+            getattr(replica_manager, "clock", None) or (lambda: int(time.time() * 1000)),
+        )
         # the broker's config layers (static, dynamic); the broker sets the one it applies
         self._dynamic_config: DynamicBrokerConfig | None = None
 

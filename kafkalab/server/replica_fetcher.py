@@ -10,13 +10,19 @@ for that leader then, for each of its partitions:
      its truncating partitions. No answer: try again before the next fetch;
   2. fetches (the Fetching state): one Fetch for all of them from their log end
      offsets, held by the leader up to `replica.fetch.wait.max.ms` when it has
-     nothing new; appends what comes back and learns the leader's HW.
+     nothing new; appends what comes back and learns the leader's HW. The
+     fetches are in a fetch session with the leader (KIP-227, a
+     FetchSessionHandler per leader): the first names every partition, later
+     ones only those whose fetch offset, log start offset or leader epoch moved,
+     and the leader answers only partitions with something new.
 
 A partition added under a leader is served at once: that leader's fetcher
 starts again (dropping a fetch the leader may be holding for up to
 `replica.fetch.wait.max.ms`) instead of picking it up after its current poll,
-once for all the partitions added in the same turn of the event loop. Truncations and each partition's first
-answered fetch are recorded in the broker's EventLog (a failover's timeline).
+once for all the partitions added in the same turn of the event loop. Truncations, each partition's first
+answered fetch and each new fetch session a leader opens for us ("fetch_session",
+with its id and how many partitions it began with) are recorded in the broker's
+EventLog (a failover's timeline).
 
 Link faults (kafkalab's, see link_faults.py) act here on the follower's side:
 an answer from a leader we are deaf to is thrown away.
@@ -34,6 +40,8 @@ from kafkalab.protocol.messages import APIS
 from kafkalab.replication.partition import EpochAnswer, EpochQuestion, Partition, Role
 from kafkalab.replication.replica_manager import ReplicaManager
 from kafkalab.server.events import EventLog
+from kafkalab.server.fetch_session import PartitionData
+from kafkalab.server.fetch_session_handler import FetchSessionHandler
 from kafkalab.server.inter_broker_connection import (
     REPLICA_FETCH_VERSION,
     InterBrokerConnection,
@@ -44,6 +52,7 @@ from kafkalab.server.link_faults import LinkFaults
 log = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
 RETRY_S = 0.2
+PARTITION_MAX_BYTES = 1 << 20  # replica.fetch.max.bytes
 _START: EpochAnswer = (-2, -2)  # not an answer: the first step of a truncation
 
 
@@ -75,6 +84,7 @@ class ReplicaFetcherManager:
         self._connections: dict[int, InterBrokerConnection] = {}
         self._last_error: dict[int, str] = {}  # per leader, so a retry loop logs once
         self._restarting: set[int] = set()  # leaders whose fetcher restarts at the next turn
+        self._sessions: dict[int, FetchSessionHandler] = {}  # per leader (KIP-227)
 
     def add(self, leader: int, follower: Partition) -> None:
         """Follow `leader` for this partition: truncate, then fetch."""
@@ -93,6 +103,9 @@ class ReplicaFetcherManager:
         running = self._fetchers.get(leader)
         if running is not None and not running.done():
             running.cancel()  # it may be waiting in a long fetch without the new partitions
+            session = self._sessions.get(leader)
+            if session is not None:
+                session.handle_error()  # its answer will not be read: a new session
             conn = self._connections.pop(leader, None)
             if conn is not None:
                 conn.close()  # a cancelled request leaves the stream mid-frame
@@ -243,33 +256,52 @@ class ReplicaFetcherManager:
             if not tps:
                 await asyncio.sleep(RETRY_S)  # a truncation to retry, or nothing to do
                 continue
-            partitions = [self.replica_manager.partitions[tp] for tp in tps]
+            session = self._sessions.setdefault(leader, FetchSessionHandler(leader))
+            wanted = {}
+            for tp in tps:
+                p = self.replica_manager.partitions[tp]
+                wanted[tp] = PartitionData(
+                    p.log.log_end_offset,
+                    p.log.log_start_offset,
+                    PARTITION_MAX_BYTES,
+                    p.leader_epoch,
+                )
+            request = session.build(wanted)
             body = replica_fetch_request(
                 self.broker_id,
                 [
-                    (
-                        p.topic,
-                        p.partition,
-                        p.log.log_end_offset,
-                        p.leader_epoch,
-                        p.log.log_start_offset,
-                    )
-                    for p in partitions
+                    (t, n, d.fetch_offset, d.current_leader_epoch, d.log_start_offset)
+                    for (t, n), d in request.to_send.items()
                 ],
                 max_wait_ms=self.fetch_wait_max_ms,
                 min_bytes=1,
+                partition_max_bytes=PARTITION_MAX_BYTES,
+                session_id=request.session_id,
+                session_epoch=request.epoch,
+                forgotten=request.to_forget,
             )
             try:
                 response = await self._leader(leader).request(
                     ApiKeys.FETCH, REPLICA_FETCH_VERSION, body
                 )
             except KafkaError:
+                session.handle_error()
                 await asyncio.sleep(RETRY_S)
                 continue
             if not self.link_faults.hears(leader):
                 self._leader(leader).close()  # the leader saw our fetch; its answer is lost
+                session.handle_error()
                 await asyncio.sleep(RETRY_S)
                 continue
+            if not session.handle_response(request, response):
+                continue  # a session error: fetch in full at once
+            if request.full and session.session_id != request.session_id:
+                self.events.record(
+                    "fetch_session",
+                    leader=leader,
+                    session_id=session.session_id,
+                    partitions=len(request.to_send),
+                )
             if not self._process_fetch_response(leader, response):
                 # Every partition answered an error (the leader moved, or our epoch is
                 # behind it): not at once again, the metadata will tell us what to do
@@ -278,8 +310,9 @@ class ReplicaFetcherManager:
 
     def _process_fetch_response(self, leader: int, response: dict) -> bool:
         """Append each partition's records and learn the leader's HW (Kafka:
-        processPartitionData). False when no partition was answered without error."""
-        answered = False
+        processPartitionData). False when partitions were answered, none without
+        error. An incremental answer with no partitions (nothing changed) is True."""
+        answered = not any(t["partitions"] for t in response["responses"])
         for t in response["responses"]:
             for p in t["partitions"]:
                 tp = (t["topic"], p["partition_index"])

@@ -121,6 +121,7 @@ class TransactionCoordinatorService:
         producer_id: int,
         producer_epoch: int,
         partitions: Iterable[TopicPartition],
+        transaction_version: int = 1,
     ) -> AddPartitionsToTxnResult:
         c = self.coordinator
         return await self.runtime.run(
@@ -131,6 +132,7 @@ class TransactionCoordinatorService:
                 partitions,
                 now_ms=now,
                 request=request,
+                transaction_version=transaction_version,
             ),
             AddPartitionsToTxnResult,
         )
@@ -159,7 +161,12 @@ class TransactionCoordinatorService:
         )
 
     async def end_txn(
-        self, transactional_id: str, producer_id: int, producer_epoch: int, committed: bool
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        committed: bool,
+        transaction_version: int = 1,
     ) -> TxnResult:
         c = self.coordinator
         return await self.runtime.run(
@@ -170,6 +177,7 @@ class TransactionCoordinatorService:
                 committed,
                 now_ms=now,
                 request=request,
+                transaction_version=transaction_version,
             ),
             TxnResult,
         )

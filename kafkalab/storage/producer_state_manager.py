@@ -304,14 +304,25 @@ class ProducerStateManager:
         entry = self.producers.get(header.producer_id)
         if entry is None:
             entry = self.producers[header.producer_id] = ProducerStateEntry(header.producer_id)
+        previous_epoch = entry.producer_epoch
         if header.producer_epoch != entry.producer_epoch:
             entry.producer_epoch = header.producer_epoch
             entry.batches.clear()
         entry.last_timestamp = header.max_timestamp
         self.map_end_offset = max(self.map_end_offset, header.next_offset)
-        if header.is_transactional or header.is_control_batch:
+        pending = self.verification.get(header.producer_id)
+        next_transaction = (
+            header.is_control_batch
+            and pending is not None
+            and previous_epoch < header.producer_epoch == pending.producer_epoch
+        )
+        if (header.is_transactional or header.is_control_batch) and not next_transaction:
             # a marker ended the transaction, or this batch opened it: a verification
-            # started before is spent (its guard no longer matches)
+            # started before is spent (its guard no longer matches). Except, in
+            # transactions v2, the verification of the next transaction: the marker
+            # carries the bumped epoch, which that transaction's writes already have
+            # (the partition was added for it; the ended one's writes are fenced by
+            # their older epoch)
             self.verification.pop(header.producer_id, None)
         if header.is_control_batch:
             if marker is None:

@@ -803,6 +803,12 @@ class UnifiedLog:
 
     def offset_metadata(self, offset: int) -> LogOffsetMetadata:
         """Which segment and byte position `offset`'s batch starts at (its end if past)."""
+        if offset == self.log_end_offset and self._segments:
+            # The LEO is the end of the active segment, no search needed (Kafka keeps
+            # it as logEndOffsetMetadata). A follower's waiting fetch asks this for
+            # every partition of its session, most of them idle.
+            active = self._segments[-1]
+            return LogOffsetMetadata(offset, active.base_offset, active.size)
         i = self._floor_index(offset)
         if i < 0:
             raise OffsetOutOfRangeError(

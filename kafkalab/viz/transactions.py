@@ -20,7 +20,8 @@ and checks that they are exactly the transitions it makes. They are Kafka's
 on a completed transaction writes Empty with the next epoch, as Kafka's
 prepareIncrementProducerEpoch), but for one thing: kafkalab never writes
 PrepareEpochFence: its fencing InitProducerId goes straight to PrepareAbort
-with the new epoch.
+with the new epoch. `TRANSITIONS_V2` adds the edges of transaction version 2
+(KIP-890 part 2): an EndTxn v5 abort with no transaction open.
 """
 
 from __future__ import annotations
@@ -60,6 +61,15 @@ TRANSITIONS: dict[tuple[TxnState, TxnState], str] = {
     (EMPTY, DEAD): "expired",
     (COMPLETE_COMMIT, DEAD): "expired",
     (COMPLETE_ABORT, DEAD): "expired",
+}
+
+#: version 2's edges: TRANSITIONS and an abort when the client is not sure a
+#: transaction is open (every EndTxn v5 also bumps the epoch, on any edge)
+TRANSITIONS_V2: dict[tuple[TxnState, TxnState], str] = {
+    **TRANSITIONS,
+    (EMPTY, PREPARE_ABORT): "EndTxn v5 (abort), no transaction open",
+    (COMPLETE_COMMIT, PREPARE_ABORT): "EndTxn v5 (abort), no transaction open",
+    (COMPLETE_ABORT, PREPARE_ABORT): "EndTxn v5 (abort), no transaction open",
 }
 
 _COLOURS = {

@@ -47,8 +47,10 @@ import org.apache.kafka.clients.admin.NewPartitionReassignment;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.PartitionReassignment;
 import org.apache.kafka.clients.admin.ProducerState;
+import org.apache.kafka.clients.admin.QuorumInfo;
 import org.apache.kafka.clients.admin.TopicListing;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
@@ -90,6 +92,7 @@ public final class KafkaPeer {
         ADMIN_OPS.put("incrementalAlterConfigs", KafkaPeer::incrementalAlterConfigs);
         ADMIN_OPS.put("listConsumerGroups", KafkaPeer::listConsumerGroups);
         ADMIN_OPS.put("describeProducers", KafkaPeer::describeProducers);
+        ADMIN_OPS.put("describeMetadataQuorum", KafkaPeer::describeMetadataQuorum);
         ADMIN_OPS.put("electLeaders", KafkaPeer::electLeaders);
         ADMIN_OPS.put("alterPartitionReassignments", KafkaPeer::alterPartitionReassignments);
         ADMIN_OPS.put("listPartitionReassignments", KafkaPeer::listPartitionReassignments);
@@ -287,7 +290,10 @@ public final class KafkaPeer {
     // ---- transactions -----------------------------------------------------
 
     /** transactions --topic T --transactional-id ID [--transactions 4] [--records-per-txn 5]
-     *  [--pattern ca] : the i-th transaction commits if pattern[i % len] is 'c', aborts on 'a'. */
+     *  [--pattern ca] [--offsets-group G] : the i-th transaction commits if pattern[i % len] is
+     *  'c', aborts on 'a'; with --offsets-group, each transaction also sends the offset i + 1 of
+     *  partition 0 of T for group G (sendOffsetsToTransaction: the consume-transform-produce
+     *  commit). */
     static void transactions(Opts o) throws Exception {
         Properties p = o.clientProps();
         p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, o.required("transactional-id"));
@@ -316,6 +322,11 @@ public final class KafkaPeer {
                 for (int i = 0; i < per; i++) {
                     RecordMetadata m = sent.get(i).get();
                     records.add(obj("value", values.get(i), "partition", m.partition(), "offset", m.offset()));
+                }
+                if (o.has("offsets-group")) {
+                    producer.sendOffsetsToTransaction(
+                        Map.of(new TopicPartition(topic, 0), new OffsetAndMetadata(t + 1)),
+                        new ConsumerGroupMetadata(o.required("offsets-group")));
                 }
                 if (commit) {
                     producer.commitTransaction();
@@ -504,6 +515,26 @@ public final class KafkaPeer {
                         "producers", producers));
             }
         }
+    }
+
+    /** describeMetadataQuorum: the KRaft quorum (DescribeQuorum, answered through a broker). */
+    static void describeMetadataQuorum(Opts o) throws Exception {
+        try (Admin admin = adminClient(o)) {
+            QuorumInfo q = admin.describeMetadataQuorum().quorumInfo().get();
+            emit(obj("event", "quorum", "leaderId", q.leaderId(), "leaderEpoch", q.leaderEpoch(),
+                    "highWatermark", q.highWatermark(), "voters", replicaStates(q.voters()),
+                    "observers", replicaStates(q.observers())));
+        }
+    }
+
+    static List<Object> replicaStates(List<QuorumInfo.ReplicaState> replicas) {
+        List<Object> out = new ArrayList<>();
+        for (QuorumInfo.ReplicaState r : replicas) {
+            out.add(obj("replicaId", r.replicaId(), "logEndOffset", r.logEndOffset(),
+                    "lastFetchTimestamp", r.lastFetchTimestamp().orElse(-1L),
+                    "lastCaughtUpTimestamp", r.lastCaughtUpTimestamp().orElse(-1L)));
+        }
+        return out;
     }
 
     /** "t:0" as a TopicPartition. */

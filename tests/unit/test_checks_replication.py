@@ -235,3 +235,79 @@ def test_no_committed_loss():
 
     _not_yet(checks.no_committed_loss(placeholder, MODULE, walks=1), "returned nothing")
     _not_yet(checks.no_committed_loss(..., MODULE), "replace the ...")
+
+
+# -- notebook 4: operating through a failure -------------------------------------------------
+
+
+def test_reassignment_steps():
+    right = {
+        "replicas": [2, 3, 1],
+        "adding": [3],
+        "removing": [1],
+        "replicas after": [2, 3],
+        "isr after": [2, 3],
+        "leader after": 2,
+    }
+    v = checks.reassignment_steps(right, [1, 2], [2, 3], leader=1, isr=[1, 2, 3])
+    assert v and "replicas [2, 3, 1]" in str(v)
+    _not_yet(
+        checks.reassignment_steps({**right, "adding": ...}, [1, 2], [2, 3], 1, [1, 2, 3]),
+        "replace the ...",
+    )
+    _not_yet(checks.reassignment_steps({"replicas": [2, 3]}, [1, 2], [2, 3], 1, [1, 2]), "keys")
+    _not_yet(
+        checks.reassignment_steps({**right, "replicas": [1, 2, 3]}, [1, 2], [2, 3], 1, [1, 2, 3]),
+        "replicas is not",
+        "target + removing",
+    )
+    _not_yet(
+        checks.reassignment_steps({**right, "removing": [2]}, [1, 2], [2, 3], 1, [1, 2, 3]),
+        "not in the target",
+    )
+    _not_yet(
+        checks.reassignment_steps({**right, "leader after": 3}, [1, 2], [2, 3], 1, [1, 2, 3]),
+        "first target replica in the new ISR",
+    )
+    _not_yet(
+        checks.reassignment_steps({**right, "isr after": [1, 2, 3]}, [1, 2], [2, 3], 1, [1, 2, 3]),
+        "isr after",
+    )
+    # a leader that stays keeps leading: broker 2 led [1, 2] moving to [2, 3]
+    assert checks.reassignment_steps({**right, "leader after": 2}, [1, 2], [2, 3], 2, [1, 2, 3])
+    _not_yet(
+        checks.reassignment_steps({**right, "leader after": 3}, [1, 2], [2, 3], 2, [1, 2, 3]),
+        "stays keeps leading",
+    )
+    # the ISR order is the ISR's, either order is right
+    assert checks.reassignment_steps({**right, "isr after": [3, 2]}, [1, 2], [2, 3], 1, [1, 2, 3])
+    # an ISR that does not complete the move cannot be checked against
+    _not_yet(checks.reassignment_steps(right, [1, 2], [2, 3], 1, [1, 2]), "completes")
+
+
+def _unclean_history():
+    """50 records acknowledged by two replicas, 50 more by the leader alone, then
+    the stale follower elected: its log (the first 50) is the final log."""
+    from kafkalab.cluster.history import History
+
+    h = History()
+    for n in range(100):
+        value = b"v-%d" % n
+        h.send("lossy", 0, value)
+        h.ack("lossy", 0, value, n)
+    h.send("lossy", 0, b"v-100")  # sent, never acknowledged: not promised
+    h.final_log("lossy", 0, [(n, b"v-%d" % n) for n in range(50)])
+    return h
+
+
+def test_unclean_election_cost():
+    h = _unclean_history()
+    lost = {b"v-%d" % n for n in range(50, 100)}
+    v = checks.unclean_election_cost(lost, h)
+    assert v and "50 acknowledged" in str(v)
+    assert checks.unclean_election_cost(sorted(x.decode() for x in lost), h)  # str values too
+    _not_yet(checks.unclean_election_cost(..., h), "replace the ...")
+    _not_yet(checks.unclean_election_cost(b"v-50", h), "collection")
+    _not_yet(checks.unclean_election_cost(lost | {b"v-100"}, h), "never acknowledged")
+    _not_yet(checks.unclean_election_cost(lost | {b"v-1"}, h), "are not lost")
+    _not_yet(checks.unclean_election_cost(lost - {b"v-99"}, h), "1 more are lost")

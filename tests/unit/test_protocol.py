@@ -103,6 +103,7 @@ def sample(fields, version, draw):
         strategy = {
             "int8": st.integers(-128, 127),
             "int16": st.integers(-(2**15), 2**15 - 1),
+            "uint16": st.integers(0, 2**16 - 1),
             "int32": st.integers(-(2**31), 2**31 - 1),
             "int64": st.integers(-(2**63), 2**63 - 1),
             "bool": st.booleans(),

@@ -1,4 +1,4 @@
-"""TxnOffsetCommit 0-3 and OffsetFetch 6-7 (require_stable): every version round-trips
+"""TxnOffsetCommit 0-5 and OffsetFetch 6-7 (require_stable): every version round-trips
 and speaks the same bytes as kafka-python, whose classes are built from Kafka's own
 JSON schemas (the independent peer, as in test_group_schemas)."""
 
@@ -19,7 +19,7 @@ PEERS = {
     ApiKeys.OFFSET_FETCH: (OffsetFetchRequest, OffsetFetchResponse),
 }
 CASES = [
-    pytest.param(ApiKeys.TXN_OFFSET_COMMIT, v, id=f"TxnOffsetCommit-v{v}") for v in range(4)
+    pytest.param(ApiKeys.TXN_OFFSET_COMMIT, v, id=f"TxnOffsetCommit-v{v}") for v in range(6)
 ] + [pytest.param(ApiKeys.OFFSET_FETCH, v, id=f"OffsetFetch-v{v}") for v in (6, 7, 8, 9, 10)]
 
 
@@ -27,7 +27,7 @@ def test_the_broker_advertises_them():
     assert (
         APIS[ApiKeys.TXN_OFFSET_COMMIT].min_version,
         APIS[ApiKeys.TXN_OFFSET_COMMIT].max_version,
-    ) == (0, 3)
+    ) == (0, 5)
     assert APIS[ApiKeys.OFFSET_FETCH].max_version == 10
     for key, api in TXN_GROUP_APIS.items():
         assert APIS[key] is api

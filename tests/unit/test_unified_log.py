@@ -470,3 +470,19 @@ def test_index_files_hold_kafka_byte_format(tmp_path, clock):
     tentries = [struct.unpack_from(">qi", traw, i) for i in range(0, len(traw), 12)]
     assert tentries[-1] == (103, 3)  # the final entry written on close
     assert os.path.getsize(tmp_path / "t-0" / "00000000000000000000.log") == 4 * size
+
+
+def test_the_log_end_offsets_place_on_disk_is_the_end_of_the_active_segment(tmp_path):
+    """offset_metadata(LEO) takes no search (a waiting follower fetch asks it for every
+    idle partition of its session); once more records came, the search for the same
+    offset finds the same place, with and without a roll in between."""
+    log = UnifiedLog(tmp_path / "t-0", LogConfig())
+    for roll in (False, True, False):
+        log.append_as_leader(build_batch([SimpleRecord(b"a"), SimpleRecord(b"b")]), 0)
+        if roll:
+            log.roll()
+        leo = log.log_end_offset
+        at_end = log.offset_metadata(leo)
+        log.append_as_leader(build_batch([SimpleRecord(b"c")]), 0)
+        assert log.log_end_offset > leo
+        assert log.offset_metadata(leo) == at_end

@@ -48,9 +48,12 @@ class AddPartitionsToTxnResult:
 
 @dataclass(frozen=True)
 class TxnResult:
-    """AddOffsetsToTxn and EndTxn: one error."""
+    """AddOffsetsToTxn and EndTxn: one error; EndTxn of transactions v2 (v5+) also
+    the producer id and epoch the next transaction uses (-1 with an error)."""
 
     error: Errors
+    producer_id: int = -1
+    producer_epoch: int = -1
 
 
 @dataclass(frozen=True)

@@ -60,6 +60,10 @@ class TransactionConfig:
     transaction_remove_expired_transaction_cleanup_interval_ms: int = 3_600_000
     offsets_topic_num_partitions: int = 50
     init_epoch_rule: InitEpochRule = InitEpochRule.BUMP
+    #: the cluster's finalized transaction.version (kafkalab.server.features): what
+    #: the coordinator writes as the client transaction version of the aborts no
+    #: client asked for (timeouts, fences), as Kafka's does with its own level
+    transaction_version: int = 2
 
     @property
     def bump_epoch_on_init(self) -> bool:

@@ -435,7 +435,10 @@ class TransactionCoordinator:
         *,
         now_ms: int,
         request: Hashable | None = None,
+        transaction_version: int = 1,
     ) -> Effects:
+        """AddPartitionsToTxn; `transaction_version` 2: a partition leader adds the
+        partitions of a Produce v12+ (KIP-890 part 2)."""
         effects = self._begin(now_ms, request)
         wanted = frozenset(partitions)
         error = self._status(transactional_id)
@@ -444,7 +447,7 @@ class TransactionCoordinator:
             effects.append(Respond(effects.request, result))
             return effects
         handled = self.shard.add_partitions_to_txn(
-            transactional_id, producer_id, producer_epoch, wanted, now_ms
+            transactional_id, producer_id, producer_epoch, wanted, now_ms, transaction_version
         )
         self._run(handled, effects.request, now_ms, effects)
         return effects
@@ -499,14 +502,17 @@ class TransactionCoordinator:
         *,
         now_ms: int,
         request: Hashable | None = None,
+        transaction_version: int = 1,
     ) -> Effects:
+        """EndTxn; `transaction_version` 2 (EndTxn v5+) bumps the epoch and answers
+        the producer id and epoch of the next transaction."""
         effects = self._begin(now_ms, request)
         error = self._status(transactional_id)
         if error is not None:
             effects.append(Respond(effects.request, TxnResult(error)))
             return effects
         result = self.shard.end_txn(
-            transactional_id, producer_id, producer_epoch, committed, now_ms
+            transactional_id, producer_id, producer_epoch, committed, now_ms, transaction_version
         )
         self._run(result, effects.request, now_ms, effects)
         return effects

@@ -30,6 +30,8 @@ dropped if that write fails.
     add_offsets_to_txn        Ongoing (+ the group's     ADD_OFFSETS
                               __consumer_offsets partition)
     end_txn                   PrepareCommit/PrepareAbort END_TXN
+                              (v2: epoch + 1; an abort
+                              also from Empty/Complete*)
     timed_out                 PrepareAbort, epoch + 1    TIMEOUT_ABORT
     complete                  CompleteCommit/Abort       COMPLETE
     expired                   a tombstone                EXPIRE
@@ -40,7 +42,7 @@ from __future__ import annotations
 import enum
 import itertools
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kafkalab.coordinator.group.coordinator_records import OFFSETS_TOPIC
 from kafkalab.coordinator.group.coordinator_records import partition_for as group_partition
@@ -57,13 +59,13 @@ from kafkalab.coordinator.transaction.results import (
 from kafkalab.coordinator.transaction.transaction_config import TransactionConfig
 from kafkalab.coordinator.transaction.transaction_state import TxnState
 from kafkalab.coordinator.transaction.transaction_state_machine import (
+    MAX_EPOCH,
     TransactionState,
     TransactionStateMachine,
 )
 from kafkalab.errors import Errors, KafkaError
 
 TopicPartition = tuple[str, int]
-MAX_EPOCH = 32767  # Short.MAX_VALUE: at MAX_EPOCH - 1 a new producer id is handed out
 TxnResponse = InitProducerIdResult | AddPartitionsToTxnResult | TxnResult
 
 
@@ -132,6 +134,9 @@ class TransactionMetadata:
             frozenset() if s.state == TxnState.EMPTY else frozenset(s.partitions),
             self.last_update_ms,
             self.start_ms,
+            s.previous_producer_id,
+            s.next_producer_id,
+            s.client_transaction_version,
         )
 
 
@@ -148,6 +153,13 @@ class TransactionCoordinatorShard:
         return tlog.partition_for(
             transactional_id, self.config.transaction_state_log_num_partitions
         )
+
+    def _server_version(self) -> int:
+        """The client transaction version a record of the coordinator's own carries:
+        0 below version 2 (Kafka's TV_0/TV_1 write 0 or 1; kafkalab keeps 0, the
+        default, so those records stay version 0 bytes), else the level."""
+        version = self.config.transaction_version
+        return version if version >= 2 else 0
 
     def _machine(self, state: TransactionState) -> TransactionStateMachine:
         return TransactionStateMachine.load(state, self.config.bump_epoch_on_init)
@@ -190,6 +202,9 @@ class TransactionCoordinatorShard:
             v.state,
             partitions,
             partitions if v.state.is_prepared else frozenset(),
+            v.previous_producer_id,
+            v.next_producer_id,
+            v.client_transaction_version,
         )
         meta = self.transactions.get(tid)
         if meta is None:
@@ -259,12 +274,21 @@ class TransactionCoordinatorShard:
                 machine.init_producer_id()  # moves to PrepareAbort and says so
             except KafkaError:
                 pass
+            machine.current = replace(
+                machine.current, client_transaction_version=self._server_version()
+            )
             busy = InitProducerIdResult(Errors.CONCURRENT_TRANSACTIONS)
             return self._write(TxnAppendKind.FENCE, meta, machine.current, now_ms, busy)
         if s.state.is_prepared:
             return answer(Errors.CONCURRENT_TRANSACTIONS)
         if s.producer_epoch >= MAX_EPOCH - 1:
+            # Kafka's prepareProducerIdRotation: a new producer id, from epoch 0
             machine = TransactionStateMachine(self.producer_ids(), self.config.bump_epoch_on_init)
+            machine.current = replace(
+                machine.current,
+                previous_producer_id=s.producer_id,
+                client_transaction_version=s.client_transaction_version,
+            )
         else:
             machine = self._machine(s)
         machine.init_producer_id()
@@ -309,7 +333,11 @@ class TransactionCoordinatorShard:
         producer_epoch: int,
         partitions: Iterable[TopicPartition],
         now_ms: int,
+        transaction_version: int = 1,
     ) -> TransactionResult:
+        """AddPartitionsToTxn, from a client (v3 and below) or, transactions v2
+        (`transaction_version` 2), from a partition leader adding the partitions of
+        a Produce v12+ (Kafka: handleAddPartitionsToTransaction with TV_2)."""
         wanted = frozenset(partitions)
         error, meta = self._validate(transactional_id, producer_id, producer_epoch)
         ok = AddPartitionsToTxnResult(dict.fromkeys(wanted, Errors.NONE))
@@ -317,7 +345,9 @@ class TransactionCoordinatorShard:
             return TransactionResult(
                 response=AddPartitionsToTxnResult(dict.fromkeys(wanted, error))
             )
-        return self._add(meta, wanted, TxnAppendKind.ADD_PARTITIONS, ok, now_ms)
+        return self._add(
+            meta, wanted, TxnAppendKind.ADD_PARTITIONS, ok, now_ms, transaction_version
+        )
 
     def verify_partitions_in_txn(
         self,
@@ -373,13 +403,15 @@ class TransactionCoordinatorShard:
         ok = TxnResult(Errors.NONE)
         return self._add(meta, frozenset([tp]), TxnAppendKind.ADD_OFFSETS, ok, now_ms)
 
-    def _add(self, meta, wanted, kind, ok: TxnResponse, now_ms: int) -> TransactionResult:
+    def _add(
+        self, meta, wanted, kind, ok: TxnResponse, now_ms: int, transaction_version: int = 1
+    ) -> TransactionResult:
         s = meta.state
         if s.state == TxnState.ONGOING and wanted <= s.partitions:
             # nothing new to write (Kafka answers at once too)
             return TransactionResult(response=ok)
         machine = self._machine(s)
-        machine.add_partitions(s.producer_epoch, wanted)
+        machine.add_partitions(s.producer_epoch, wanted, transaction_version)
         start = meta.start_ms if s.state == TxnState.ONGOING else now_ms
         return self._write(kind, meta, machine.current, now_ms, ok, start_ms=start)
 
@@ -392,7 +424,12 @@ class TransactionCoordinatorShard:
         producer_epoch: int,
         committed: bool,
         now_ms: int,
+        transaction_version: int = 1,
     ) -> TransactionResult:
+        """EndTxn. `transaction_version` 2 (EndTxn v5+): `end_txn_v2`."""
+        if transaction_version >= 2:
+            return self.end_txn_v2(transactional_id, producer_id, producer_epoch, committed, now_ms)
+
         def answer(error: Errors) -> TransactionResult:
             return TransactionResult(response=TxnResult(error))
 
@@ -416,6 +453,76 @@ class TransactionCoordinatorShard:
         machine.end_txn(producer_epoch, committed)
         ok = TxnResult(Errors.NONE)
         return self._write(TxnAppendKind.END_TXN, meta, machine.current, now_ms, ok)
+
+    def end_txn_v2(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        committed: bool,
+        now_ms: int,
+    ) -> TransactionResult:
+        """EndTxn of transactions v2 (Kafka: TransactionCoordinator.endTransaction
+        with TV_2). Every EndTxn bumps the epoch, so the request's epoch says what
+        it is: the current epoch is a new EndTxn, the epoch before it a retry of
+        the one that bumped it (answered NONE, or CONCURRENT_TRANSACTIONS while
+        its markers are written), anything else is fenced. The answer carries the
+        producer id and epoch the next transaction uses: epoch + 1, or, when that
+        reached Short.MAX_VALUE, a new producer id with epoch 0.
+
+            state            Abort: retry / current      Commit: retry / current
+            Ongoing          -      / PrepareAbort       -      / PrepareCommit
+            Empty            fenced / PrepareAbort       fenced / INVALID_TXN_STATE
+            CompleteAbort    NONE   / PrepareAbort       INVALID_TXN_STATE
+            CompleteCommit   INVALID_TXN_STATE / Prep.A. NONE   / INVALID_TXN_STATE
+        """
+
+        def answer(error: Errors, pid: int = -1, epoch: int = -1) -> TransactionResult:
+            return TransactionResult(response=TxnResult(error, pid, epoch))
+
+        meta = self.transactions.get(transactional_id)
+        if meta is None:
+            return answer(Errors.INVALID_PRODUCER_ID_MAPPING)
+        s = meta.state
+        retry_on_overflow = (
+            s.previous_producer_id == producer_id
+            and producer_epoch == MAX_EPOCH - 1
+            and s.producer_epoch == 0
+        )
+        retry_on_bump = s.producer_id == producer_id and s.producer_epoch == producer_epoch + 1
+        if s.state in (TxnState.ONGOING, TxnState.EMPTY):
+            valid = producer_epoch == s.producer_epoch
+        elif s.state.is_prepared:
+            valid = retry_on_bump
+        else:
+            valid = retry_on_bump or retry_on_overflow or producer_epoch == s.producer_epoch
+        if s.producer_id != producer_id and not retry_on_overflow:
+            return answer(Errors.INVALID_PRODUCER_ID_MAPPING)
+        if not valid:
+            return answer(Errors.PRODUCER_FENCED)
+        if meta.pending is not None:
+            return answer(Errors.CONCURRENT_TRANSACTIONS)
+        retry = retry_on_bump or retry_on_overflow
+        prepare = TxnState.PREPARE_COMMIT if committed else TxnState.PREPARE_ABORT
+        complete = TxnState.COMPLETE_COMMIT if committed else TxnState.COMPLETE_ABORT
+        if s.state.is_prepared:
+            error = Errors.CONCURRENT_TRANSACTIONS if s.state == prepare else None
+            return answer(error or Errors.INVALID_TXN_STATE)
+        if s.state in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT) and retry:
+            if s.state == complete:
+                return answer(Errors.NONE, s.producer_id, s.producer_epoch)
+            return answer(Errors.INVALID_TXN_STATE)
+        if s.state != TxnState.ONGOING and committed:
+            return answer(Errors.INVALID_TXN_STATE)  # nothing to commit
+        machine = self._machine(s)
+        machine.end_txn(producer_epoch, committed, 2, self.producer_ids)
+        after = machine.current
+        start = now_ms if s.state != TxnState.ONGOING else None  # Kafka: noPartitionAdded
+        if after.next_producer_id >= 0:
+            ok = TxnResult(Errors.NONE, after.next_producer_id, 0)
+        else:
+            ok = TxnResult(Errors.NONE, after.producer_id, after.producer_epoch)
+        return self._write(TxnAppendKind.END_TXN, meta, after, now_ms, ok, start_ms=start)
 
     # -- markers, completion, timeouts, expiry ----------------------------------------------------
 
@@ -465,6 +572,10 @@ class TransactionCoordinatorShard:
                 continue
             machine = self._machine(meta.state)
             machine.timeout_abort()
+            # not from a client: the cluster's version (Kafka: transactionVersionLevel)
+            machine.current = replace(
+                machine.current, client_transaction_version=self._server_version()
+            )
             out.append(self._write(TxnAppendKind.TIMEOUT_ABORT, meta, machine.current, now_ms))
         return out
 

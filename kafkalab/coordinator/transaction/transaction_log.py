@@ -15,9 +15,24 @@ transaction-coordinator/src/main/resources/common/message/
                                    transaction_last_update_timestamp_ms int64,
                                    transaction_start_timestamp_ms int64
 
-Value version 1 is the same fields, flexible (tagged fields, compact strings);
-Kafka writes version 0 until a tagged field is set, and so does kafkalab; both
-are read. A null value is a tombstone: the transactional id expired
+Value version 1 is the same fields, flexible (tagged fields, compact strings),
+with three tagged fields (KIP-890 part 2):
+
+    tag 0  previous_producer_id        int64, default -1
+    tag 1  next_producer_id            int64, default -1
+    tag 2  client_transaction_version  int16, default 0
+
+`client_transaction_version` is the transaction version the client's request
+spoke (2: EndTxn v5+, or a partition added by a leader for a Produce v12+);
+`next_producer_id` is set in a Prepare* of transactions v2 whose bumped epoch
+reached Short.MAX_VALUE: the producer id the Complete* record moves to, with
+epoch 0; `previous_producer_id` names the producer id a record moved away from.
+Kafka writes version 1 from `transaction.version` 1 on and sets
+PreviousProducerId to the id before every transition; kafkalab writes version 1
+only when a tagged field is not at its default and sets previous_producer_id
+only when the producer id changes (the overflow's Complete*, a rotation), so a
+transaction version 1 client's records stay the version 0 bytes they were, and
+both versions are read. A null value is a tombstone: the transactional id expired
 (transactional.id.expiration.ms) and compaction forgets it. An Empty state is
 written with null partitions, as Kafka does.
 
@@ -94,6 +109,9 @@ class TransactionLogValue:
     partitions: frozenset[TopicPartition]
     last_update_timestamp_ms: int
     start_timestamp_ms: int
+    previous_producer_id: int = -1
+    next_producer_id: int = -1
+    client_transaction_version: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "state", TxnState(self.state))  # "Ongoing" is Ongoing
@@ -121,7 +139,30 @@ def read_key(data: bytes | bytearray | memoryview) -> str:
     return TRANSACTION_LOG_KEY.decode(r, 0)["transactional_id"]
 
 
-def transaction_log_value(v: TransactionLogValue, version: int = VALUE_VERSION) -> bytes:
+_I64 = struct.Struct(">q")
+TAG_PREVIOUS_PRODUCER_ID, TAG_NEXT_PRODUCER_ID, TAG_CLIENT_TRANSACTION_VERSION = 0, 1, 2
+
+
+def _tagged(v: TransactionLogValue) -> dict[int, bytes]:
+    """The tagged fields that differ from their defaults (Kafka omits the others)."""
+    out: dict[int, bytes] = {}
+    if v.previous_producer_id != -1:
+        out[TAG_PREVIOUS_PRODUCER_ID] = _I64.pack(v.previous_producer_id)
+    if v.next_producer_id != -1:
+        out[TAG_NEXT_PRODUCER_ID] = _I64.pack(v.next_producer_id)
+    if v.client_transaction_version != 0:
+        out[TAG_CLIENT_TRANSACTION_VERSION] = _I16.pack(v.client_transaction_version)
+    return out
+
+
+def transaction_log_value(v: TransactionLogValue, version: int | None = None) -> bytes:
+    """The value bytes: version 1 if a tagged field is set (or `version` says so),
+    else version 0."""
+    tagged = _tagged(v)
+    if version is None:
+        version = 1 if tagged else VALUE_VERSION
+    if tagged and version < 1:
+        raise ValueError("version 0 of TransactionLogValue has no tagged fields")
     if v.state == TxnState.EMPTY and v.partitions:
         raise ValueError("an Empty transaction has no partitions")
     by_topic: dict[str, list[int]] = {}
@@ -140,6 +181,7 @@ def transaction_log_value(v: TransactionLogValue, version: int = VALUE_VERSION) 
             else [{"topic": t, "partition_ids": ps} for t, ps in by_topic.items()],
             "transaction_last_update_timestamp_ms": v.last_update_timestamp_ms,
             "transaction_start_timestamp_ms": v.start_timestamp_ms,
+            "_tagged": tagged,
         },
         version,
         w,
@@ -158,6 +200,16 @@ def read_value(data: bytes | bytearray | memoryview) -> TransactionLogValue:
     status = d["transaction_status"]
     if status not in STATE_NAMES:
         raise ProtocolError(f"TransactionLogValue with unknown transaction status {status}")
+    tagged = d.get("_tagged", {})
+
+    def tag(number: int, codec: struct.Struct, default: int) -> int:
+        raw = tagged.get(number)
+        if raw is None:
+            return default
+        if len(raw) != codec.size:
+            raise ProtocolError(f"TransactionLogValue tag {number} has {len(raw)} bytes")
+        return codec.unpack(raw)[0]
+
     return TransactionLogValue(
         producer_id=d["producer_id"],
         producer_epoch=d["producer_epoch"],
@@ -168,6 +220,9 @@ def read_value(data: bytes | bytearray | memoryview) -> TransactionLogValue:
         ),
         last_update_timestamp_ms=d["transaction_last_update_timestamp_ms"],
         start_timestamp_ms=d["transaction_start_timestamp_ms"],
+        previous_producer_id=tag(TAG_PREVIOUS_PRODUCER_ID, _I64, -1),
+        next_producer_id=tag(TAG_NEXT_PRODUCER_ID, _I64, -1),
+        client_transaction_version=tag(TAG_CLIENT_TRANSACTION_VERSION, _I16, 0),
     )
 
 
@@ -186,4 +241,10 @@ def describe_record(key: bytes | None, value: bytes | None) -> str:
         f"state={v.state},partitions=[{partitions}],"
         f"txnLastUpdateTimestamp={v.last_update_timestamp_ms},"
         f"txnTimeoutMs={v.transaction_timeout_ms}"
+        + (f",nextProducerId={v.next_producer_id}" if v.next_producer_id != -1 else "")
+        + (
+            f",clientTransactionVersion={v.client_transaction_version}"
+            if v.client_transaction_version
+            else ""
+        )
     )

@@ -18,9 +18,11 @@ is called TxnState here, after Kafka's field `txnState`.
     PrepareEpochFence  7   no                  Ongoing
 
 (* transactions v2 only: an EndTxn(abort) when the client is not sure a
-transaction is open.) The table is Kafka's; kafkalab's coordinator speaks
-transactions v1 and makes a subset of it (kafkalab.viz.transactions.TRANSITIONS
-lists the edges it writes, each with its cause): it never writes PrepareEpochFence
+transaction is open.) The table is Kafka's, for both transaction versions (v2's
+epoch bump per EndTxn is in TransactionStateMachine.end_txn, not in the table);
+kafkalab's coordinator makes a subset of it (kafkalab.viz.transactions.TRANSITIONS
+lists the edges of version 1, each with its cause, and TRANSITIONS_V2 the ones
+version 2 adds): it never writes PrepareEpochFence
 (its fencing InitProducerId goes straight to PrepareAbort with the new epoch), and
 Dead is a tombstone, not a record.
 

@@ -11,6 +11,17 @@ state (`TransactionStateMachine.load`).
     Complete* ──AddPartitionsToTxn──> Ongoing (the next transaction)
     Empty / Complete* ──InitProducerId──> Empty, with the next epoch (Kafka's prepareIncrementProducerEpoch)
 
+Transactions v2 (KIP-890 part 2, `transaction_version=2` on a call: the client
+spoke EndTxn v5+, or a leader added a partition for its Produce v12+):
+
+    Ongoing ──EndTxn──> Prepare*, epoch + 1 ──markers (with epoch + 1)──> Complete*
+    Empty / Complete* ──EndTxn(abort)──> PrepareAbort, epoch + 1, no partitions
+    at epoch Short.MAX_VALUE - 1: Prepare* at Short.MAX_VALUE with a next producer
+        id, and Complete* moves to that producer id with epoch 0
+
+so every transaction ends with a new epoch: a request of the ended transaction
+(a delayed Produce, a retried EndTxn) carries the old one and is fenced.
+
 Every move of the state goes through `TransactionState.to`, which checks it
 against Kafka's table of allowed transitions (transaction_state.py,
 VALID_PREVIOUS_STATES); the states are the TxnState enum.
@@ -28,6 +39,7 @@ zombie-commit counterexample (specs/transactions); never use it otherwise.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from kafkalab.coordinator.transaction.transaction_state import (
@@ -37,6 +49,7 @@ from kafkalab.coordinator.transaction.transaction_state import (
 from kafkalab.errors import Errors, KafkaError
 
 S = TxnState
+MAX_EPOCH = 32767  # Short.MAX_VALUE: from MAX_EPOCH - 1 on, the epoch is exhausted
 
 
 @dataclass(frozen=True)
@@ -51,6 +64,9 @@ class TransactionState:
     state: TxnState = S.EMPTY
     partitions: frozenset = frozenset()
     pending_markers: frozenset = frozenset()  # partitions still without this txn's marker
+    previous_producer_id: int = -1  # the producer id before this one (rotation, overflow)
+    next_producer_id: int = -1  # v2, a Prepare* at the last epoch: the id Complete* takes
+    client_transaction_version: int = 0  # the transaction version the client spoke
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "state", TxnState(self.state))  # "Ongoing" is Ongoing
@@ -106,22 +122,47 @@ class TransactionStateMachine:
         self.current = s.to(S.EMPTY, producer_epoch=epoch, partitions=frozenset())
         return s.producer_id, epoch
 
-    def add_partitions(self, epoch: int, partitions) -> None:
-        """AddPartitionsToTxn."""
+    def add_partitions(self, epoch: int, partitions, transaction_version: int = 1) -> None:
+        """AddPartitionsToTxn (or, transactions v2, a leader adding the partition of a
+        Produce v12+)."""
         self._fence(epoch, "AddPartitionsToTxn")
         s = self.current
         if s.state.is_prepared:
             raise KafkaError(Errors.CONCURRENT_TRANSACTIONS, "the last transaction is ending")
         base = s.partitions if s.state == S.ONGOING else frozenset()
-        self.current = s.to(S.ONGOING, partitions=base | frozenset(partitions))
+        changes: dict = {"partitions": base | frozenset(partitions)}
+        if transaction_version >= 2:
+            changes["client_transaction_version"] = transaction_version
+        self.current = s.to(S.ONGOING, **changes)
 
-    def end_txn(self, epoch: int, commit: bool) -> None:
-        """EndTxn: Prepare* is the commit point; then markers go to `pending_markers`."""
+    def end_txn(
+        self,
+        epoch: int,
+        commit: bool,
+        transaction_version: int = 1,
+        next_producer_id: Callable[[], int] | None = None,
+    ) -> None:
+        """EndTxn: Prepare* is the commit point; then markers go to `pending_markers`.
+        Transactions v2 (`transaction_version` 2) bump the epoch here (Kafka:
+        prepareAbortOrCommit), and at the last epoch take `next_producer_id()` for
+        Complete* to move to; an abort is also taken with no transaction open."""
         self._fence(epoch, "EndTxn")
         s = self.current
         target = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
-        if s.state == S.ONGOING:
-            self.current = s.to(target, pending_markers=s.partitions)
+        v2 = transaction_version >= 2
+        if s.state == S.ONGOING or (v2 and not commit and s.state.expiration_allowed):
+            changes: dict = {"pending_markers": s.partitions}
+            if v2:
+                changes.update(
+                    producer_epoch=s.producer_epoch + 1,
+                    client_transaction_version=transaction_version,
+                    next_producer_id=-1,
+                )
+                if s.producer_epoch >= MAX_EPOCH - 1:
+                    if next_producer_id is None:
+                        raise KafkaError(Errors.UNKNOWN_SERVER_ERROR, "no producer ids to hand out")
+                    changes["next_producer_id"] = next_producer_id()
+            self.current = s.to(target, **changes)
             return
         done = S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT
         if s.state in (target, done):
@@ -157,4 +198,15 @@ class TransactionStateMachine:
         if not s.state.is_prepared or s.pending_markers:
             raise KafkaError(Errors.INVALID_TXN_STATE, f"cannot complete in {s.state}")
         done = S.COMPLETE_COMMIT if s.state == S.PREPARE_COMMIT else S.COMPLETE_ABORT
-        self.current = s.to(done, partitions=frozenset())
+        if s.client_transaction_version >= 2 and s.next_producer_id >= 0:
+            # the overflow of transactions v2: the next producer id, from epoch 0
+            self.current = s.to(
+                done,
+                partitions=frozenset(),
+                producer_id=s.next_producer_id,
+                producer_epoch=0,
+                previous_producer_id=s.producer_id,
+                next_producer_id=-1,
+            )
+            return
+        self.current = s.to(done, partitions=frozenset(), next_producer_id=-1)

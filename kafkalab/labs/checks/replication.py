@@ -31,7 +31,9 @@ __all__ = [
     "high_watermarks",
     "isr_shrink",
     "no_committed_loss",
+    "reassignment_steps",
     "unclean_election",
+    "unclean_election_cost",
 ]
 
 # -- copies of the notebook's replicas -------------------------------------------------------
@@ -485,4 +487,99 @@ def no_committed_loss(
         f"({held} where it holds, {broke} from counterexamples where it breaks): every "
         "committed (offset, record) is at that offset on every member of the controller's ISR",
         "the states checked never broke the invariant, so this check proves nothing",
+    )
+
+
+# -- notebook 4: operating through a failure ---------------------------------------------
+
+
+def reassignment_steps(
+    answer: Any, current: list[int], target: list[int], leader: int, isr: list[int]
+) -> Verdict:
+    """A partition on ``current`` (led by ``leader``) moved to ``target``: its replicas,
+    adding and removing lists while it moves, then, once the ISR is ``isr``, its
+    replicas, ISR and leader. ``answer`` is a dict with the keys "replicas",
+    "adding", "removing", "replicas after", "isr after", "leader after". Worked out
+    with the controller's own PartitionReassignmentReplicas (KIP-455)."""
+    from kafkalab.controller.partition_reassignment import PartitionReassignmentReplicas
+
+    keys = ("replicas", "adding", "removing", "replicas after", "isr after", "leader after")
+    if not isinstance(answer, dict) or set(answer) != set(keys):
+        return Verdict(False, f"answer a dict with exactly the keys {list(keys)}")
+    if not answered(answer):
+        return UNANSWERED
+    moving = PartitionReassignmentReplicas.of(current, target)
+    done = moving.completed(isr)
+    if done is None:
+        return Verdict(False, f"the check needs an ISR that completes the move, not {isr}")
+    replicas_after, isr_after = done
+    leader_after = leader if leader in replicas_after else next(r for r in target if r in isr_after)
+    expected = {
+        "replicas": moving.replicas,
+        "adding": moving.adding,
+        "removing": moving.removing,
+        "replicas after": replicas_after,
+        "isr after": isr_after,
+        "leader after": leader_after,
+    }
+    rules = {
+        "replicas": "while it moves the partition has the target replicas, then the leaving "
+        "ones after them (target + removing, in that order)",
+        "adding": "the target replicas not among the current ones",
+        "removing": "the current replicas not in the target",
+        "replicas after": "once every adding replica is in the ISR the removing ones go: the "
+        "replicas are the target",
+        "isr after": "the ISR loses the removing replicas (in its own order) and keeps the rest",
+        "leader after": "a leader that stays keeps leading; a removed leader gives way to the "
+        "first target replica in the new ISR",
+    }
+    for key in keys:
+        mine, theirs = answer[key], expected[key]
+        same = sorted(mine) == sorted(theirs) if key == "isr after" else mine == theirs
+        if key != "leader after" and not isinstance(mine, list):
+            same = False
+        if not same:
+            return Verdict(False, f"{key} is not {mine!r}: {rules[key]}")
+    return Verdict(
+        True,
+        f"{current} -> {target}: replicas {moving.replicas} (adding {moving.adding}, removing "
+        f"{moving.removing}) while it moves; then replicas {replicas_after}, ISR {isr_after}, "
+        f"leader {leader_after} (one PartitionChangeRecord each step)",
+    )
+
+
+def _value(v: Any) -> bytes:
+    return v if isinstance(v, bytes) else str(v).encode()
+
+
+def unclean_election_cost(answer: Any, history: Any) -> Verdict:
+    """The acknowledged records an unclean election lost: ``answer`` is a collection of
+    record values (bytes or str), ``history`` a History with its final log read
+    after the election. Worked out by the history checker (kafkalab.cluster.history):
+    acknowledged, but not in the final log."""
+    from kafkalab.cluster.history import check
+
+    if not answered(answer):
+        return UNANSWERED
+    if answer is None or isinstance(answer, (str, bytes, int)):
+        return Verdict(False, "answer a collection (a set or list) of record values")
+    lost = {_value(item["value"]) for item in check(history).lost}
+    mine = {_value(v) for v in answer}
+    if mine == lost:
+        return Verdict(
+            True,
+            f"the election lost {len(lost)} acknowledged record(s): every record acknowledged "
+            "while the old leader was the ISR's only member, which the new leader never had",
+        )
+    if mine - lost:
+        extra = sorted(mine - lost)[:3]
+        return Verdict(
+            False,
+            f"{len(mine - lost)} of yours are not lost (e.g. {extra}): they are in the final log, "
+            "or were never acknowledged; an unacknowledged record was never promised",
+        )
+    return Verdict(
+        False,
+        f"{len(lost - mine)} more are lost: compare the acknowledged values (history.ops of "
+        "kind 'ack') with the values in the final log (history.finals, (offset, value) pairs)",
     )

@@ -16,6 +16,8 @@ reassignment    ElectLeaders (43), AlterPartitionReassignments (45),
 controller      BrokerRegistration (62), BrokerHeartbeat (63), AlterPartition (56),
                 AllocateProducerIds (67);
                 CONTROLLER_APIS, what the controller's listener serves
+raft            KRaft: Vote (52), BeginQuorumEpoch (53), EndQuorumEpoch (54),
+                DescribeQuorum (55); RAFT_APIS
 group           the classic group protocol: FindCoordinator (10), JoinGroup (11),
                 Heartbeat (12), LeaveGroup (13), SyncGroup (14), DescribeGroups (15),
                 ListGroups (16), DeleteGroups (42); GROUP_APIS
@@ -142,6 +144,21 @@ from kafkalab.protocol.messages.produce import (
     PRODUCE_REQUEST,
     PRODUCE_RESPONSE,
 )
+from kafkalab.protocol.messages.raft import (
+    BEGIN_QUORUM_EPOCH_API,
+    BEGIN_QUORUM_EPOCH_REQUEST,
+    BEGIN_QUORUM_EPOCH_RESPONSE,
+    DESCRIBE_QUORUM_API,
+    DESCRIBE_QUORUM_REQUEST,
+    DESCRIBE_QUORUM_RESPONSE,
+    END_QUORUM_EPOCH_API,
+    END_QUORUM_EPOCH_REQUEST,
+    END_QUORUM_EPOCH_RESPONSE,
+    RAFT_APIS,
+    VOTE_API,
+    VOTE_REQUEST,
+    VOTE_RESPONSE,
+)
 from kafkalab.protocol.messages.reassignment import (
     ALTER_PARTITION_REASSIGNMENTS_API,
     ALTER_PARTITION_REASSIGNMENTS_REQUEST,
@@ -217,6 +234,8 @@ APIS[ApiKeys.DELETE_RECORDS] = DELETE_RECORDS_API
 APIS.update(REASSIGNMENT_APIS)
 APIS[ApiKeys.ALTER_CONFIGS] = ALTER_CONFIGS_API
 APIS[ApiKeys.INCREMENTAL_ALTER_CONFIGS] = INCREMENTAL_ALTER_CONFIGS_API
+APIS[ApiKeys.DESCRIBE_QUORUM] = DESCRIBE_QUORUM_API  # forwarded to the controllers
+
 
 __all__ = [
     "ALTER_PARTITION_REASSIGNMENTS_API",
@@ -229,6 +248,19 @@ __all__ = [
     "LIST_PARTITION_REASSIGNMENTS_REQUEST",
     "LIST_PARTITION_REASSIGNMENTS_RESPONSE",
     "REASSIGNMENT_APIS",
+    "BEGIN_QUORUM_EPOCH_API",
+    "BEGIN_QUORUM_EPOCH_REQUEST",
+    "BEGIN_QUORUM_EPOCH_RESPONSE",
+    "DESCRIBE_QUORUM_API",
+    "DESCRIBE_QUORUM_REQUEST",
+    "DESCRIBE_QUORUM_RESPONSE",
+    "END_QUORUM_EPOCH_API",
+    "END_QUORUM_EPOCH_REQUEST",
+    "END_QUORUM_EPOCH_RESPONSE",
+    "RAFT_APIS",
+    "VOTE_API",
+    "VOTE_REQUEST",
+    "VOTE_RESPONSE",
     "DESCRIBE_CLUSTER_API",
     "DESCRIBE_CLUSTER_REQUEST",
     "DESCRIBE_CLUSTER_RESPONSE",

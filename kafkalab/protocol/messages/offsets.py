@@ -268,6 +268,9 @@ TXN_OFFSET_COMMIT_RESPONSE = Message(
     flexible_from=3,
 )
 
+# TxnOffsetCommit v4 only allows TRANSACTION_ABORTABLE; v5 is transactions v2: the
+# group's __consumer_offsets partition joins the transaction through this request,
+# with no AddOffsetsToTxn before it (the group coordinator's broker adds it).
 TXN_GROUP_APIS: dict[ApiKeys, Api] = {
     api.key: api
     for api in (
@@ -275,7 +278,7 @@ TXN_GROUP_APIS: dict[ApiKeys, Api] = {
             ApiKeys.TXN_OFFSET_COMMIT,
             "TxnOffsetCommit",
             0,
-            3,
+            5,
             TXN_OFFSET_COMMIT_REQUEST,
             TXN_OFFSET_COMMIT_RESPONSE,
         ),

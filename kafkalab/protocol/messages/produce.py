@@ -77,11 +77,17 @@ PRODUCE_RESPONSE = Message(
 # v0-v2 carry magic 0/1 message sets, which Kafka 4.0 no longer takes (KIP-896) and
 # kafkalab never did: not advertised, so a client negotiates v3+ or fails at once.
 # v8 adds record_errors (the index of each refused record) and error_message.
+# v9 is flexible; v10 only adds tagged fields kafkalab does not send (KIP-951's
+# CurrentLeader and NodeEndpoints: a client falls back to Metadata); v11 only
+# allows TRANSACTION_ABORTABLE; v12 (KIP-890 part 2) is the same body, and a
+# transactional batch of it adds its partition to the transaction (the leader asks
+# the coordinator) instead of needing the client's AddPartitionsToTxn. v13 names
+# topics by id and is not declared.
 PRODUCE_API = Api(
     ApiKeys.PRODUCE,
     "Produce",
     3,
-    8,
+    12,
     PRODUCE_REQUEST,
     PRODUCE_RESPONSE,
 )

@@ -209,7 +209,13 @@ END_TXN_REQUEST = Message(
 END_TXN_RESPONSE = Message(
     ApiKeys.END_TXN,
     "EndTxnResponse",
-    [F("throttle_time_ms", INT32), F("error_code", INT16)],
+    [
+        F("throttle_time_ms", INT32),
+        F("error_code", INT16),
+        # v5 (KIP-890 part 2): the producer id and epoch of the next transaction
+        F("producer_id", INT64, "5+", default=-1),
+        F("producer_epoch", INT16, "5+", default=-1),
+    ],
     flexible_from=3,
 )
 
@@ -342,7 +348,9 @@ TXN_COORDINATOR_APIS: dict[ApiKeys, Api] = {
             ADD_OFFSETS_TO_TXN_REQUEST,
             ADD_OFFSETS_TO_TXN_RESPONSE,
         ),
-        Api(ApiKeys.END_TXN, "EndTxn", 0, 3, END_TXN_REQUEST, END_TXN_RESPONSE),
+        # v4 only allows TRANSACTION_ABORTABLE; v5 is transactions v2: every EndTxn
+        # bumps the epoch and the response carries the next producer id and epoch
+        Api(ApiKeys.END_TXN, "EndTxn", 0, 5, END_TXN_REQUEST, END_TXN_RESPONSE),
         Api(
             ApiKeys.WRITE_TXN_MARKERS,
             "WriteTxnMarkers",

@@ -18,8 +18,14 @@ partition (a refused follower partition too). Otherwise it waits in the
 delayed-fetch purgatory (DelayedFetch says what answers it before max_wait_ms:
 enough bytes below the HW, an error, a fetch offset past the HW or on an older
 segment), and is read again then. Every requested partition is in the answer
-(kafka-python drops a response that leaves one out); sessions (KIP-227) are not
-kept: session 0.
+(kafka-python drops a response that leaves one out) of a sessionless or full
+fetch; fetch sessions (KIP-227, `fetch_session.py`: Fetch v7+, session id and
+epoch, consumers and followers alike) make later fetches incremental: the
+session's partitions are read (those with nothing to tell are skipped, see
+there) and the answer carries only the changed ones. librdkafka fetches
+sessionless (session 0, epoch -1); kafka-python and the followers keep sessions.
+A consumer's `current_leader_epoch` (v9+) other than the leader's is answered
+FENCED_LEADER_EPOCH (older) or UNKNOWN_LEADER_EPOCH (newer), as Kafka does.
 """
 
 from __future__ import annotations
@@ -31,6 +37,12 @@ from kafkalab.errors import Errors
 from kafkalab.protocol.header import RequestHeader
 from kafkalab.replication.delayed_fetch import DelayedFetch, FetchPartition, ReadResult
 from kafkalab.replication.partition import Role
+from kafkalab.server.fetch_session import (
+    FetchContext,
+    PartitionData,
+    PartitionResult,
+    SessionlessFetchContext,
+)
 from kafkalab.server.socket_server import CLOSE_CONNECTION
 from kafkalab.storage.unified_log import FetchIsolation
 
@@ -57,26 +69,37 @@ def handle_fetch(apis: KafkaApis, header: RequestHeader, body: dict) -> Any:
     rm = apis.replica_manager
     # A negative partition_max_bytes asks for nothing: read as 0 (so at most the one
     # whole batch a consumer needs to make progress), never handed to the log as is.
-    partitions = [
-        FetchPartition(
-            t["topic"], p["partition"], p["fetch_offset"], max(0, p["partition_max_bytes"])
+    fetch_data = {
+        (t["topic"], p["partition"]): PartitionData(
+            p["fetch_offset"],
+            p.get("log_start_offset", -1),
+            max(0, p["partition_max_bytes"]),
+            p.get("current_leader_epoch", -1),
         )
         for t in body["topics"]
         for p in t["partitions"]
-    ]
+    }
+    if header.api_version >= 7:
+        forgotten = [
+            (t["topic"], p)
+            for t in body.get("forgotten_topics_data") or ()
+            for p in t["partitions"]
+        ]
+        context = apis.fetch_manager.new_context(
+            body.get("session_id", 0), body.get("session_epoch", -1), fetch_data, forgotten,
+            replica_id >= 0,
+        )  # fmt: skip
+    else:
+        context = SessionlessFetchContext(fetch_data)
+    if context.error != Errors.NONE:
+        return _answer(context, [], {})
+    wanted = context.partitions()
+    partitions = [FetchPartition(tp[0], tp[1], d.fetch_offset, d.max_bytes) for tp, d in wanted]
+    epochs = {tp: d.current_leader_epoch for tp, d in wanted}
     refused: dict[tuple[str, int], Errors] = {}
     if replica_id >= 0:
         error = apis.follower_error(header, replica_id)
-        # the leader epoch the follower fetches in, and its log start offset (which a
-        # DeleteRecords waits for), by partition
-        epochs: dict[tuple[str, int], int] = {}
-        starts: dict[tuple[str, int], int] = {}
-        for t in body["topics"]:
-            for fp in t["partitions"]:
-                key = (t["topic"], fp["partition"])
-                epochs[key], starts[key] = fp["current_leader_epoch"], fp["log_start_offset"]
-        for p in partitions:
-            tp = (p.topic, p.partition)
+        for tp, d in wanted:
             part = rm.partition(tp)
             if error != Errors.NONE:
                 refused[tp] = error
@@ -85,34 +108,76 @@ def handle_fetch(apis: KafkaApis, header: RequestHeader, body: dict) -> Any:
             elif replica_id not in part.remote:
                 refused[tp] = (
                     Errors.UNKNOWN_LEADER_EPOCH
-                    if epochs.get(tp, -1) >= 0
+                    if d.current_leader_epoch >= 0
                     else Errors.NOT_LEADER_OR_FOLLOWER
                 )
             else:
-                rm.update_follower_fetch_state(tp, replica_id, p.fetch_offset, starts[tp])
+                # every partition of the session, asked this time or not: the
+                # follower is still at its fetch offset (Kafka updates them all)
+                rm.update_follower_fetch_state(tp, replica_id, d.fetch_offset, d.log_start_offset)
         if refused:
             partitions = [p for p in partitions if (p.topic, p.partition) not in refused]
     isolation = fetch_isolation(body)
-    first = read_partitions(apis, body, partitions, isolation)
+    # a consumer's current_leader_epoch (v9+) fences it off a leader it does not know
+    leader_epochs = epochs if replica_id < 0 else None
+    first = read_partitions(apis, body, partitions, isolation, context, leader_epochs)
     if (
         body["max_wait_ms"] <= 0
         or not partitions
-        or sum(result.size for _, result in first) >= body["min_bytes"]
+        or sum(result.size for _, result in first if result) >= body["min_bytes"]
         or refused  # a follower's partition it may not fetch is an error read
-        or any(result.error != Errors.NONE for _, result in first)
+        or any(result.error != Errors.NONE for _, result in first if result)
     ):
-        return fetch_response(first, isolation, refused)
+        return _answer(context, first, refused, isolation)
     future = asyncio.get_running_loop().create_future()
 
     def answer() -> None:
         if not future.done():
-            again = read_partitions(apis, body, partitions, isolation)
-            future.set_result(fetch_response(again, isolation, refused))
+            again = read_partitions(apis, body, partitions, isolation, context, leader_epochs)
+            future.set_result(_answer(context, again, refused, isolation))
 
-    op = DelayedFetch(body["max_wait_ms"], body["min_bytes"], isolation, partitions, rm, answer)
+    # what the read found with nothing to read: the wait need not look at those again
+    at_end = {
+        (p.topic, p.partition)
+        for p, result in first
+        if result is None or (result.size == 0 and _at_end(rm, p, isolation))
+    }
+    op = DelayedFetch(
+        body["max_wait_ms"], body["min_bytes"], isolation, partitions, rm, answer, at_end
+    )
     keys = [(p.topic, p.partition) for p in partitions]
     rm.delayed_fetch.try_complete_else_watch(op, keys)
     return future
+
+
+def _at_end(rm, p: FetchPartition, isolation: FetchIsolation) -> bool:
+    part = rm.partitions.get((p.topic, p.partition))
+    return part is not None and p.fetch_offset == part.log.last_fetchable_offset(isolation)
+
+
+def _answer(
+    context: FetchContext,
+    results: list[tuple[FetchPartition, ReadResult]],
+    refused: dict[tuple[str, int], Errors],
+    isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK,
+) -> dict:
+    """The response: the session decides which partitions it carries (all but the
+    unchanged ones of an incremental fetch; those not read are unchanged)."""
+    answers = [(tp, ReadResult(error)) for tp, error in refused.items()]
+    answers += [((p.topic, p.partition), r) for p, r in results if r is not None]
+    error, session_id, carried = context.respond(
+        [
+            (tp, PartitionResult(r.error, r.high_watermark, r.log_start_offset, r.size))
+            for tp, r in answers
+        ]
+    )
+    response = fetch_response(
+        [(FetchPartition(tp[0], tp[1], -1, 0), r) for tp, r in answers if tp in carried],
+        isolation,
+    )
+    response["error_code"] = int(error)
+    response["session_id"] = session_id
+    return response
 
 
 def _aborted(result) -> list[dict]:
@@ -123,19 +188,48 @@ def _aborted(result) -> list[dict]:
 
 
 def read_partitions(
-    apis: KafkaApis, body: dict, partitions: list[FetchPartition], isolation: FetchIsolation
-) -> list[tuple[FetchPartition, ReadResult]]:
+    apis: KafkaApis,
+    body: dict,
+    partitions: list[FetchPartition],
+    isolation: FetchIsolation,
+    context: FetchContext | None = None,
+    leader_epochs: dict[tuple[str, int], int] | None = None,
+) -> list[tuple[FetchPartition, ReadResult | None]]:
     """Read every requested partition now (Kafka: ReplicaManager.readFromLog): at most
     max_bytes in all, but the first partition with data returns at least one
-    whole batch."""
+    whole batch. A partition the fetch session says is unchanged is not read
+    (None: it has nothing to send and its answer would be left out); a
+    `leader_epochs` entry not the leader's is answered FENCED_LEADER_EPOCH (older)
+    or UNKNOWN_LEADER_EPOCH (newer), as Kafka's Partition.localLogWithEpochOrThrow."""
+    rm = apis.replica_manager
     remaining = body["max_bytes"]
     min_one = True
-    results = []
+    results: list[tuple[FetchPartition, ReadResult | None]] = []
     for p in partitions:
+        tp = (p.topic, p.partition)
+        part = rm.partitions.get(tp)
+        epoch = -1 if leader_epochs is None else leader_epochs.get(tp, -1)
+        if part is not None and part.role == Role.LEADER:
+            if 0 <= epoch != part.leader_epoch:
+                error = (
+                    Errors.FENCED_LEADER_EPOCH
+                    if epoch < part.leader_epoch
+                    else Errors.UNKNOWN_LEADER_EPOCH
+                )
+                results.append((p, ReadResult(error)))
+                continue
+            if context is not None:
+                log = part.log
+                if context.unchanged(
+                    tp,
+                    log.last_fetchable_offset(isolation),
+                    log.high_watermark,
+                    log.log_start_offset,
+                ):
+                    results.append((p, None))
+                    continue
         limit = max(0, min(p.max_bytes, remaining))
-        result = apis.replica_manager.read(
-            p.topic, p.partition, p.fetch_offset, limit, min_one, isolation
-        )
+        result = rm.read(p.topic, p.partition, p.fetch_offset, limit, min_one, isolation)
         if result.size:
             remaining -= result.size
             min_one = False

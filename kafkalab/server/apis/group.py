@@ -31,6 +31,7 @@ from kafkalab.coordinator.group.classic_group_requests import (
     LeaveGroupRequestData,
     SyncGroupRequestData,
 )
+from kafkalab.coordinator.group.coordinator_records import OFFSETS_TOPIC
 from kafkalab.coordinator.group.results import CommitOffset, PartitionOffset
 from kafkalab.errors import Errors
 from kafkalab.protocol.header import RequestHeader
@@ -235,7 +236,11 @@ def _topic_names_by_id(apis: KafkaApis) -> dict[uuid.UUID, str]:
 async def handle_txn_offset_commit(apis: KafkaApis, header: RequestHeader, body: dict) -> dict:
     """TxnOffsetCommit (28), sent by a transactional producer to the group's
     coordinator after AddOffsetsToTxn: the offsets stay pending until the
-    transaction's marker is written here (GroupCoordinator.complete_transaction)."""
+    transaction's marker is written here (GroupCoordinator.complete_transaction).
+    v5+ is transactions v2: the client sent no AddOffsetsToTxn, and this broker
+    first adds the group's __consumer_offsets partition to the transaction
+    (Kafka: the `addPartition` operation of the group coordinator's
+    transactional write); refused, no offset is written."""
     version = header.api_version
     offsets = {
         (t["name"], p["partition_index"]): CommitOffset(
@@ -249,6 +254,13 @@ async def handle_txn_offset_commit(apis: KafkaApis, header: RequestHeader, body:
     known, unknown = _known_partitions(apis, offsets)
     if not known:
         return {"throttle_time_ms": 0, "topics": _errors_by_topic(unknown)}
+    if version >= 5 and apis.add_partitions_to_txn_manager is not None:
+        refused = await _add_offsets_partition(apis, body)
+        if refused != Errors.NONE:
+            return {
+                "throttle_time_ms": 0,
+                "topics": _errors_by_topic({tp: unknown.get(tp) or refused for tp in offsets}),
+            }
     result = await apis.group_coordinator.commit_transactional_offsets(
         body["group_id"],
         body["producer_id"],
@@ -265,6 +277,24 @@ async def handle_txn_offset_commit(apis: KafkaApis, header: RequestHeader, body:
             {tp: unknown.get(tp) or result.partitions[tp] for tp in offsets}
         ),
     }
+
+
+async def _add_offsets_partition(apis: KafkaApis, body: dict) -> Errors:
+    """Transactions v2: the group's __consumer_offsets partition joins the
+    transaction through this broker; the error for the offsets if it did not (a
+    coordinator that cannot answer now becomes a retriable error of TxnOffsetCommit)."""
+    manager = apis.add_partitions_to_txn_manager
+    assert manager is not None
+    tp = (OFFSETS_TOPIC, apis.group_coordinator.partition_for(body["group_id"]))
+    answers = await manager.add_to_transaction(
+        body["transactional_id"], body["producer_id"], body["producer_epoch"], [tp]
+    )
+    error = answers[tp]
+    if error == Errors.CONCURRENT_TRANSACTIONS:
+        return Errors.COORDINATOR_LOAD_IN_PROGRESS  # retried by every client
+    if error == Errors.NOT_COORDINATOR:
+        return Errors.COORDINATOR_NOT_AVAILABLE
+    return error
 
 
 def _known_partitions(

@@ -10,6 +10,12 @@ first transactional batch in a partition waits for its transaction coordinator
 to confirm that the partition is in the producer's ongoing transaction
 (AddPartitionsToTxnManager); refused, nothing is written and the client gets
 INVALID_TXN_STATE for that partition.
+
+Transactions v2 (KIP-890 part 2): a transactional Produce v12+ comes from a
+client that did not send AddPartitionsToTxn; the leader adds the partition to
+the producer's transaction itself (AddPartitionsToTxnManager.add_to_transaction),
+before the producer's first batch of a transaction in the partition, with or
+without verification, and appends once the coordinator has it.
 """
 
 from __future__ import annotations
@@ -38,6 +44,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
+ADD_RETRY_BACKOFF_MS = 20  # Kafka: add.partitions.to.txn.retry.backoff.ms
+ADD_RETRY_MAX_MS = 100  # Kafka: add.partitions.to.txn.retry.backoff.max.ms
 
 
 def handle_produce(apis: KafkaApis, header: RequestHeader, body: dict) -> Any:
@@ -54,11 +62,13 @@ def handle_produce(apis: KafkaApis, header: RequestHeader, body: dict) -> Any:
             if results[tp] is None:
                 records[tp] = part["records"]
     verifier = apis.add_partitions_to_txn_manager
+    v2 = header.api_version >= 12  # transactions v2: the leader adds the partition
     if verifier is not None and body.get("transactional_id") and records:
-        guards, asks = start_verification(apis.replica_manager, records)
-        if asks:
-            return _verify_then_append(apis, body, results, records, guards, asks)
-        return _append(apis, body, results, records, guards)
+        if v2 or apis.transaction_verification_enable:
+            guards, asks = start_verification(apis.replica_manager, records)
+            if asks:
+                return _verify_then_append(apis, body, results, records, guards, asks, add=v2)
+            return _append(apis, body, results, records, guards)
     return _append(apis, body, results, records, {})
 
 
@@ -98,15 +108,38 @@ async def _verify_then_append(
     records: dict[TopicPartition, Any],
     guards: dict[TopicPartition, VerificationGuard],
     asks: dict[tuple[int, int], list[TopicPartition]],
+    *,
+    add: bool = False,
 ) -> dict | None:
+    """Ask the coordinator (verify, or with `add`, add the partitions), then append
+    what it confirmed."""
     verifier = apis.add_partitions_to_txn_manager
     assert verifier is not None
+    ask = verifier.add_to_transaction if add else verifier.verify_transaction
     for (producer_id, epoch), tps in asks.items():
-        answers = await verifier.verify_transaction(
-            body["transactional_id"], producer_id, epoch, tps
-        )
+        answers = await ask(body["transactional_id"], producer_id, epoch, tps)
+        waited = 0
+        while (
+            add and waited < ADD_RETRY_MAX_MS and Errors.CONCURRENT_TRANSACTIONS in answers.values()
+        ):
+            # Kafka's leader asks again a little later rather than send the client
+            # back (add.partitions.to.txn.retry.backoff.ms / .max.ms): the last
+            # transaction's markers are being written and take a moment. Each try
+            # starts the verification again: a marker written meanwhile spent the
+            # partition's guard.
+            await asyncio.sleep(ADD_RETRY_BACKOFF_MS / 1000)
+            waited += ADD_RETRY_BACKOFF_MS
+            again, again_asks = start_verification(
+                apis.replica_manager, {tp: records[tp] for tp in tps}
+            )
+            guards.update(again)
+            tps = again_asks.get((producer_id, epoch), [])
+            if not tps:
+                answers = {}
+                break
+            answers = await ask(body["transactional_id"], producer_id, epoch, tps)
         for tp, answer in answers.items():
-            error, message = produce_error(answer)
+            error, message = produce_error(answer, add)
             if error != Errors.NONE:
                 log.info("produce to %s-%d refused by verification: %s", *tp, answer.name)
                 results[tp] = AppendResult(error, message=message)

@@ -16,7 +16,14 @@ AddPartitionsToTxn v4+ (KIP-890 part 1) comes from partition leaders: with
 verify_only it asks whether partitions are in a producer's ongoing transaction,
 and the coordinator answers from its state without writing anything (the
 leader's side: kafkalab.server.add_partitions_to_txn_manager). Clients use v3
-and below; a v4+ request that did not come from a broker is refused.
+and below; a v4+ request that did not come from a broker is refused. Without
+verify_only (transactions v2, KIP-890 part 2) it adds the partitions a leader got
+a Produce v12+ for, as version 2 (Kafka: handleAddPartitionsToTransaction with
+TV_2).
+
+EndTxn v5+ is transactions v2: the coordinator bumps the epoch and the response
+carries the producer id and epoch of the next transaction; v4 and below are
+version 1 (kafkalab.server.features).
 
 WriteTxnMarkers (27) comes from transaction coordinators (this broker's own too):
 each marker is a control batch appended to the partition with acks=all (origin
@@ -161,8 +168,10 @@ async def _add_partitions(
             .errors
         )
     else:
+        # a client's AddPartitionsToTxn is version 1; a leader's add (v4+) is version 2
+        version = 2 if header.api_version >= 4 else 1
         result = await _service(apis).add_partitions_to_txn(
-            transactional_id, producer_id, producer_epoch, wanted
+            transactional_id, producer_id, producer_epoch, wanted, version
         )
         errors = result.errors
     by_topic: dict[str, list[dict]] = {}
@@ -192,8 +201,14 @@ async def handle_end_txn(apis: KafkaApis, header: RequestHeader, body: dict) -> 
         body["producer_id"],
         body["producer_epoch"],
         body["committed"],
+        2 if header.api_version >= 5 else 1,
     )
-    return {"throttle_time_ms": 0, "error_code": int(_fenced(result.error, header.api_version, 2))}
+    return {
+        "throttle_time_ms": 0,
+        "error_code": int(_fenced(result.error, header.api_version, 2)),
+        "producer_id": result.producer_id,
+        "producer_epoch": result.producer_epoch,
+    }
 
 
 async def handle_write_txn_markers(apis: KafkaApis, header: RequestHeader, body: dict) -> dict:
