@@ -41,8 +41,7 @@ from kafkalab.storage.checkpoint_file import (
     RECOVERY_POINT_OFFSET_CHECKPOINT,
     OffsetCheckpointFile,
 )
-from kafkalab.storage.file_records import FileRecords
-from kafkalab.storage.unified_log import parse_topic_partition
+from kafkalab.storage.unified_log import cut_to, parse_topic_partition
 
 
 def cut_to_recovery_points(log_dir: Path) -> dict[str, int]:
@@ -55,25 +54,7 @@ def cut_to_recovery_points(log_dir: Path) -> dict[str, int]:
             tp = parse_topic_partition(partition_dir)
         except ValueError:
             continue
-        point = points.get(tp, 0)
-        removed = 0
-        for log_path in sorted(partition_dir.glob("*.log")):
-            base = int(log_path.stem)
-            if base > point:  # written entirely after the last fsync: gone
-                removed += log_path.stat().st_size
-                log_path.unlink()
-                continue
-            records = FileRecords.open(log_path)
-            try:
-                found = records.search_for_offset_with_size(point, 0)
-                if found is not None:
-                    removed += records.truncate_to(found.position)
-            finally:
-                records.close()
-        # Indexes past the cut are stale; recovery rebuilds them from the logs.
-        for index in [*partition_dir.glob("*.index"), *partition_dir.glob("*.timeindex")]:
-            index.unlink()
-        cut[partition_dir.name] = removed
+        cut[partition_dir.name] = cut_to(partition_dir, points.get(tp, 0))
     return cut
 
 

@@ -35,9 +35,8 @@ from kafkalab.raft.raft_log import LogEntry, RaftLog
 from kafkalab.raft.raft_wire import METADATA_PARTITION, METADATA_TOPIC
 from kafkalab.raft.record_serde import decode_entries, encode_batch
 from kafkalab.storage.checkpoint_file import RECOVERY_POINT_OFFSET_CHECKPOINT, OffsetCheckpointFile
-from kafkalab.storage.file_records import FileRecords
 from kafkalab.storage.log_config import LogConfig
-from kafkalab.storage.unified_log import UnifiedLog
+from kafkalab.storage.unified_log import UnifiedLog, cut_to
 
 METADATA_LOG_DIR = f"{METADATA_TOPIC}-{METADATA_PARTITION}"
 _TP = (METADATA_TOPIC, METADATA_PARTITION)
@@ -122,23 +121,7 @@ def cut_to_recovery_point(directory: str | Path) -> int:
     with KafkaMetadataLog(directory)."""
     directory = Path(directory)
     point = OffsetCheckpointFile(directory / RECOVERY_POINT_OFFSET_CHECKPOINT).read().get(_TP, 0)
-    removed = 0
-    log_dir = directory / METADATA_LOG_DIR
-    for log_path in sorted(log_dir.glob("*.log")):
-        if int(log_path.stem) > point:
-            removed += log_path.stat().st_size
-            log_path.unlink()
-            continue
-        records = FileRecords.open(log_path)
-        try:
-            found = records.search_for_offset_with_size(point, 0)
-            if found is not None:
-                removed += records.truncate_to(found.position)
-        finally:
-            records.close()
-    for index in [*log_dir.glob("*.index"), *log_dir.glob("*.timeindex")]:
-        index.unlink()
-    return removed
+    return cut_to(directory / METADATA_LOG_DIR, point)
 
 
 __all__ = ["METADATA_LOG_DIR", "KafkaMetadataLog", "cut_to_recovery_point"]

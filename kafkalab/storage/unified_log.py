@@ -207,6 +207,30 @@ def parse_topic_partition(directory: Path) -> tuple[str, int]:
     return topic, int(partition)
 
 
+def cut_to(partition_dir: Path, point: int) -> int:
+    """A power failure of one partition directory: what was written after `point`
+    (its recovery point, the last fsync) is lost. Segments that begin after it go
+    whole, the one holding it is truncated at its batch boundary, and every index
+    goes (recovery rebuilds them from the logs). Returns the bytes cut. Used by the
+    cluster's power-failure fault and by the KRaft metadata log's."""
+    removed = 0
+    for log_path in sorted(partition_dir.glob("*.log")):
+        if int(log_path.stem) > point:  # written entirely after the last fsync: gone
+            removed += log_path.stat().st_size
+            log_path.unlink()
+            continue
+        records = FileRecords.open(log_path)
+        try:
+            found = records.search_for_offset_with_size(point, 0)
+            if found is not None:
+                removed += records.truncate_to(found.position)
+        finally:
+            records.close()
+    for index in [*partition_dir.glob("*.index"), *partition_dir.glob("*.timeindex")]:
+        index.unlink()
+    return removed
+
+
 class UnifiedLog:
     """A partition's segmented log in `directory` (created when missing)."""
 
