@@ -82,6 +82,11 @@ FIGURES = (
         {**PRODUCE_AB, "KAFKALAB_BENCH_RESULT": "broker-produce-after.json"},
     ),
     Figure("cluster", "Cluster and Failover", ("bench_cluster.py",)),
+    Figure(
+        "controller-failover",
+        "Cluster and Failover, the active controller killed",
+        ("bench_controller_failover.py", "--kills", "20"),
+    ),
     Figure("groups", "Consumer groups", ("bench_groups.py",)),
     Figure("transactions", "Transactions", ("bench_transactions.py",)),
     Figure("cleaner", "Log cleaner", ("bench_cleaner.py",)),
