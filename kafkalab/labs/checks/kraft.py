@@ -18,7 +18,7 @@ from typing import Any
 from kafkalab.labs.checks import UNANSWERED, Verdict, answered, compare
 from kafkalab.raft.raft_log import RaftLog
 
-__all__ = ["possible_winners", "winners"]
+__all__ = ["leader_high_watermark", "possible_winners", "winners"]
 
 
 def _up_to_date(log: RaftLog) -> tuple[int, int]:
@@ -51,4 +51,30 @@ def possible_winners(answer: Any, logs: Mapping[int, RaftLog]) -> Verdict:
         what="the voters that can win",
         why=f"a voter grants only a candidate at least as up to date (epoch first, then end offset): {ends}",
         hint="compare (last epoch, end offset) pairs: a higher last epoch beats any offset",
+    )
+
+
+def leader_high_watermark(answer: Any, leader: Any, logs: Mapping[int, RaftLog]) -> Verdict:
+    """`answer`: the high watermark `leader` (a KafkaRaftClient) may show now, given
+    the voters' logs. Worked out from the logs: the largest end offset N that a
+    majority of voters' logs reach and whose last entry (offset N - 1) is of the
+    leader's epoch; while there is none the HW stays where it was (0 for a new leader
+    that inherited nothing committed)."""
+    if not answered(answer):
+        return UNANSWERED
+    majority = len(logs) // 2 + 1
+    ends = sorted((log.end_offset for log in logs.values()), reverse=True)
+    reached = ends[majority - 1]
+    own = leader.log.entries
+    candidates = [n for n in range(1, reached + 1) if own[n - 1].epoch == leader.epoch]
+    expected = max(candidates) if candidates else leader.high_watermark
+    return compare(
+        answer,
+        expected,
+        what="the high watermark",
+        why=(
+            f"a majority reaches offset {reached}; the HW may only move to an offset whose "
+            f"last record is of the leader's epoch {leader.epoch} (Raft's own-epoch commit rule)"
+        ),
+        hint="which records have a majority, and is the last of them of the leader's epoch?",
     )
