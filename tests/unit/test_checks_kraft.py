@@ -1,0 +1,43 @@
+"""The lab 09 checks: who can win an election, worked out from the voters' logs."""
+
+from types import SimpleNamespace
+
+from kafkalab.labs.checks import kraft
+from kafkalab.raft.raft_log import LogEntry, RaftLog
+
+
+def _log(*epochs: int) -> RaftLog:
+    return RaftLog([LogEntry(i, e, f"r{i}") for i, e in enumerate(epochs)])
+
+
+def test_a_higher_last_epoch_beats_a_longer_log():
+    logs = {1: _log(1, 1, 1, 1), 2: _log(1, 2), 3: _log(1)}
+    assert kraft.winners(logs) == {1, 2}  # 1 beats 3 and itself; 2 beats 1 and 3
+    assert kraft.possible_winners({1, 2}, logs).right
+    assert not kraft.possible_winners({2}, logs).right
+
+
+def test_equal_logs_all_can_win_and_the_placeholder_is_not_yet():
+    logs = {v: _log(1, 1) for v in (1, 2, 3)}
+    assert kraft.possible_winners([1, 2, 3], logs).right
+    assert not kraft.possible_winners(..., logs).right
+
+
+def test_a_lagging_voter_cannot_win():
+    logs = {1: _log(1), 2: _log(1, 1), 3: _log(1, 1, 2)}
+    assert kraft.winners(logs) == {2, 3}
+
+
+def _leader(log: RaftLog, epoch: int, hw: int = 0) -> SimpleNamespace:
+    return SimpleNamespace(log=log, epoch=epoch, high_watermark=hw)
+
+
+def test_the_hw_waits_for_a_majority_on_a_record_of_the_leaders_epoch():
+    leader_log = _log(1, 1, 2)  # offsets 0, 1 inherited from epoch 1; LeaderChange at 2
+    leader = _leader(leader_log, 2)
+    short = {1: leader_log, 2: _log(1, 1), 3: _log(1)}
+    assert kraft.leader_high_watermark(0, leader, short).right
+    assert not kraft.leader_high_watermark(2, leader, short).right  # KAFKA-12619's answer
+    caught_up = {1: leader_log, 2: _log(1, 1, 2), 3: _log(1)}
+    assert kraft.leader_high_watermark(3, leader, caught_up).right
+    assert not kraft.leader_high_watermark(..., leader, caught_up).right
