@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 from kafkalab.errors import Errors, KafkaError
 from kafkalab.protocol.api_keys import ApiKeys
@@ -45,6 +46,17 @@ async def _ask(host: str, port: int) -> DescribeQuorumResponse:
     return describe_quorum_from_body(answer)
 
 
+def _ask_now(host: str, port: int) -> DescribeQuorumResponse:
+    """_ask from synchronous code, also where an event loop already runs in this
+    thread (a Jupyter kernel): there, on a worker thread with a loop of its own."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(_ask(host, port))
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, _ask(host, port)).result()
+
+
 def describe_quorum(
     addresses: Sequence[tuple[str, int]], timeout_s: float = 10.0
 ) -> DescribeQuorumResponse:
@@ -56,7 +68,7 @@ def describe_quorum(
     while True:
         for host, port in addresses:
             try:
-                answer = asyncio.run(_ask(host, port))
+                answer = _ask_now(host, port)
             except KafkaError:
                 continue
             if answer.error_code == Errors.NONE:
