@@ -197,7 +197,7 @@ class KafkaBroker:
             request_timeout_ms=int(config.extra.get("request.timeout.ms", 30_000)),
         )
         self.apis.transaction_verification_enable = (
-            config.extra.get(VERIFICATION_ENABLE, "false").lower() == "true"
+            config.extra.get(VERIFICATION_ENABLE, "true").lower() == "true"
         )
         advertised = config.advertised()
         for name, host, port in config.listener_list():
