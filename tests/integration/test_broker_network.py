@@ -74,7 +74,7 @@ def test_api_versions_too_new_gets_a_v0_body_with_unsupported_version(broker):
         assert correlation_id == 5
         assert body["error_code"] == Errors.UNSUPPORTED_VERSION
         keys = {k["api_key"]: (k["min_version"], k["max_version"]) for k in body["api_keys"]}
-        assert keys[18] == (0, 3) and keys[0] == (3, 8) and keys[1] == (0, 11)
+        assert keys[18] == (0, 4) and keys[0] == (3, 12) and keys[1] == (0, 11)
         # The connection stays usable: now at v3.
         _, body = call(sock, 18, 3, {"client_software_name": "t", "client_software_version": "1"})
         assert body["error_code"] == 0
