@@ -294,7 +294,8 @@ def _cut(args: argparse.Namespace, directory: Path, state: dict) -> int:
         d = Path(nodes[receiver]["props"]["log.dirs"])
         write_deaf_to(d, read_deaf_to(d) | {sender})
         kind = "controller" if receiver in controllers else "broker"
-        print(f"{kind} {receiver} no longer hears {sender}")
+        sender_kind = "controller" if sender in controllers else "broker"
+        print(f"{kind} {receiver} no longer hears {sender_kind} {sender}")
     return 0
 
 

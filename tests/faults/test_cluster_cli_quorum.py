@@ -74,7 +74,7 @@ def test_cluster_up_with_three_controllers_and_a_controller_killed(tmp_path):
         assert now[1] > first[1]
         kafkalab("cluster", "restart", str(first[0]), "--dir", d)
         out = kafkalab("cluster", "cut", "3002", "3003", "--dir", d)
-        assert "controller 3003 no longer hears 3002" in out
+        assert "controller 3003 no longer hears controller 3002" in out
         status = kafkalab("cluster", "status", "--dir", d)
         assert re.search(r"controller 3002\t.*does not hear \[3003\]", status), status
         kafkalab("cluster", "heal", "--dir", d)

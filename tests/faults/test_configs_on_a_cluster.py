@@ -103,6 +103,9 @@ def test_min_insync_replicas_and_retention_live_and_across_restarts(tmp_path):
 
         # the restarted broker acts on it: it leads now, and refuses with one short
         cluster.wait_fully_replicated(60)
+        # the leaders' ISRs are full; the controller must have written it too, or the
+        # restarted broker is not eligible when the two others die
+        assert wait_until(lambda: len(controller_isr(cluster, "guarded")) == 3, 30)
         alter_topic(cluster.bootstrap_servers, "guarded", "min.insync.replicas", "3")
         others = [b for b in (1, 2, 3) if b != follower]
         cluster.kill(others[0])

@@ -41,3 +41,17 @@ def test_the_hw_waits_for_a_majority_on_a_record_of_the_leaders_epoch():
     caught_up = {1: leader_log, 2: _log(1, 1, 2), 3: _log(1)}
     assert kraft.leader_high_watermark(3, leader, caught_up).right
     assert not kraft.leader_high_watermark(..., leader, caught_up).right
+
+
+def test_next_controllers_are_the_other_voters() -> None:
+    from kafkalab.errors import Errors
+    from kafkalab.raft.raft_message import DescribeQuorumResponse, ReplicaState
+
+    quorum = DescribeQuorumResponse(
+        Errors.NONE, 3001, 1, 5, tuple(ReplicaState(v, 5) for v in (3001, 3002, 3003))
+    )
+    assert kraft.next_controllers({3002, 3003}, quorum).right
+    assert kraft.next_controllers([3003, 3002], quorum).right
+    assert not kraft.next_controllers({3001, 3002, 3003}, quorum).right  # the killed leader
+    assert not kraft.next_controllers({1, 2, 3}, quorum).right  # brokers never lead the quorum
+    assert not kraft.next_controllers(..., quorum).right

@@ -18,7 +18,7 @@ from typing import Any
 from kafkalab.labs.checks import UNANSWERED, Verdict, answered, compare
 from kafkalab.raft.raft_log import RaftLog
 
-__all__ = ["leader_high_watermark", "possible_winners", "winners"]
+__all__ = ["leader_high_watermark", "next_controllers", "possible_winners", "winners"]
 
 
 def _up_to_date(log: RaftLog) -> tuple[int, int]:
@@ -77,4 +77,25 @@ def leader_high_watermark(answer: Any, leader: Any, logs: Mapping[int, RaftLog])
             f"last record is of the leader's epoch {leader.epoch} (Raft's own-epoch commit rule)"
         ),
         hint="which records have a majority, and is the last of them of the leader's epoch?",
+    )
+
+
+def next_controllers(answer: Any, quorum: Any) -> Verdict:
+    """`answer`: the node ids that can become the active controller once the leader in
+    `quorum` (a DescribeQuorumResponse) is gone: every other voter (each can win a
+    vote if its log is up to date enough; the dead leader cannot), never a broker or
+    an observer."""
+    if not answered(answer):
+        return UNANSWERED
+    voters = {v.replica_id for v in quorum.current_voters}
+    expected = voters - {quorum.leader_id}
+    return compare(
+        set(answer),
+        expected,
+        what="the controllers that can take over",
+        why=(
+            f"the voters are {sorted(voters)}; {quorum.leader_id} leads and is killed, and only "
+            "a voter can be elected (brokers and observers never vote or lead)"
+        ),
+        hint="which node ids does DescribeQuorum list as voters?",
     )
