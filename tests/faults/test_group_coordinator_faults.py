@@ -211,8 +211,17 @@ def test_coordinator_killed_mid_commit(tmp_path):
             attempts: list[tuple[float, float, bool]] = []  # (start, end, succeeded)
             committing, killed = threading.Event(), threading.Event()
 
+            def to_commit():
+                """One commit per record, then the last one again until the kill, so a
+                commit is in flight when it comes however fast commits are (the last
+                record's offset is its partition's highest: no offset goes back)."""
+                yield from seen
+                deadline = time.monotonic() + 60
+                while not killed.is_set() and time.monotonic() < deadline:
+                    yield seen[-1]
+
             def commit_loop():
-                for m in seen:  # one synchronous commit per record, back to back
+                for m in to_commit():  # synchronous commits, back to back
                     start = time.monotonic()
                     committing.set()
                     tp = TopicPartition(topic, m.partition(), m.offset() + 1)
