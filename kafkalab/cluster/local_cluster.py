@@ -183,8 +183,8 @@ class LocalCluster:
         `controllers`: 1 (the default) is the single controller process kafkalab has
         always run; more make a KRaft quorum (controller.quorum.voters): voters with
         node ids CONTROLLER_ID_BASE + 1, + 2, ... (`controller_ids`), each in
-        `<base>/controller-<id>`, brokers given all of them as
-        controller.quorum.bootstrap.servers. Every fault verb (kill, pause, resume,
+        `<base>/controller-<id>`, brokers given them as controller.quorum.voters
+        (and controller.quorum.bootstrap.servers). Every fault verb (kill, pause, resume,
         restart, power_failure) takes a controller's id as it takes a broker's."""
         self._own_dir = base_dir is None
         self.base_dir = Path(base_dir or tempfile.mkdtemp(prefix="kafkalab-cluster-"))
@@ -213,6 +213,9 @@ class LocalCluster:
             "inter.broker.listener.name": "BROKER",
             "log.dirs": str(self.base_dir / f"broker-{broker_id}"),
             "controller.quorum.bootstrap.servers": self.controller_bootstrap_servers,
+            # a quorum's voters, as Kafka's brokers in a static quorum have them: the
+            # leader a controller names is found at its endpoint
+            **({"controller.quorum.voters": self.quorum_voters} if self.controllers else {}),
             "broker.heartbeat.interval.ms": "250",
             "default.replication.factor": str(min(3, self.n)),
             **self.broker_props,
@@ -230,6 +233,14 @@ class LocalCluster:
                             for c in self.controller_ids)  # fmt: skip
         assert self.controller is not None
         return self.controller.bootstrap_servers
+
+    @property
+    def quorum_voters(self) -> str:
+        """`controller.quorum.voters` of a quorum: `id@host:port,...`."""
+        return ",".join(
+            f"{c}@{self.controllers[c].props['listeners'].split('//', 1)[1]}"
+            for c in self.controller_ids
+        )
 
     def _start_quorum(self) -> None:
         """Voters on ports chosen now (each voter's address is in every voter's

@@ -219,7 +219,10 @@ class KRaftMetadataCache:
         if not body["validate_only"] and any(r["error_code"] == 0 for r in response["responses"]):
             # The records are in the log before the controller answers: read up to
             # its end, so a client that describes next sees its change.
-            await self.listener.catch_up()
+            try:
+                await self.listener.catch_up()
+            except KafkaError:
+                pass  # the listener's own loop catches up once the controller answers
         return response
 
     def broker_configs(self) -> dict[str, dict[str, str]]:

@@ -97,13 +97,17 @@ class BrokerMetadataListener:
         fetchers: ReplicaFetcherManager,
         events: EventLog,
         long_poll_ms: int = 500,
+        fetch_version: int = REPLICA_FETCH_VERSION,
     ) -> None:
+        """`fetch_version`: v11 from a single controller; v12 from a quorum, whose
+        answer names the leader (CurrentLeader; see controller_channel.py)."""
         self.broker_id = broker_id
         self.controller = controller
         self.replica_manager = replica_manager
         self.fetchers = fetchers
         self.events = events
         self.long_poll_ms = long_poll_ms
+        self.fetch_version = fetch_version
         self.image = MetadataImage()
         self.next_offset = 0
         self._lock = asyncio.Lock()  # one catch-up at a time: records apply once, in order
@@ -160,8 +164,10 @@ class BrokerMetadataListener:
                     partition_max_bytes=10 << 20,
                 )
                 max_wait_ms = 0  # after the first answer, take what is there and stop
-                response = await self.controller.request(ApiKeys.FETCH, REPLICA_FETCH_VERSION, body)
+                response = await self.controller.request(ApiKeys.FETCH, self.fetch_version, body)
                 part = response["responses"][0]["partitions"][0]
+                if part["error_code"]:  # no controller answered as the active one
+                    raise KafkaError(part["error_code"], "metadata fetch")
                 records = [
                     (r.offset, json.loads(r.value))
                     for b in iter_batches(bytes(part["records"] or b""))

@@ -24,7 +24,10 @@ QuorumController runs on it:
       that broker's requests (heartbeats, metadata fetches, AlterPartition);
     - a controller that is not active answers a broker's or a client's request with
       NOT_CONTROLLER (and a metadata Fetch with NOT_LEADER_OR_FOLLOWER and the
-      leader it knows), so the broker tries the next controller.
+      leader it knows as CurrentLeader; the active one names itself in its answers
+      too), so the broker goes to the leader (server/controller_channel.py). A Fetch
+      from a replica that is not a voter is a broker's metadata fetch, at v11 or at
+      v12 (the first version with CurrentLeader); a voter's is Raft's.
 
 The brokers still fetch the metadata log in the form they always did: each controller
 keeps, in `<log.dirs>/metadata-image/__cluster_metadata-0`, the committed records in
@@ -291,14 +294,15 @@ class QuorumControllerApis(ControllerApis):
 
     def handle(self, header: RequestHeader, body: dict) -> Any:
         manager = self.quorum.manager
-        if manager.handles(header):
-            return manager.handle_request(header, body)
         key = ApiKeys(header.api_key)
+        broker_fetch = key == ApiKeys.FETCH and fetching_replica(body) not in manager.voters
+        if manager.handles(header) and not broker_fetch:
+            return manager.handle_request(header, body)
         broker = body.get("replica_id" if key == ApiKeys.FETCH else "broker_id")
         if isinstance(broker, int) and broker >= 0 and not manager.hears(broker):
             return CLOSE_CONNECTION  # a cut link between this controller and that broker
         if key == ApiKeys.FETCH and not self.quorum.active:
-            return self._not_leader_fetch(body)
+            return with_current_leader(self._not_leader_fetch(body), manager)
         if key in ACTIVE_ONLY and not self.quorum.active:
             return not_controller_body(key, body, f"the active controller is {manager.leader_id}")
         before = self.quorum.last_appended
@@ -309,6 +313,8 @@ class QuorumControllerApis(ControllerApis):
                 raise
             return not_controller_body(key, body, str(e))
         after = self.quorum.last_appended
+        if key == ApiKeys.FETCH:  # a broker's metadata fetch: it names us the leader
+            return with_current_leader(result, manager)
         if after == before:
             return result
         return self._when_committed(key, body, after, result)
@@ -343,6 +349,34 @@ class QuorumControllerApis(ControllerApis):
             for t in body["topics"]
         ]
         return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": topics}
+
+
+def fetching_replica(body: dict) -> int:
+    """The replica id of a Fetch (ReplicaState's from v15 on, KIP-903)."""
+    state = body.get("replica_state") or {}
+    replica = state.get("replica_id", -1)
+    return replica if replica >= 0 else body.get("replica_id", -1)
+
+
+def with_current_leader(answer: Any, manager: KafkaRaftManager) -> Any:
+    """A broker's metadata Fetch answer (or the coroutine of a long poll) with the
+    leader this voter knows as each partition's CurrentLeader (Kafka's Fetch v12+,
+    tagged): how brokers find the active controller (controller_channel.py)."""
+
+    def name(response: dict) -> dict:
+        current = {"leader_id": manager.leader_id, "leader_epoch": manager.epoch}
+        for t in response.get("responses") or []:
+            for p in t["partitions"]:
+                p["current_leader"] = dict(current)
+        return response
+
+    if hasattr(answer, "__await__"):
+
+        async def named() -> dict:
+            return name(await answer)
+
+        return named()
+    return name(answer)
 
 
 def start_quorum(
