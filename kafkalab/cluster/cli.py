@@ -11,6 +11,7 @@
     kafkalab cluster restart --all --dir /tmp/k3       # a rolling restart
     kafkalab cluster cut 1 2 --dir /tmp/k3             # brokers 1 and 2 stop hearing each other
     kafkalab cluster cut 1 2 --one-way --dir /tmp/k3   # only 1 -> 2: broker 2 stops hearing 1
+    kafkalab cluster cut 2 3001 --one-way --dir /tmp/k3  # controller 3001 stops hearing broker 2
     kafkalab cluster heal --dir /tmp/k3                # every link back
     kafkalab cluster status --dir /tmp/k3              # processes, the quorum, every partition
                                                        # replica, the reassignments in progress
@@ -23,9 +24,13 @@ With --controllers 3 (or 5) the controllers are a KRaft quorum, voters with node
 3001, 3002, ...: kill, power-failure, stop, continue and restart take a controller's
 id as they take a broker's, and status shows the quorum as DescribeQuorum answers it
 (leader, epoch, high watermark, each voter's log end offset and lag). The default
-stays one controller process, as before. `cut` takes controllers too: between two
-controllers it cuts their Raft traffic; between a broker and a controller (both ways
-only) the controller drops that broker's requests.
+stays one controller process, as before (node id 3001 for `cut`). `cut` takes
+controllers too: between two controllers it cuts their Raft traffic; a controller
+deaf to a broker (`cut BROKER CONTROLLER --one-way`) drops that broker's requests, so
+its heartbeats never arrive and it is fenced after the session timeout; a broker deaf
+to a controller (`cut CONTROLLER BROKER --one-way`) throws that controller's answers
+away: its heartbeats arrive and keep it unfenced, but it learns nothing and its
+metadata goes stale. Both ways, both.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from pathlib import Path
 
 from kafkalab.cluster.local_cluster import (
     DESCRIBE_COLUMNS,
+    SINGLE_CONTROLLER_ID,
     LocalCluster,
     ProcessState,
     cut_to_recovery_points,
@@ -162,6 +168,7 @@ def _up(args: argparse.Namespace, directory: Path) -> int:
             "controller": {
                 "pid": cluster.controller.process.pid,
                 "address": cluster.controller.bootstrap_servers,
+                "props": cluster.controller.props,
             },
             "brokers": {
                 str(b): {"pid": p.process.pid, "address": p.bootstrap_servers, "props": p.props}
@@ -278,19 +285,14 @@ def reassignments_in_progress(
 
 def _cut(args: argparse.Namespace, directory: Path, state: dict) -> int:
     brokers = _brokers(state)
-    controllers = _controllers(state)
+    controllers = _controllers(state) or _single_controller(state)
     nodes = {**brokers, **controllers}
     for b in (args.a, args.b):
         if b not in nodes:
             print(f"no broker or controller {b}; nodes: {sorted(nodes)}", file=sys.stderr)
             return 1
-    if args.one_way and (args.a in controllers) != (args.b in controllers):
-        print("cut: between a broker and a controller only both ways", file=sys.stderr)
-        return 1
     pairs = [(args.a, args.b)] if args.one_way else [(args.a, args.b), (args.b, args.a)]
     for sender, receiver in pairs:
-        if receiver in brokers and sender in controllers:
-            continue  # the controller's side drops that broker's requests
         d = Path(nodes[receiver]["props"]["log.dirs"])
         write_deaf_to(d, read_deaf_to(d) | {sender})
         kind = "controller" if receiver in controllers else "broker"
@@ -299,8 +301,20 @@ def _cut(args: argparse.Namespace, directory: Path, state: dict) -> int:
     return 0
 
 
+def _single_controller(state: dict) -> dict[int, dict]:
+    """The single controller by its node id, for `cut` (none in a state written
+    before its properties were kept)."""
+    info = state.get("controller") or {}
+    if "props" not in info:
+        return {}
+    return {int(info["props"].get("node.id", SINGLE_CONTROLLER_ID)): info}
+
+
 def _heal(args: argparse.Namespace, directory: Path, state: dict) -> int:
-    for info in [*_brokers(state).values(), *_controllers(state).values()]:
+    for info in [
+        *_brokers(state).values(),
+        *(_controllers(state) or _single_controller(state)).values(),
+    ]:
         write_deaf_to(Path(info["props"]["log.dirs"]), set())
     print("every link restored")
     return 0

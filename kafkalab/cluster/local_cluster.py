@@ -143,6 +143,8 @@ def under_replicated(rows: list[dict]) -> list[tuple[str, int]]:
 
 #: A quorum controller's node id is this plus 1, 2, 3 (brokers are 1..n).
 CONTROLLER_ID_BASE = 3000
+#: The node id of a single controller (a quorum of one: the first voter's id).
+SINGLE_CONTROLLER_ID = CONTROLLER_ID_BASE + 1
 
 
 def _free_port() -> int:
@@ -213,9 +215,9 @@ class LocalCluster:
             "inter.broker.listener.name": "BROKER",
             "log.dirs": str(self.base_dir / f"broker-{broker_id}"),
             "controller.quorum.bootstrap.servers": self.controller_bootstrap_servers,
-            # a quorum's voters, as Kafka's brokers in a static quorum have them: the
-            # leader a controller names is found at its endpoint
-            **({"controller.quorum.voters": self.quorum_voters} if self.controllers else {}),
+            # the controllers' ids and endpoints, as Kafka's brokers in a static quorum
+            # have them: the leader a controller names is found at its endpoint
+            "controller.quorum.voters": self.quorum_voters,
             "broker.heartbeat.interval.ms": "250",
             "default.replication.factor": str(min(3, self.n)),
             **self.broker_props,
@@ -236,7 +238,11 @@ class LocalCluster:
 
     @property
     def quorum_voters(self) -> str:
-        """`controller.quorum.voters` of a quorum: `id@host:port,...`."""
+        """`controller.quorum.voters`: `id@host:port,...` (a single controller: its
+        SINGLE_CONTROLLER_ID at its address)."""
+        if not self.controllers:
+            assert self.controller is not None
+            return f"{SINGLE_CONTROLLER_ID}@{self.controller.bootstrap_servers}"
         return ",".join(
             f"{c}@{self.controllers[c].props['listeners'].split('//', 1)[1]}"
             for c in self.controller_ids
@@ -279,10 +285,17 @@ class LocalCluster:
         return self.describe_quorum(timeout_s).leader_id
 
     def _process(self, node_id: int) -> BrokerProcess:
-        """A broker's process, or a quorum controller's."""
+        """A broker's process, or a controller's (a quorum's voter, or the single
+        controller by SINGLE_CONTROLLER_ID)."""
         if node_id in self.controllers:
             return self.controllers[node_id]
+        if self._is_single_controller(node_id):
+            assert self.controller is not None
+            return self.controller
         return self.brokers[node_id]
+
+    def _is_single_controller(self, node_id: int) -> bool:
+        return node_id == SINGLE_CONTROLLER_ID and not self.controllers
 
     def start(self) -> LocalCluster:
         if self.n_controllers > 1:
@@ -292,6 +305,7 @@ class LocalCluster:
             return self
         self.controller = BrokerProcess(
             {
+                "node.id": str(SINGLE_CONTROLLER_ID),
                 "listeners": "CONTROLLER://127.0.0.1:0",
                 "log.dirs": str(self.base_dir / "controller"),
                 "broker.session.timeout.ms": str(self.session_timeout_ms),
@@ -358,16 +372,17 @@ class LocalCluster:
         return self.base_dir / f"broker-{broker_id}"
 
     def cut_link(self, a: int, b: int, both_ways: bool = True) -> None:
-        """Cut the replication link a -> b (b no longer hears a) and, by default,
-        b -> a too. See kafkalab.server.link_faults for what each direction means.
-        Either may be a quorum controller: between two controllers the cut is of
-        their Raft traffic; between a broker and a controller the controller drops
-        that broker's requests (a broker cannot be made deaf to one controller: cut
-        it both ways)."""
+        """Cut the link a -> b (b no longer hears a) and, by default, b -> a too.
+        See kafkalab.server.link_faults for what each direction means. Either may be
+        a controller (a quorum's voter, or the single one by SINGLE_CONTROLLER_ID):
+        between two controllers the cut is of their Raft traffic; a controller deaf
+        to a broker drops its requests (its heartbeats never arrive: fenced after
+        the session timeout), a broker deaf to a controller throws its answers away
+        (its heartbeats arrive, it learns nothing: its metadata goes stale)."""
         for sender, receiver in [(a, b), (b, a)] if both_ways else [(a, b)]:
             d = (
                 self._process(receiver).dir
-                if receiver in self.controllers
+                if receiver in self.controllers or self._is_single_controller(receiver)
                 else self.broker_dir(receiver)
             )
             write_deaf_to(d, read_deaf_to(d) | {sender})
@@ -378,6 +393,8 @@ class LocalCluster:
             write_deaf_to(self.broker_dir(broker_id), set())
         for controller in self.controllers.values():
             write_deaf_to(controller.dir, set())
+        if not self.controllers and self.controller is not None:
+            write_deaf_to(self.controller.dir, set())
 
     def hold_requests(self, broker_id: int, api_key: int, count: int = 1, ms: int = 60_000):
         """Broker `broker_id` holds its next `count` client requests of `api_key`

@@ -47,6 +47,7 @@ from kafkalab.server.broker_lifecycle_manager import BrokerLifecycleManager
 from kafkalab.server.config import KafkaConfig, read_properties
 from kafkalab.server.controller_channel import (
     QUORUM_METADATA_FETCH_VERSION,
+    UNKNOWN_ID,
     ControllerChannel,
     KnownLeader,
     controller_endpoints,
@@ -285,7 +286,11 @@ class KafkaBroker:
         config = self.config
         endpoints = controller_endpoints(config.extra)
         quorum = len(endpoints) > 1
-        if quorum:
+        # Controllers known by id (controller.quorum.voters), or several: a channel
+        # that follows the leader and heeds cut links to each controller by its id.
+        # One controller known only by its address: a plain connection, as always.
+        follow = quorum or endpoints[0].node_id != UNKNOWN_ID
+        if follow:
             from kafkalab.server.kafka_raft_manager import RAFT_CHANNEL_APIS
 
             self.known_leader = KnownLeader(
@@ -295,7 +300,7 @@ class KafkaBroker:
 
         def connect() -> InterBrokerConnection | ControllerChannel:
             """One controller: a connection to it; a quorum's: to its active one."""
-            if not quorum:
+            if not follow:
                 return InterBrokerConnection(endpoints[0].host, endpoints[0].port, CONTROLLER_APIS)
             return ControllerChannel(
                 endpoints,

@@ -51,7 +51,8 @@ from kafkalab.server.apis.configs import created_topic_configs
 from kafkalab.server.broker import run_from_command_line, serve
 from kafkalab.server.config import parse_listener
 from kafkalab.server.events import EventLog
-from kafkalab.server.socket_server import SocketServer
+from kafkalab.server.link_faults import LinkFaults
+from kafkalab.server.socket_server import CLOSE_CONNECTION, SocketServer
 from kafkalab.storage.errors import StorageError
 from kafkalab.storage.file_lock import FileLock
 from kafkalab.storage.log_config import LogConfig
@@ -64,14 +65,33 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def hears_broker(link_faults: LinkFaults | None, header: RequestHeader, body: dict) -> bool:
+    """False for a broker's request (its id in `broker_id`, or a Fetch's `replica_id`)
+    while a cut link makes the controller deaf to that broker."""
+    if link_faults is None:
+        return True
+    key = header.api_key
+    broker = body.get("replica_id" if key == ApiKeys.FETCH else "broker_id")
+    if not isinstance(broker, int) or broker < 0:
+        return True
+    link_faults.refresh()
+    return link_faults.hears(broker)
+
+
 class ControllerApis:
     """One handler per controller API; KafkaError codes go back on the wire."""
+
+    #: The brokers this controller is deaf to (kafkalab's cut links, link_faults.py):
+    #: their requests are dropped, the connection closed. Set by ControllerServer.
+    link_faults: LinkFaults | None = None
 
     def __init__(self, controller: QuorumController, changes: MetadataLogChanges) -> None:
         self.controller = controller
         self.changes = changes
 
     def handle(self, header: RequestHeader, body: dict) -> Any:
+        if not hears_broker(self.link_faults, header, body):
+            return CLOSE_CONNECTION
         handler = {
             ApiKeys.FETCH: self.fetch,
             ApiKeys.API_VERSIONS: self.api_versions,
@@ -99,6 +119,8 @@ class ControllerApis:
         event queue), so a controller busy with a long queue (AlterPartition
         batches, fsyncs on a loaded disk) does not fence the brokers whose
         heartbeats wait in it."""
+        if not hears_broker(self.link_faults, header, body):
+            return  # a cut link: this heartbeat never arrived
         if header.api_key == ApiKeys.BROKER_HEARTBEAT and not body["want_shut_down"]:
             self.controller.note_contact(body["broker_id"], body["broker_epoch"], _now_ms())
 
@@ -521,6 +543,7 @@ class ControllerServer:
             schemas=schemas,
         )
         await self.server.start()
+        self.server.apis.link_faults = LinkFaults(data_dir)  # a broker cut from us
         self.address = f"{host}:{self.server.bound_port}"
         if self.quorum is not None:
             await self.quorum.manager.start()
