@@ -13,8 +13,10 @@
     kafkalab cluster cut 1 2 --one-way --dir /tmp/k3   # only 1 -> 2: broker 2 stops hearing 1
     kafkalab cluster cut 2 3001 --one-way --dir /tmp/k3  # controller 3001 stops hearing broker 2
     kafkalab cluster heal --dir /tmp/k3                # every link back
-    kafkalab cluster status --dir /tmp/k3              # processes, the quorum, every partition
-                                                       # replica, the reassignments in progress
+    kafkalab cluster status --dir /tmp/k3              # processes (and the controller each
+                                                       # broker talks to), the quorum, every
+                                                       # partition replica, the reassignments
+                                                       # in progress
     kafkalab cluster down --dir /tmp/k3                # no process is left behind
 
 The processes run in the background; DIR/cluster.json remembers them (pids,
@@ -57,6 +59,7 @@ from kafkalab.controller.metadata_image import MetadataImage
 from kafkalab.controller.quorum_controller import METADATA_TOPIC
 from kafkalab.records import iter_batches
 from kafkalab.server.broker import BrokerProcess
+from kafkalab.server.controller_channel import read_controller_state
 from kafkalab.server.link_faults import read_deaf_to, write_deaf_to
 
 STATE_FILE = "cluster.json"
@@ -241,7 +244,8 @@ def _status(args: argparse.Namespace, directory: Path, state: dict) -> int:
     for b, info in sorted(brokers.items()):
         deaf = read_deaf_to(Path(info["props"]["log.dirs"]))
         cut = f"\tdoes not hear {sorted(deaf)}" if deaf else ""
-        print(f"broker {b}\t{info['address']}\t{process_state(info['pid'])}{cut}")
+        talks = _controller_line(Path(info["props"]["log.dirs"]))
+        print(f"broker {b}\t{info['address']}\t{process_state(info['pid'])}{talks}{cut}")
     rows = describe_rows(
         {b: Path(info["props"]["log.dirs"]) for b, info in brokers.items()},
         {b: process_state(info["pid"]) for b, info in brokers.items()},
@@ -299,6 +303,18 @@ def _cut(args: argparse.Namespace, directory: Path, state: dict) -> int:
         sender_kind = "controller" if sender in controllers else "broker"
         print(f"{kind} {receiver} no longer hears {sender_kind} {sender}")
     return 0
+
+
+def _controller_line(log_dir: Path) -> str:
+    """Which controller a broker talks to, as it last wrote (controller_channel.py's
+    controller-channel.json): the leader it follows, or that it is looking for one."""
+    state = read_controller_state(log_dir)
+    if state is None:
+        return ""
+    if state["leader"] is None:
+        return "\tcontroller: looking for the leader"
+    epoch = f" (epoch {state['epoch']})" if state["epoch"] >= 0 else ""
+    return f"\tcontroller {state['leader']}{epoch}"
 
 
 def _single_controller(state: dict) -> dict[int, dict]:
