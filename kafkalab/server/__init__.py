@@ -16,6 +16,6 @@ controller_server.py         the controller process (ControllerServer, Controlle
 kafka_raft_manager.py        KafkaRaftManager: a KRaft voter (kafkalab.raft) on the network
 quorum_meta_log_listener.py  the controller on a quorum (controller.quorum.voters):
                              activate/renounce, writes through Raft, NOT_CONTROLLER
-controller_channel.py        a broker's connection to the active controller of a quorum
+controller_channel.py        a broker's connection to the active controller: KnownLeader, leader hints
 config.py, producer_ids.py, link_faults.py, replica_state.py
 """

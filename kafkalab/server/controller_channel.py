@@ -2,8 +2,12 @@
 NodeToControllerChannelManager with RaftControllerNodeProvider), and KnownLeader, the
 controller the broker believes leads the quorum.
 
-With one controller a broker talks to it over one InterBrokerConnection. With a quorum
-only the active controller answers; the others say NOT_CONTROLLER (and, to a metadata
+A broker whose config names one controller by its address only talks to it over one
+InterBrokerConnection. Otherwise (a quorum, or one controller named by its id in
+`controller.quorum.voters`, as LocalCluster names its single controller 3001) it
+talks through ControllerChannels, which also heed cut links to a controller by its
+id (link_faults.py: a broker deaf to a controller throws its answers away). With a
+quorum only the active controller answers; the others say NOT_CONTROLLER (and, to a metadata
 Fetch, NOT_LEADER_OR_FOLLOWER with the leader they know). Where the controllers are:
 
     controller.quorum.voters             `id@host:port,...`, as Kafka's brokers in a
@@ -16,8 +20,8 @@ broker) learns the leader from its metadata Fetch, whose answer carries CurrentL
 (leader id and epoch, a tagged field of Fetch v12+) whether it succeeded or was refused
 with NOT_LEADER_OR_FOLLOWER; RaftControllerNodeProvider maps that id to the voter's
 endpoint, and NodeToControllerChannelManager sends every request there. On
-NOT_CONTROLLER or a broken connection it forgets the controller and waits for the
-next leader the Raft client learns. Here:
+NOT_CONTROLLER or a broken connection it forgets the controller and asks the node
+provider again: the Raft client's leader, until the Raft client learns another. Here:
 
     KnownLeader          one per broker, shared by all its channels (heartbeats on
                          their own thread, AlterPartition, forwarding, the metadata
@@ -28,17 +32,20 @@ next leader the Raft client learns. Here:
                          a leader (a metadata Fetch's CurrentLeader, refused or not)
                          moves every channel of the broker there, a controller that
                          answers as the active one becomes the known leader, and a
-                         NOT_CONTROLLER without a name or a broken connection forgets
-                         it. Only while no leader is known does it try the
-                         controllers in turn. Each controller is asked at most once
+                         broken connection forgets it. NOT_CONTROLLER from a leader a
+                         hint named (elected, not active until it has replayed the
+                         log of its epoch) leaves it the known leader, asked again
+                         at the caller's next try; from one known only because it
+                         answered, it forgets it. Only while no leader is known does
+                         it try the controllers in turn. Each controller is asked at most once
                          per request; if none answers as the active one (an election
                          is under way), the caller gets the last answer (or error) and
                          retries as it would with one controller: the heartbeat and
                          the metadata fetch loops do.
 
-With bootstrap servers only, a hint names an id the broker cannot place: it is used
-only once that controller answered as the active one (the ids of the hint and of the
-answer agree). Fetch v16's NodeEndpoints (KIP-853: the leader's endpoint in the
+With bootstrap servers only, a hint names an id the broker cannot place: its epoch
+is kept (a newer one forgets the leader known), and the active controller is found by
+asking in turn. Fetch v16's NodeEndpoints (KIP-853: the leader's endpoint in the
 answer) is not spoken: brokers fetch the metadata at v12, and the static voters give
 the endpoint.
 

@@ -42,6 +42,7 @@ class FakeQuorum:
 
     def __init__(self) -> None:
         self.leader, self.epoch = -1, 0
+        self.activated = True  # the leader has replayed its epoch's log: it serves
         self.views: dict[int, tuple[int, int]] = {}  # controller -> (leader, epoch) it names
 
     def elect(self, leader: int, epoch: int) -> None:
@@ -60,7 +61,7 @@ class FakeController:
     def handle(self, header, body):
         key = ApiKeys(header.api_key)
         self.got[key] += 1
-        active = self.quorum.leader == self.node_id
+        active = self.quorum.leader == self.node_id and self.quorum.activated
         leader, epoch = self.quorum.views.get(self.node_id, (-1, 0))
         if key == ApiKeys.BROKER_HEARTBEAT:
             code = 0 if active else int(Errors.NOT_CONTROLLER)
@@ -198,6 +199,32 @@ def test_round_robin_only_while_no_leader_is_known():
             assert (await _heartbeat(channel))["error_code"] == 0
             assert channel.leader.node_id == 3001
             assert [fakes[c].got[ApiKeys.BROKER_HEARTBEAT] for c in IDS] == [2, 12, 1]
+        finally:
+            await _stop(servers)
+
+    _run(go())
+
+
+def test_an_elected_leader_not_active_yet_is_asked_again_not_left():
+    async def go():
+        quorum = FakeQuorum()
+        quorum.elect(3002, 5)
+        quorum.activated = False  # Raft's leader, replaying its epoch's log
+        fakes, servers = await _start(quorum)
+        try:
+            channel = ControllerChannel(_endpoints(servers), SCHEMAS)
+            # 3001 names 3002, which names itself but refuses: no controller serves
+            part = (await _fetch(channel))["responses"][0]["partitions"][0]
+            assert part["error_code"] == Errors.NOT_LEADER_OR_FOLLOWER
+            assert (channel.leader.node_id, channel.leader.epoch) == (3002, 5)
+            for _ in range(3):
+                response = await _heartbeat(channel)
+                assert response["error_code"] == Errors.NOT_CONTROLLER
+                assert channel.leader.node_id == 3002  # not forgotten: asked again
+            quorum.activated = True
+            assert (await _heartbeat(channel))["error_code"] == 0
+            assert [fakes[c].got[ApiKeys.BROKER_HEARTBEAT] for c in IDS] == [0, 4, 0]
+            assert fakes[3003].got == Counter()  # never tried in turn
         finally:
             await _stop(servers)
 
