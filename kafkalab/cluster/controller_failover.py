@@ -30,9 +30,12 @@ that needs the new controller:
     first record             -> the first acks=all record to that new topic is
                              acknowledged (the brokers applied the topic's partitions)
 
-A phase may end before the previous one (a broker can reach the new leader before
-it activates: it is told NOT_CONTROLLER until then, but one could be recorded
-late): each starts where the previous ended, as failover.py's phases do.
+The first five phases are one voter's chain, each starting where the previous
+ended. The last three run side by side from the activation (`AFTER` names the
+phase each starts from): the brokers' heartbeats find the new leader on their own
+timers (broker.heartbeat.interval.ms), while a CreateTopics that a broker forwards
+tries every controller at once, so the topic and its first record can come before
+the last broker's heartbeat. The picture draws them as overlapping bars.
 
 The partitions of existing topics keep their leaders through all of it: an acks=all
 producer to them does not wait for the controller (`load_acked_during` counts its
@@ -57,6 +60,19 @@ PHASES = (
     "topic created",
     "first record",
 )
+
+
+#: the phase whose end each phase starts from (None: the kill)
+AFTER = {
+    "fetch timeout": None,
+    "pre-vote": "fetch timeout",
+    "vote": "pre-vote",
+    "LeaderChange committed": "vote",
+    "activation": "LeaderChange committed",
+    "brokers on the new leader": "activation",
+    "topic created": "activation",
+    "first record": "topic created",
+}
 
 
 @dataclass
@@ -106,17 +122,23 @@ class ControllerFailoverTimeline:
         return {k: None if v is None else v - self.killed_ms for k, v in ends.items()}
 
     def phases(self):
-        """A DataFrame: phase, start and end (ms after the kill), duration."""
+        """A DataFrame: phase, start and end (ms after the kill), duration. A phase
+        starts where the one it comes after (`AFTER`) ended; one that ended before
+        it started (recorded late) lasts 0 ms."""
         import pandas as pd
 
-        rows, start = [], 0.0
-        for name, end in self.phase_ends().items():
-            if end is None:
+        rows, ends = [], self.phase_ends()
+        seen: dict[str, float | None] = {}
+        for name, end in ends.items():
+            before = AFTER[name]
+            start = 0.0 if before is None else seen[before]
+            if start is None or end is None:
                 rows.append({"phase": name, "start ms": start, "end ms": None, "ms": None})
+                seen[name] = None
                 continue
             end = max(end, start)
             rows.append({"phase": name, "start ms": start, "end ms": end, "ms": end - start})
-            start = end
+            seen[name] = end
         return pd.DataFrame(rows)
 
     def transitions(self):
