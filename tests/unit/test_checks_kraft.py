@@ -89,3 +89,64 @@ def test_records_lost_if_unclean_are_the_committed_ones_the_lagging_log_lacks() 
     caught_up = SimpleNamespace(local_id=2, log=_log(*([1] * 12)))
     assert kraft.records_lost_if_unclean(0, leader, caught_up).right
     assert not kraft.records_lost_if_unclean(..., leader, lagging).right
+
+
+# -- part 3: the spec ----------------------------------------------------------------------
+
+
+def test_the_first_invariant_a_second_vote_breaks_is_found_by_the_checker() -> None:
+    assert kraft.double_vote_invariant("ElectionSafety").right
+    wrong = kraft.double_vote_invariant("LeaderCompleteness")
+    assert not wrong.right and "not 'LeaderCompleteness'" in wrong.why
+    unknown = kraft.double_vote_invariant("OneVotePerEpoch")  # not an invariant of the spec
+    assert not unknown.right and "ElectionSafety" in unknown.why  # it lists the real ones
+    assert not kraft.double_vote_invariant(...).right
+
+
+def _hw_rule_cases():
+    from kafkalab.specs.replay import random_trace
+    from kafkalab.specs.runner import SPECS_DIR, find_check
+    from kafkalab.specs.tla import load_module
+    from kafkalab.specs.trace import load_trace
+
+    spec = load_module(str(find_check("kraft/correct").module))
+    stored = SPECS_DIR / "kraft" / "counterexamples" / "kraft--hw-before-own-epoch.itf.json"
+    traces = [load_trace(stored)]
+    traces += [random_trace(find_check("kraft/restarts").module, 30, seed) for seed in range(3)]
+    return spec, traces
+
+
+def _majority(offsets: dict) -> int:
+    ranked = sorted(offsets.values(), reverse=True)
+    return ranked[len(ranked) // 2]
+
+
+def test_the_hw_rule_is_kafkas_own_epoch_rule_checked_on_the_spec() -> None:
+    spec, traces = _hw_rule_cases()
+
+    def kafka(log, epoch, offsets, hw):
+        start = sum(1 for e in log if e < epoch)  # where the LeaderChange record is
+        m = _majority(offsets)
+        return m if m > start and m > hw else hw
+
+    def kafka_12619(log, epoch, offsets, hw):  # reaching the epoch start is enough
+        start = sum(1 for e in log if e < epoch)
+        m = _majority(offsets)
+        return m if m >= start and m > hw else hw
+
+    def backwards(log, epoch, offsets, hw):  # forgets that a HW never goes back
+        start = sum(1 for e in log if e < epoch)
+        m = _majority(offsets)
+        return m if m > start else hw
+
+    def no_majority(log, epoch, offsets, hw):  # the leader's own log end alone
+        return max(hw, len(log))
+
+    right = kraft.high_watermark_rule(kafka, spec, traces)
+    assert right.right, right.why
+    bug = kraft.high_watermark_rule(kafka_12619, spec, traces)
+    assert not bug.right and "log [1, 3]" in bug.why  # the counterexample's leader of epoch 3
+    assert not kraft.high_watermark_rule(backwards, spec, traces).right
+    assert not kraft.high_watermark_rule(no_majority, spec, traces).right
+    assert not kraft.high_watermark_rule(lambda *a: ..., spec, traces).right
+    assert not kraft.high_watermark_rule(kafka, spec, []).right  # nothing to check against
