@@ -33,22 +33,24 @@ def cluster(request, tmp_path):
         controllers=request.param,
         base_dir=tmp_path,
         session_timeout_ms=SESSION_TIMEOUT_MS,
+        # the quorum on Kafka's timeouts: no election on a loaded machine moves the
+        # active controller away from the cut while the test looks
         broker_props={"replica.lag.time.max.ms": "2000"},
-        controller_props={
-            "controller.quorum.election.timeout.ms": "500",
-            "controller.quorum.fetch.timeout.ms": "1000",
-            "controller.quorum.request.timeout.ms": "800",
-        },
     ) as c:
         yield c
 
 
-def _active(cluster) -> tuple[int, object]:
-    """The active controller's node id and data directory."""
+def _active(cluster) -> int:
+    """The active controller's node id."""
     if not cluster.controllers:
-        return SINGLE_CONTROLLER_ID, cluster.controller.dir
-    leader = cluster.active_controller(timeout_s=20)
-    return leader, cluster.controllers[leader].dir
+        return SINGLE_CONTROLLER_ID
+    return cluster.active_controller(timeout_s=20)
+
+
+def _controller_dirs(cluster) -> list:
+    if not cluster.controllers:
+        return [cluster.controller.dir]
+    return [p.dir for p in cluster.controllers.values()]
 
 
 def _bootstrap(cluster, broker: int) -> str:
@@ -66,10 +68,12 @@ def _knows(cluster, broker: int, topic: str) -> bool:
     return topic in md.topics and not md.topics[topic].error
 
 
-def _fenced_since(controller_dir, broker: int, since_ms: float) -> bool:
+def _fenced_since(cluster, broker: int, since_ms: float) -> bool:
+    """Did any controller fence `broker` since `since_ms`?"""
     return any(
         e["event"] == "fenced" and e["broker"] == broker and e["time_ms"] >= since_ms
-        for e in read_events(controller_dir)
+        for d in _controller_dirs(cluster)
+        for e in read_events(d)
     )
 
 
@@ -82,19 +86,19 @@ def _create(cluster, topic: str) -> None:
 def test_a_controller_deaf_to_a_broker_fences_it(cluster):
     _create(cluster, "t")
     wait_until(lambda: partition_state(cluster.bootstrap_servers, "t")[1] == [1, 2, 3])
-    controller, controller_dir = _active(cluster)
+    controller = _active(cluster)
     cut_at = time.time() * 1000
     cluster.cut_link(CUT, controller, both_ways=False)  # the controller stops hearing 2
-    wait_until(lambda: _fenced_since(controller_dir, CUT, cut_at), timeout=30)
-    wait_until(lambda: _alive(cluster, 1) == {1, 3}, timeout=30)
-    wait_until(lambda: CUT not in partition_state(_bootstrap(cluster, 1), "t")[1], timeout=30)
+    wait_until(lambda: _fenced_since(cluster, CUT, cut_at), timeout=60)
+    wait_until(lambda: _alive(cluster, 1) == {1, 3}, timeout=60)
+    wait_until(lambda: CUT not in partition_state(_bootstrap(cluster, 1), "t")[1], timeout=60)
     cluster.heal_links()
-    wait_until(lambda: _alive(cluster, 1) == {1, 2, 3}, timeout=30)
-    wait_until(lambda: partition_state(_bootstrap(cluster, 1), "t")[1] == [1, 2, 3], timeout=30)
+    wait_until(lambda: _alive(cluster, 1) == {1, 2, 3}, timeout=60)
+    wait_until(lambda: partition_state(_bootstrap(cluster, 1), "t")[1] == [1, 2, 3], timeout=60)
 
 
 def test_a_broker_deaf_to_a_controller_goes_stale_but_stays_unfenced(cluster):
-    controller, controller_dir = _active(cluster)
+    controller = _active(cluster)
     cut_at = time.time() * 1000
     cluster.cut_link(controller, CUT, both_ways=False)  # broker 2 stops hearing it
     wait_until(
@@ -102,18 +106,18 @@ def test_a_broker_deaf_to_a_controller_goes_stale_but_stays_unfenced(cluster):
             str(controller)
             in (read_controller_state(cluster.broker_dir(CUT)) or {}).get("unreachable", [])
         ),
-        timeout=30,
+        timeout=60,
     )
     _create(cluster, "stale")
     wait_until(lambda: _knows(cluster, 1, "stale") and _knows(cluster, 3, "stale"))
     # twice the session timeout: a broker whose heartbeats stopped would be fenced by now
     time.sleep(2 * SESSION_TIMEOUT_MS / 1000)
-    assert not _fenced_since(controller_dir, CUT, cut_at)
+    assert not _fenced_since(cluster, CUT, cut_at)
     assert _alive(cluster, 1) == {1, 2, 3}
     assert not _knows(cluster, CUT, "stale")  # it learned nothing since the cut
     state = read_controller_state(cluster.broker_dir(CUT))
     assert state is not None and str(controller) in state["unreachable"], state
     cluster.heal_links()
-    wait_until(lambda: _knows(cluster, CUT, "stale"), timeout=30)
-    wait_until(lambda: partition_state(_bootstrap(cluster, 1), "stale")[1] == [1, 2, 3], timeout=30)
-    assert not _fenced_since(controller_dir, CUT, cut_at)
+    wait_until(lambda: _knows(cluster, CUT, "stale"), timeout=60)
+    wait_until(lambda: partition_state(_bootstrap(cluster, 1), "stale")[1] == [1, 2, 3], timeout=60)
+    assert not _fenced_since(cluster, CUT, cut_at)

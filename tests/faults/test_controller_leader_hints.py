@@ -28,12 +28,9 @@ def cluster(tmp_path):
         brokers=3,
         controllers=3,
         base_dir=tmp_path,
+        # Kafka's quorum timeouts: no election but the one the kill starts, even on a
+        # loaded machine (another would send the brokers looking for a leader again)
         session_timeout_ms=3000,
-        controller_props={
-            "controller.quorum.election.timeout.ms": "500",
-            "controller.quorum.fetch.timeout.ms": "1000",
-            "controller.quorum.request.timeout.ms": "800",
-        },
     ) as c:
         yield c
 
