@@ -405,6 +405,7 @@ class KafkaBroker:
         loop = asyncio.get_running_loop()
         next_full = 0.0
         last_controller_state: dict | None = None
+        next_controller_write = 0.0
         while True:
             await asyncio.sleep(reporter.next_delay())
             try:
@@ -414,10 +415,17 @@ class KafkaBroker:
                     changed, next_full = None, loop.time() + FULL_REPORT_S
                 reporter.report(self.config.node_id, self.replica_manager.partitions, changed)
                 if self.known_leader is not None:
+                    # a new leader or an unreachable controller at once; the request
+                    # counts alone once a second
                     state = self.known_leader.state()
-                    if state != last_controller_state:
+                    last = last_controller_state or {}
+                    moved = {k: v for k, v in state.items() if k != "sent"} != {
+                        k: v for k, v in last.items() if k != "sent"
+                    }
+                    if moved or (state != last and loop.time() >= next_controller_write):
                         write_controller_state(self.config.log_dirs[0], state)
                         last_controller_state = state
+                        next_controller_write = loop.time() + 1.0
             except Exception:
                 log.exception("replica state report failed")
 
