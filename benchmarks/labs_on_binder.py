@@ -13,9 +13,10 @@ notebook left running.
 
     make binder-fit                     # all notebooks, Binder's environment, one CPU
     .venv/bin/python benchmarks/labs_on_binder.py --only 03_replication
+    .venv/bin/python benchmarks/labs_on_binder.py --only 05_transactions/05 --only 09_kraft
     .venv/bin/python benchmarks/labs_on_binder.py --no-binder --cpus 2 --scale full
 
-Writes benchmarks/results/labs-<scale>-<cpus>cpu-<commit>[-<only>].json
+Writes benchmarks/results/labs-<scale>-<cpus>cpu-<commit>[-<only>[+<only>...]].json
 (committed: the README's figures come from these files).
 """
 
@@ -195,6 +196,17 @@ def run_notebook(path: Path, cell_timeout: int) -> NotebookRun:
     )
 
 
+def selected(paths: list[Path], only: list[str]) -> list[Path]:
+    """The notebooks whose path contains any of the --only patterns (all without one)."""
+    return [path for path in paths if not only or any(pattern in str(path) for pattern in only)]
+
+
+def results_name(scale: str, cpus: int, commit: str, only: list[str]) -> str:
+    """The results file's name: the patterns, if any, joined by '+' after the commit."""
+    patterns = "+".join(pattern.replace("/", "-").strip("-") for pattern in only)
+    return f"labs-{scale}-{cpus}cpu-{commit}{'-' + patterns if patterns else ''}.json"
+
+
 def commit() -> str:
     done = subprocess.run(
         ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
@@ -212,7 +224,12 @@ def main() -> int:
     )
     parser.add_argument("--cpus", type=int, default=1, help="CPUs to run on (default 1)")
     parser.add_argument("--scale", help="KAFKALAB_SCALE (default: binder/start's, else full)")
-    parser.add_argument("--only", default="", help="run notebooks whose path contains this")
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        help="run notebooks whose path contains this (repeat it: any of them)",
+    )
     parser.add_argument("--cell-timeout", type=int, default=1800)
     args = parser.parse_args()
 
@@ -227,9 +244,7 @@ def main() -> int:
     print(f"labs at scale {scale} on CPU {sorted(cpus)} with {settings}", flush=True)
 
     runs = []
-    for path in sorted((ROOT / "labs").glob("*/*.ipynb")):
-        if args.only not in str(path):
-            continue
+    for path in selected(sorted((ROOT / "labs").glob("*/*.ipynb")), args.only):
         print(f"== {path.relative_to(ROOT)} ...", end=" ", flush=True)
         run = run_notebook(path, args.cell_timeout)
         runs.append(run)
@@ -243,7 +258,7 @@ def main() -> int:
             print(f"   left running: {left}", flush=True)
 
     if not runs:
-        print(f"no notebook under labs/ matches {args.only!r}")
+        print(f"no notebook under labs/ matches any of {args.only!r}")
         return 2
     worst = max(runs, key=lambda r: r.peak_pss_mib)
     result = {
@@ -263,8 +278,7 @@ def main() -> int:
     }
     out = ROOT / "benchmarks" / "results"
     out.mkdir(exist_ok=True)
-    only = "-" + args.only.replace("/", "-").strip("-") if args.only else ""
-    name = f"labs-{scale}-{len(cpus)}cpu-{result['commit']}{only}.json"
+    name = results_name(scale, len(cpus), result["commit"], args.only)
     (out / name).write_text(json.dumps(result, indent=2) + "\n")
     fits = worst.peak_pss_mib * MIB < LIMIT_BYTES
     print(
