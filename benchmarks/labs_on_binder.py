@@ -99,10 +99,19 @@ def command(pid: int) -> str:
         return "?"
 
 
-def _ours(pid: int) -> bool:
-    """A kafkalab process, or Spark's JVM or Python workers."""
-    cmd = command(pid)
-    return any(word in cmd for word in ("kafkalab", "pyspark", "org.apache.spark"))
+# Set for each notebook's kernel to a value of its own; every process the kernel
+# starts (brokers, controllers, Spark's JVM and workers) inherits it, so one that
+# outlives the kernel is told from the processes of other jobs on the machine.
+RUN_MARKER = "LABS_ON_BINDER_RUN"
+
+
+def started_under(pid: int, token: str) -> bool:
+    """Whether the process carries RUN_MARKER=token in its environment."""
+    try:
+        environment = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return f"{RUN_MARKER}={token}".encode() in environment
 
 
 @dataclass
@@ -163,6 +172,8 @@ def run_notebook(path: Path, cell_timeout: int) -> NotebookRun:
         resources={"metadata": {"path": str(path.parent)}},
     )
     before = {pid for pids in _children().values() for pid in pids}
+    token = f"{os.getpid()}-{time.monotonic_ns()}"
+    os.environ[RUN_MARKER] = token  # the kernel starts with a copy of this environment
     sampler = TreeSampler()
     sampler.start()
     started = time.monotonic()
@@ -180,10 +191,12 @@ def run_notebook(path: Path, cell_timeout: int) -> NotebookRun:
     peak = sampler.stop()
     time.sleep(2)  # a process on its way out is not left behind
     # Left running: what is still under us, and what the notebook started that
-    # outlived its kernel (an orphan belongs to init, no longer to us).
+    # outlived its kernel (an orphan belongs to init, no longer to us: it is told
+    # by the token in its environment, not by its name, which other jobs share).
     new = {pid for pids in _children().values() for pid in pids} - before
     under_us = set(descendants(os.getpid()))
-    left = sorted({command(pid) for pid in new if pid in under_us or _ours(pid)})
+    left = sorted({command(pid) for pid in new if pid in under_us or started_under(pid, token)})
+    del os.environ[RUN_MARKER]
     return NotebookRun(
         notebook=str(path.relative_to(ROOT)),
         seconds=round(seconds, 1),

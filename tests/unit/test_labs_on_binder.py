@@ -4,6 +4,8 @@ results file after them, so a partial run never overwrites a full one."""
 from __future__ import annotations
 
 import importlib.util
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -55,3 +57,26 @@ def test_the_results_file_names_every_pattern() -> None:
         name("ci", 1, "abc1234", ["03_replication/04", "09_kraft/"])
         == "labs-ci-1cpu-abc1234-03_replication-04+09_kraft.json"
     )
+
+
+def test_a_process_is_the_notebooks_only_if_it_carries_that_notebooks_token() -> None:
+    # A broker of another job on the machine runs the same command as a lab's:
+    # only the token the notebook's kernel passed down tells a leftover apart.
+    module = load_labs_on_binder()
+    environment = {k: v for k, v in os.environ.items() if k != module.RUN_MARKER}
+    processes = {
+        token: subprocess.Popen(
+            ["sleep", "30"],
+            env=environment if token is None else {**environment, module.RUN_MARKER: token},
+        )
+        for token in (None, "1-1", "1-2")
+    }
+    try:
+        assert module.started_under(processes["1-1"].pid, "1-1")
+        assert not module.started_under(processes["1-2"].pid, "1-1")
+        assert not module.started_under(processes[None].pid, "1-1")
+    finally:
+        for process in processes.values():
+            process.kill()
+            process.wait()
+    assert not module.started_under(processes["1-1"].pid, "1-1")  # gone: not left running
