@@ -35,7 +35,7 @@ import json
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kafkalab.cluster.checker import (
     INFO,
@@ -86,7 +86,7 @@ class Run:
         fresh process (Jepsen's final polls): what the log itself still holds."""
         out = History()
         for op in self.history.ops:
-            out.add(op)
+            out.add(replace(op))
         _read_all(bootstrap_servers, "final read", out, self.topic)
         return out
 
@@ -102,7 +102,10 @@ class _Producer:
         from confluent_kafka import Producer
 
         self.process, self.history, self.topic = process, history, topic
-        self.producer = Producer({"bootstrap.servers": bs, "linger.ms": 5, **config})
+        self.producer = Producer(
+            # a broker killed on purpose closes connections: no log line for each
+            {"bootstrap.servers": bs, "linger.ms": 5, "log.connection.close": False, **config}
+        )
 
     def send(self, values: list[bytes]) -> None:
         for value in values:
