@@ -239,6 +239,9 @@ def acks_1_leader_kill(cluster, topic: str = "acks-1") -> Run:
     wait_for_replicas_in_sync(cluster, topic)
     p1 = _Producer(bs, "p1", history, topic, acks="1", **{"enable.idempotence": False})
     p1.send(_values("w", range(20)))
+    # acks=1 answers before the followers have them: wait for the high watermark,
+    # which is where a consumer's reads end
+    wait_for_replicas_in_sync(cluster, topic)
     _read_all(bs, "c0", history, topic)
     return Run(
         "acks=1, leader killed",
