@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from kafkalab.cluster import LocalCluster
+from kafkalab.cluster.checker import check
 from kafkalab.cluster.losing_settings import (
     LOSING_CLUSTER,
     acks_1_leader_kill,
@@ -83,7 +84,5 @@ def test_auto_commit_and_a_consumer_crash_lose_the_batch_the_consumer_never_proc
     assert set(unseen["values"]) == crashed
     # Nothing of the kind in the log: a read from its start (Jepsen's final polls)
     # finds them all, and the verdict is clean. The loss is the consumer's.
-    with_final = run.with_final_read(cluster.bootstrap_servers)
-    final = type(run)(run.name, run.topic, with_final, run.settings, frozenset())
-    clean = final.verdict()
+    clean = check(run.with_final_read(cluster.bootstrap_servers), run.settings)
     assert clean.valid and not clean.anomalies, clean.summary()
