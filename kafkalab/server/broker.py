@@ -284,6 +284,7 @@ class KafkaBroker:
             self.events,
             int(config.extra.get("replica.fetch.wait.max.ms", 500)),
             client_id=self._client_id,
+            request_timeout_ms=int(config.extra.get("replica.socket.timeout.ms", 30_000)),
         )
         listener = BrokerMetadataListener(
             config.node_id,

@@ -67,8 +67,8 @@ from kafkalab.raft.raft_wire import (
     response_to_body,
 )
 from kafkalab.server.inter_broker_connection import InterBrokerConnection
-from kafkalab.server.link_faults import LinkFaults
-from kafkalab.server.socket_server import CLOSE_CONNECTION
+from kafkalab.server.link_faults import CutMode, LinkFaults
+from kafkalab.server.socket_server import CLOSE_CONNECTION, DROP_REQUEST
 
 log = logging.getLogger(__name__)
 
@@ -133,8 +133,9 @@ class KafkaRaftManager:
         link_faults: LinkFaults | None = None,
     ) -> None:
         """`link_faults`: the voters this one is deaf to (kafkalab's cut links, see
-        link_faults.py): their requests are dropped (the connection closed) and
-        their answers thrown away."""
+        link_faults.py): their requests are refused (the connection closed) or
+        dropped (never answered: the sender's request times out), and their
+        answers thrown away."""
         if node_id not in voters:
             raise ValueError(f"node {node_id} is not one of controller.quorum.voters {voters}")
         self.node_id = node_id
@@ -155,7 +156,14 @@ class KafkaRaftManager:
             cluster_id,
         )
         self._connections = {
-            v: InterBrokerConnection(h, p, RAFT_CHANNEL_APIS, lambda: f"raft-voter-{node_id}")
+            v: InterBrokerConnection(
+                h,
+                p,
+                RAFT_CHANNEL_APIS,
+                lambda: f"raft-voter-{node_id}",
+                # a dropped request (link faults) is given up on, as the client does
+                self.config.request_timeout_ms,
+            )
             for v, (h, p) in voters.items()
             if v != node_id
         }
@@ -312,14 +320,22 @@ class KafkaRaftManager:
         self.link_faults.refresh()
         return self.link_faults.hears(node_id)
 
+    def unheard(self, node_id: int) -> object:
+        """The answer to a request from a node this one is deaf to: CLOSE_CONNECTION
+        (a refused cut) or DROP_REQUEST (a dropped one)."""
+        assert self.link_faults is not None
+        if self.link_faults.mode(node_id) == CutMode.DROP:
+            return DROP_REQUEST
+        return CLOSE_CONNECTION
+
     def handle_request(self, header: RequestHeader, body: dict) -> Any:
         """The response body for an inbound KRaft request (a coroutine for a parked
-        Fetch; CLOSE_CONNECTION from a voter this one is deaf to)."""
+        Fetch; CLOSE_CONNECTION or DROP_REQUEST from a voter this one is deaf to)."""
         if header.api_key == ApiKeys.DESCRIBE_QUORUM:
             return describe_quorum_to_body(self.client.describe_quorum(self.clock()))
         data = request_from_body(ApiKeys(header.api_key), body)
         if not self.hears(source_of(data)):
-            return CLOSE_CONNECTION
+            return self.unheard(source_of(data))
         answer = self._handle(header.correlation_id, data)
         if (
             isinstance(data, FetchRequest)
