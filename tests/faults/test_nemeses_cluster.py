@@ -4,6 +4,7 @@ from a broker; Jepsen's topologies (kafkalab.cluster.nemesis) under load."""
 
 from __future__ import annotations
 
+import logging
 import time
 
 import pytest
@@ -72,3 +73,110 @@ def test_a_follower_behind_a_cut_link_leaves_the_isr_after_the_lag_time(cluster,
         assert timeouts == [], "a refused fetch fails at once, it does not time out"
     cluster.heal_links()
     wait_until(lambda: controller_isr(cluster, "dropped") == [1, 2, 3], timeout=60)
+
+
+def test_an_idempotent_producer_cut_off_from_the_leader_by_drops_times_out_then_lands_once(
+    cluster,
+):
+    """librdkafka (acks=all, idempotent) partitioned from the partition's leader in
+    drop mode: its Produce is never answered, so it waits out socket.timeout.ms and
+    reports the request timed out (then disconnects and retries); another client
+    still writes through the same broker. Healed, the record is either acknowledged
+    or reported failed, and the log holds it at most once, exactly once if
+    acknowledged."""
+    from confluent_kafka import Producer
+
+    from kafkalab.cluster.history import History
+    from kafkalab.cluster.workload import read_final_log
+
+    create(cluster, "cutoff", replicas=(1, 2, 3), configs={"min.insync.replicas": "2"})
+    logged: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            logged.append(record.getMessage())
+
+    rdkafka_log = logging.getLogger("nemeses.librdkafka")
+    rdkafka_log.addHandler(Collect())
+    rdkafka_log.setLevel(logging.DEBUG)
+    producer = Producer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "client.id": "p1-producer",
+            "enable.idempotence": True,
+            "acks": "all",
+            "socket.timeout.ms": 2000,
+            "message.timeout.ms": 60000,
+            "logger": rdkafka_log,
+        }
+    )
+    other = Producer({"bootstrap.servers": cluster.bootstrap_servers, "client.id": "p2-other"})
+    reports: dict[bytes, object] = {}
+
+    def report(err, msg):
+        reports[msg.value()] = err if err is not None else msg.offset()
+
+    try:
+        producer.produce("cutoff", b"before", partition=0, on_delivery=report)
+        assert producer.flush(30) == 0 and reports[b"before"] == 0
+        cluster.isolate_clients(1, mode=CutMode.DROP, client_id_prefix="p1-")
+        producer.produce("cutoff", b"during", partition=0, on_delivery=report)
+        # librdkafka's own words: "Timed out ProduceRequest in flight (after 20xx ms)"
+        wait_until(
+            lambda: (
+                producer.poll(0.2) is not None
+                and any("Timed out ProduceRequest" in line for line in logged)
+            ),
+            timeout=30,
+        )
+        assert b"during" not in reports, "nothing answered it while the link dropped"
+        other.produce("cutoff", b"another client", partition=0)
+        assert other.flush(30) == 0, "a client of another prefix is still heard"
+        cluster.heal_links()
+        assert producer.flush(60) == 0
+        during = reports[b"during"]
+        history = History()
+        log = [
+            value for _, value in read_final_log(cluster.bootstrap_servers, "cutoff", 0, history)
+        ]
+        if isinstance(during, int):
+            assert log.count(b"during") == 1 and log[during] == b"during"
+        else:
+            assert log.count(b"during") <= 1, during
+        assert log.count(b"before") == 1
+    finally:
+        cluster.heal_links()
+        producer.flush(10)
+        other.flush(10)
+
+
+def test_the_cluster_command_line_cuts_with_drops_and_isolates_clients(tmp_path):
+    import subprocess
+    import sys
+
+    def run(*args, timeout=120):
+        done = subprocess.run(
+            [sys.executable, "-m", "kafkalab", "cluster", *args, "--dir", str(tmp_path)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    run("up", "--brokers", "2")
+    try:
+        assert run("cut", "1", "2", "--mode", "drop").splitlines() == [
+            "broker 2 no longer hears broker 1 (dropped)",
+            "broker 1 no longer hears broker 2 (dropped)",
+        ]
+        out = run("isolate-clients", "2", "--mode", "drop", "--client-id-prefix", "p1-")
+        assert out.strip() == "broker 2 no longer hears clients p1-* (drop)"
+        status = run("status").splitlines()
+        [broker_2] = [line for line in status if line.startswith("broker 2\t")]
+        assert "does not hear [1] (dropped: [1])" in broker_2
+        assert "does not hear clients p1-* (drop)" in broker_2
+        run("heal")
+        assert "does not hear" not in run("status")
+    finally:
+        run("down")

@@ -259,12 +259,14 @@ def test_voters_cut_by_dropped_links_elect_another_leader_and_reunite_after_the_
         for i in ports:
             heal(dirs[i])
         until(
-            lambda: all(
-                manager(i).leader_id == manager(second).leader_id
-                and manager(i).epoch == manager(second).epoch
-                for i in ports
+            lambda: (
+                all(
+                    manager(i).leader_id == manager(second).leader_id
+                    and manager(i).epoch == manager(second).epoch
+                    for i in ports
+                )
+                and len(actives()) == 1
             )
-            and len(actives()) == 1
         )
         leader = manager(second).leader_id
         # every voter's log caught up with the leader's after the heal
