@@ -8,7 +8,7 @@ import logging
 import time
 
 import pytest
-from faults_helpers import controller_isr, wait_until
+from faults_helpers import controller_isr, controller_isr_history, wait_until
 from test_checked_histories import create
 
 from kafkalab.cluster import LocalCluster
@@ -180,3 +180,49 @@ def test_the_cluster_command_line_cuts_with_drops_and_isolates_clients(tmp_path)
         assert "does not hear" not in run("status")
     finally:
         run("down")
+
+
+def test_a_majorities_ring_under_acks_all_load_loses_nothing_acknowledged(cluster):
+    """Jepsen's majorities ring on three brokers (each hears itself and one other,
+    no two the same: one-way cuts around the ring), dropped and then refused, under
+    an idempotent acks=all producer (RF=3, min.insync.replicas=2). The ring shrinks
+    the ISR; healed, every acknowledged record is in the log once, as the checker
+    (kafkalab.cluster.checker, from the recorded history) judges it."""
+    import random
+
+    from kafkalab.cluster.checker import check, from_history
+    from kafkalab.cluster.history import History
+    from kafkalab.cluster.nemesis import Topology, heard_by, nemesis_for
+    from kafkalab.cluster.workload import (
+        ProducerWorkload,
+        read_final_log,
+        wait_for_replicas_in_sync,
+    )
+
+    create(cluster, "ring", replicas=(1, 2, 3), configs={"min.insync.replicas": "2"})
+    history = History()
+    rng = random.Random(26)
+    applied = []
+    workload = ProducerWorkload(cluster.bootstrap_servers, "ring", history, acks="all", rate=200)
+    with workload:
+        for mode in (CutMode.DROP, CutMode.REFUSE):
+            time.sleep(1.5)
+            nemesis = nemesis_for(cluster, Topology.MAJORITIES_RING, rng, mode)
+            heard = heard_by(nemesis.pairs, [1, 2, 3])
+            assert sorted(map(len, heard.values())) == [2, 2, 2], nemesis.describe()
+            nemesis.apply(cluster)
+            applied.append(nemesis.describe())
+            wait_until(lambda: len(controller_isr(cluster, "ring")) < 3, timeout=60)
+            time.sleep(2)
+            nemesis.heal(cluster)
+            wait_until(lambda: controller_isr(cluster, "ring") == [1, 2, 3], timeout=60)
+        time.sleep(1)
+    wait_for_replicas_in_sync(cluster, "ring")
+    read_final_log(cluster.bootstrap_servers, "ring", 0, history)
+    ops, settings = from_history(history)
+    verdict = check(ops, settings)
+    assert verdict.valid, (applied, verdict.summary())
+    assert workload.acked > 300, verdict.summary()
+    for anomaly in ("lost-write", "unseen", "duplicate", "inconsistent-offsets"):
+        assert not verdict.anomalies.get(anomaly), verdict.summary()
+    assert any(len(isr) < 3 for isr in controller_isr_history(cluster, "ring"))
