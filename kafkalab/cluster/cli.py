@@ -15,6 +15,8 @@
     kafkalab cluster isolate-clients 1 --mode drop --client-id-prefix p1- --dir /tmp/k3
                                                        # broker 1 stops hearing clients p1-*
     kafkalab cluster heal --dir /tmp/k3                # every link back, every client
+    kafkalab cluster clock 2 --step -3600 --dir /tmp/k3  # broker 2's wall clock an hour back
+    kafkalab cluster clock 2 --skew 1.5 --dir /tmp/k3  # ... or running 1.5x fast (--reset)
     kafkalab cluster status --dir /tmp/k3              # processes, the quorum, every partition
                                                        # replica, the reassignments in progress
     kafkalab cluster down --dir /tmp/k3                # no process is left behind
@@ -43,6 +45,7 @@ from pathlib import Path
 
 from kafkalab.cluster.local_cluster import (
     DESCRIBE_COLUMNS,
+    SINGLE_CONTROLLER,
     LocalCluster,
     ProcessState,
     cut_to_recovery_points,
@@ -54,6 +57,7 @@ from kafkalab.controller.metadata_image import MetadataImage
 from kafkalab.controller.quorum_controller import METADATA_TOPIC
 from kafkalab.records import iter_batches
 from kafkalab.server.broker import BrokerProcess
+from kafkalab.server.clock import read_clock, reset_clock, skew_clock, step_clock
 from kafkalab.server.link_faults import (
     CutMode,
     cut,
@@ -104,6 +108,14 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
         "--client-id-prefix", default=None, help="only clients whose client.id starts so"
     )
     verbs.add_parser("heal", help="restore every cut link, and every client")
+    clock = verbs.add_parser(
+        "clock", help="step or skew a node's wall clock (its timers stay monotonic)"
+    )
+    clock.add_argument("node", help="a broker's or quorum controller's id, or 'controller'")
+    how = clock.add_mutually_exclusive_group(required=True)
+    how.add_argument("--step", type=float, metavar="SECONDS", help="jump (negative: back)")
+    how.add_argument("--skew", type=float, metavar="RATE", help="run at RATE x real speed")
+    how.add_argument("--reset", action="store_true", help="the real clock again")
     for name, what in (
         ("kill", "SIGKILL a broker"),
         ("power-failure", "SIGKILL, then lose what was not fsynced"),
@@ -254,6 +266,7 @@ def _status(args: argparse.Namespace, directory: Path, state: dict) -> int:
         print(
             f"controller\t{state['controller']['address']}\t"
             f"{process_state(state['controller']['pid'])}"
+            f"{_clock_line(directory / 'controller')}"
         )
     for b, info in sorted(brokers.items()):
         line = _cuts_line(Path(info["props"]["log.dirs"]))
@@ -341,6 +354,37 @@ def _heal(args: argparse.Namespace, directory: Path, state: dict) -> int:
     return 0
 
 
+def _clock(args: argparse.Namespace, directory: Path, state: dict) -> int:
+    nodes = {str(n): Path(info["props"]["log.dirs"])
+             for n, info in {**_brokers(state), **_controllers(state)}.items()}  # fmt: skip
+    if not _controllers(state):
+        nodes[SINGLE_CONTROLLER] = directory / "controller"
+    if args.node not in nodes:
+        print(f"no node {args.node}; nodes: {sorted(nodes)}", file=sys.stderr)
+        return 1
+    if args.reset:
+        reset_clock(nodes[args.node])
+        print(f"{args.node}: the real clock")
+    elif args.step is not None:
+        step_clock(nodes[args.node], args.step * 1000)
+        print(f"{args.node}: clock stepped {args.step:+g} s")
+    else:
+        skew_clock(nodes[args.node], args.skew)
+        print(f"{args.node}: clock runs at {args.skew:g}x")
+    return 0
+
+
+def _clock_line(log_dir: Path) -> str:
+    """What `status` says of a node's clock faults ("" when none)."""
+    state = read_clock(log_dir)
+    parts = []
+    if state["offset_ms"]:
+        parts.append(f"{state['offset_ms'] / 1000:+g} s")
+    if state["rate"] != 1:
+        parts.append(f"{state['rate']:g}x")
+    return f"\tclock {', '.join(parts)}" if parts else ""
+
+
 def _cuts_line(log_dir: Path) -> str:
     """What `status` says of a node's cut links ("" when none)."""
     cuts = read_cuts(log_dir)
@@ -352,7 +396,7 @@ def _cuts_line(log_dir: Path) -> str:
         prefix = clients.get("client_id_prefix")
         which = f"clients {prefix}*" if prefix else "clients"
         line += f"\tdoes not hear {which} ({clients['mode']})"
-    return line
+    return line + _clock_line(log_dir)
 
 
 def _down(args: argparse.Namespace, directory: Path, state: dict) -> int:
@@ -452,6 +496,7 @@ _VERBS = {
     "status": _status,
     "cut": _cut,
     "isolate-clients": _isolate_clients,
+    "clock": _clock,
     "heal": _heal,
     "down": _down,
     "restart": _restart_verb,

@@ -10,6 +10,7 @@
         cluster.cut_link(1, 2, mode="drop")   # ... and their requests time out
         cluster.isolate_clients(1, mode="drop", client_id_prefix="p1-")
         cluster.heal_links()
+        cluster.clock_step(2, -3600)     # broker 2's wall clock an hour back
 
 Each process has its own data directory under `base_dir`; every process the
 cluster starts it stops, also when a test fails (`__exit__`).
@@ -32,6 +33,7 @@ from pathlib import Path
 from kafkalab.kinds import Kind
 from kafkalab.raft.kafka_metadata_log import METADATA_LOG_DIR, cut_to_recovery_point
 from kafkalab.server.broker import BrokerProcess
+from kafkalab.server.clock import reset_clock, skew_clock, step_clock
 from kafkalab.server.link_faults import (
     CutMode,
     cut,
@@ -147,6 +149,9 @@ def under_replicated(rows: list[dict]) -> list[tuple[str, int]]:
 
 #: A quorum controller's node id is this plus 1, 2, 3 (brokers are 1..n).
 CONTROLLER_ID_BASE = 3000
+#: How the fault verbs that take it (clock_step, clock_skew) name a cluster's single
+#: controller process, which has no node id.
+SINGLE_CONTROLLER = "controller"
 
 
 def _free_port() -> int:
@@ -350,9 +355,12 @@ class LocalCluster:
     def broker_dir(self, broker_id: int) -> Path:
         return self.base_dir / f"broker-{broker_id}"
 
-    def node_dir(self, node_id: int) -> Path:
+    def node_dir(self, node_id: int | str) -> Path:
         """A broker's log dir, or a quorum controller's data dir (where its
-        link-faults.json lives)."""
+        link-faults.json and clock.json live); "controller" names the single
+        controller process of a cluster without a quorum."""
+        if node_id == SINGLE_CONTROLLER and not self.controllers and self.controller is not None:
+            return self.controller.dir
         if node_id in self.controllers:
             return self._process(node_id).dir
         return self.broker_dir(node_id)
@@ -390,6 +398,26 @@ class LocalCluster:
             heal(self.broker_dir(broker_id))
         for controller in self.controllers.values():
             heal(controller.dir)
+
+    def clock_step(self, node_id: int | str, seconds: float) -> None:
+        """Step a broker's or controller's wall clock by `seconds` (negative: back).
+        It stamps records (LogAppendTime, the metadata log's batches) and rolls and
+        retains segments by it; its timers (sessions, ISR lag, duties) are monotonic
+        and do not move (kafkalab.server.clock)."""
+        step_clock(self.node_dir(node_id), seconds * 1000)
+
+    def clock_skew(self, node_id: int | str, rate: float) -> None:
+        """Run a broker's or controller's wall clock at `rate` times real speed from
+        now on (1.0: real speed again, keeping the drift so far)."""
+        skew_clock(self.node_dir(node_id), rate)
+
+    def clock_reset(self, node_id: int | str | None = None) -> None:
+        """The real clock again on one node, or (None) on every node."""
+        nodes = [node_id] if node_id is not None else [*self.brokers, *self.controllers]
+        for n in nodes:
+            reset_clock(self.node_dir(n))
+        if node_id is None and self.controller is not None and not self.controllers:
+            reset_clock(self.node_dir(SINGLE_CONTROLLER))
 
     def hold_requests(self, broker_id: int, api_key: int, count: int = 1, ms: int = 60_000):
         """Broker `broker_id` holds its next `count` client requests of `api_key`

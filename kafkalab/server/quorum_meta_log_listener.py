@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import logging
 import shutil
-import time
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +48,7 @@ from kafkalab.protocol.header import RequestHeader
 from kafkalab.raft.errors import NotLeaderError
 from kafkalab.raft.leader_state import LeaderState
 from kafkalab.raft.quorum_config import QuorumConfig
+from kafkalab.server.clock import monotonic_ms
 from kafkalab.server.controller_server import ControllerApis, MetadataLogChanges
 from kafkalab.server.events import EventLog
 from kafkalab.server.kafka_raft_manager import (
@@ -82,7 +82,9 @@ ACTIVE_ONLY = frozenset(
 
 
 def _now_ms() -> int:
-    return int(time.time() * 1000)
+    """The controller's session timers' clock: monotonic, as Kafka's
+    BrokerHeartbeatManager (System.nanoTime), so a stepped wall clock fences no one."""
+    return monotonic_ms()
 
 
 def quorum_config(props: dict[str, str]) -> QuorumConfig:

@@ -150,7 +150,7 @@ def test_an_idempotent_producer_cut_off_from_the_leader_by_drops_times_out_then_
         other.flush(10)
 
 
-def test_the_cluster_command_line_cuts_with_drops_and_isolates_clients(tmp_path):
+def test_the_cluster_command_line_cuts_with_drops_isolates_clients_and_steps_clocks(tmp_path):
     import subprocess
     import sys
 
@@ -178,6 +178,14 @@ def test_the_cluster_command_line_cuts_with_drops_and_isolates_clients(tmp_path)
         assert "does not hear clients p1-* (drop)" in broker_2
         run("heal")
         assert "does not hear" not in run("status")
+        assert run("clock", "2", "--step", "-3600").strip() == "2: clock stepped -3600 s"
+        assert run("clock", "controller", "--skew", "2").strip() == "controller: clock runs at 2x"
+        status = run("status").splitlines()
+        assert any(line.startswith("broker 2\t") and "clock -3600 s" in line for line in status)
+        assert any(line.startswith("controller\t") and "2x" in line for line in status)
+        run("clock", "2", "--reset")
+        run("clock", "controller", "--reset")
+        assert "clock" not in run("status")
     finally:
         run("down")
 
@@ -226,3 +234,65 @@ def test_a_majorities_ring_under_acks_all_load_loses_nothing_acknowledged(cluste
     for anomaly in ("lost-write", "unseen", "duplicate", "inconsistent-offsets"):
         assert not verdict.anomalies.get(anomaly), verdict.summary()
     assert any(len(isr) < 3 for isr in controller_isr_history(cluster, "ring"))
+
+
+def test_clocks_stepped_an_hour_stamp_records_by_it_and_time_nothing_out(cluster):
+    """Leader 1's wall clock an hour back, the controller's an hour ahead. Records of
+    a LogAppendTime topic are stamped by the leader's clock, so their timestamps show
+    the step, and the controller's metadata batches carry its own. Timers run on a
+    monotonic clock: no broker is fenced, the ISR stays whole while every follower
+    keeps up, and a paused follower still leaves the ISR after
+    replica.lag.time.max.ms (on the stepped wall clock it would stay an hour)."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    from kafkalab.records import iter_batches
+
+    create(cluster, "clock", configs={"message.timestamp.type": "LogAppendTime"})
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
+
+    def produce(value: bytes) -> None:
+        producer.produce("clock", value, partition=0)
+        assert producer.flush(30) == 0
+
+    def timestamps() -> dict[bytes, int]:
+        consumer = Consumer(
+            {"bootstrap.servers": cluster.bootstrap_servers, "group.id": "clock-reader"}
+        )
+        consumer.assign([TopicPartition("clock", 0, 0)])
+        out = {}
+        try:
+            while len(out) < 2:
+                msg = consumer.poll(10)
+                assert msg is not None and msg.error() is None
+                out[msg.value()] = msg.timestamp()[1]
+        finally:
+            consumer.close()
+        return out
+
+    produce(b"before")
+    stepped_ms = time.time() * 1000
+    cluster.clock_step(1, -3600)
+    cluster.clock_step("controller", 3600)
+    time.sleep(0.5)  # the processes look at their clock.json every 50 ms
+    produce(b"after")
+    ts = timestamps()
+    assert 3_590_000 < ts[b"before"] - ts[b"after"] <= 3_600_000, ts
+    time.sleep(2 * LAG_MS / 1000)  # twice the lag time, twice the session timeout
+    assert controller_isr(cluster, "clock") == [1, 2, 3]
+    assert not [e for e in read_events(cluster.base_dir / "controller") if e["event"] == "fenced"]
+    cluster.pause(3)
+    try:
+        wait_until(lambda: controller_isr(cluster, "clock") == [1, 2], timeout=60)
+    finally:
+        cluster.resume(3)
+    [shrink, *_] = isr_shrinks(cluster, "clock")
+    assert shrink["time_ms"] > stepped_ms  # events stay on the real clock
+    metadata = cluster.base_dir / "controller" / "__cluster_metadata-0"
+    newest = max(
+        batch.header.max_timestamp
+        for path in metadata.glob("*.log")
+        for batch in iter_batches(path.read_bytes())
+    )
+    assert newest - time.time() * 1000 > 3_500_000, "the controller's batches an hour ahead"
+    cluster.clock_reset()
+    wait_until(lambda: controller_isr(cluster, "clock") == [1, 2, 3], timeout=60)
