@@ -45,7 +45,7 @@ from pathlib import Path
 
 from kafkalab.cluster.local_cluster import (
     DESCRIBE_COLUMNS,
-    SINGLE_CONTROLLER,
+    SINGLE_CONTROLLER_ID,
     LocalCluster,
     ProcessState,
     cut_to_recovery_points,
@@ -111,7 +111,7 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
     clock = verbs.add_parser(
         "clock", help="step or skew a node's wall clock (its timers stay monotonic)"
     )
-    clock.add_argument("node", help="a broker's or quorum controller's id, or 'controller'")
+    clock.add_argument("node", help="a broker's or controller's id (one controller: 3001)")
     how = clock.add_mutually_exclusive_group(required=True)
     how.add_argument("--step", type=float, metavar="SECONDS", help="jump (negative: back)")
     how.add_argument("--skew", type=float, metavar="RATE", help="run at RATE x real speed")
@@ -358,7 +358,7 @@ def _clock(args: argparse.Namespace, directory: Path, state: dict) -> int:
     nodes = {str(n): Path(info["props"]["log.dirs"])
              for n, info in {**_brokers(state), **_controllers(state)}.items()}  # fmt: skip
     if not _controllers(state):
-        nodes[SINGLE_CONTROLLER] = directory / "controller"
+        nodes[str(SINGLE_CONTROLLER_ID)] = directory / "controller"
     if args.node not in nodes:
         print(f"no node {args.node}; nodes: {sorted(nodes)}", file=sys.stderr)
         return 1

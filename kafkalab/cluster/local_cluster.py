@@ -149,9 +149,8 @@ def under_replicated(rows: list[dict]) -> list[tuple[str, int]]:
 
 #: A quorum controller's node id is this plus 1, 2, 3 (brokers are 1..n).
 CONTROLLER_ID_BASE = 3000
-#: How the fault verbs that take it (clock_step, clock_skew) name a cluster's single
-#: controller process, which has no node id.
-SINGLE_CONTROLLER = "controller"
+#: The node id of a single controller (a quorum of one: the first voter's id).
+SINGLE_CONTROLLER_ID = CONTROLLER_ID_BASE + 1
 
 
 def _free_port() -> int:
@@ -355,11 +354,15 @@ class LocalCluster:
     def broker_dir(self, broker_id: int) -> Path:
         return self.base_dir / f"broker-{broker_id}"
 
-    def node_dir(self, node_id: int | str) -> Path:
-        """A broker's log dir, or a quorum controller's data dir (where its
-        link-faults.json and clock.json live); "controller" names the single
-        controller process of a cluster without a quorum."""
-        if node_id == SINGLE_CONTROLLER and not self.controllers and self.controller is not None:
+    def _is_single_controller(self, node_id: int) -> bool:
+        return node_id == SINGLE_CONTROLLER_ID and not self.controllers
+
+    def node_dir(self, node_id: int) -> Path:
+        """A broker's log dir, or a controller's data dir (where its link-faults.json
+        and clock.json live): a quorum's voter, or the single controller by
+        SINGLE_CONTROLLER_ID."""
+        if self._is_single_controller(node_id):
+            assert self.controller is not None
             return self.controller.dir
         if node_id in self.controllers:
             return self._process(node_id).dir
@@ -399,25 +402,26 @@ class LocalCluster:
         for controller in self.controllers.values():
             heal(controller.dir)
 
-    def clock_step(self, node_id: int | str, seconds: float) -> None:
-        """Step a broker's or controller's wall clock by `seconds` (negative: back).
+    def clock_step(self, node_id: int, seconds: float) -> None:
+        """Step a broker's or controller's wall clock by `seconds` (negative: back;
+        the single controller is SINGLE_CONTROLLER_ID).
         It stamps records (LogAppendTime, the metadata log's batches) and rolls and
         retains segments by it; its timers (sessions, ISR lag, duties) are monotonic
         and do not move (kafkalab.server.clock)."""
         step_clock(self.node_dir(node_id), seconds * 1000)
 
-    def clock_skew(self, node_id: int | str, rate: float) -> None:
+    def clock_skew(self, node_id: int, rate: float) -> None:
         """Run a broker's or controller's wall clock at `rate` times real speed from
         now on (1.0: real speed again, keeping the drift so far)."""
         skew_clock(self.node_dir(node_id), rate)
 
-    def clock_reset(self, node_id: int | str | None = None) -> None:
+    def clock_reset(self, node_id: int | None = None) -> None:
         """The real clock again on one node, or (None) on every node."""
         nodes = [node_id] if node_id is not None else [*self.brokers, *self.controllers]
         for n in nodes:
             reset_clock(self.node_dir(n))
         if node_id is None and self.controller is not None and not self.controllers:
-            reset_clock(self.node_dir(SINGLE_CONTROLLER))
+            reset_clock(self.node_dir(SINGLE_CONTROLLER_ID))
 
     def hold_requests(self, broker_id: int, api_key: int, count: int = 1, ms: int = 60_000):
         """Broker `broker_id` holds its next `count` client requests of `api_key`

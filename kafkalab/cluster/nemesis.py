@@ -23,10 +23,13 @@ host: it hears every broker, as Jepsen's control node does.
     partition = majorities_ring(sorted(hosts(cluster)), random.Random(7))
     nemesis = Nemesis("majorities-ring", expand(partition, hosts(cluster)), CutMode.DROP)
     nemesis.apply(cluster)      # writes each receiver's link-faults.json
-    nemesis.heal(cluster)       # every link back (Jepsen's :stop)
+    nemesis.heal(cluster)       # its links back (Jepsen's :stop)
 
 `nemesis_for(cluster, Topology.MAJORITIES_RING, rng, mode)` does both steps, and
 is what a soak calls (apply/heal) for a random partition of a given topology.
+`ClientsCut` (a broker deaf to clients) and `ClockStep` (a node's clock stepped)
+have the same apply/heal/describe. Each heals only what it did, so faults that
+overlap (a partition while another is still on) heal one by one.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kafkalab.kinds import Kind
-from kafkalab.server.link_faults import CutMode, cut
+from kafkalab.server.link_faults import CutMode, connect_clients, cut, uncut
 
 #: A grudge: (receiver, deaf-to) pairs. The receiver hears nothing from deaf-to.
 Pairs = frozenset[tuple[int, int]]
@@ -176,7 +179,13 @@ class Nemesis:
             cut(cluster.node_dir(receiver), senders, self.mode)
 
     def heal(self, cluster) -> None:
-        cluster.heal_links()
+        """Undo this partition's cuts only: another fault's cuts, applied meanwhile,
+        stay (overlapping faults heal one by one; `cluster.heal_links()` heals all)."""
+        by_receiver: dict[int, set[int]] = {}
+        for receiver, sender in self.pairs:
+            by_receiver.setdefault(receiver, set()).add(sender)
+        for receiver, senders in sorted(by_receiver.items()):
+            uncut(cluster.node_dir(receiver), senders)
 
     def describe(self) -> str:
         deaf: dict[int, list[int]] = {}
@@ -184,6 +193,44 @@ class Nemesis:
             deaf.setdefault(receiver, []).append(sender)
         cuts = "; ".join(f"{r} deaf to {s}" for r, s in deaf.items())
         return f"{self.name} ({self.mode}): {cuts or 'nothing cut'}"
+
+
+@dataclass(frozen=True)
+class ClientsCut:
+    """A broker deaf to its clients (all, or those whose client.id starts with
+    `client_id_prefix`): a partition between client processes and a broker."""
+
+    broker: int
+    mode: CutMode = CutMode.REFUSE
+    client_id_prefix: str | None = None
+
+    def apply(self, cluster) -> None:
+        cluster.isolate_clients(self.broker, self.mode, self.client_id_prefix)
+
+    def heal(self, cluster) -> None:
+        connect_clients(cluster.node_dir(self.broker))
+
+    def describe(self) -> str:
+        which = f"clients {self.client_id_prefix}*" if self.client_id_prefix else "clients"
+        return f"broker {self.broker} deaf to {which} ({self.mode})"
+
+
+@dataclass(frozen=True)
+class ClockStep:
+    """A node's wall clock stepped by `seconds` (kafkalab.server.clock); healed by
+    the real clock again."""
+
+    node: int
+    seconds: float
+
+    def apply(self, cluster) -> None:
+        cluster.clock_step(self.node, self.seconds)
+
+    def heal(self, cluster) -> None:
+        cluster.clock_reset(self.node)
+
+    def describe(self) -> str:
+        return f"{self.node}'s clock stepped {self.seconds:+g} s"
 
 
 def nemesis_for(
@@ -213,6 +260,8 @@ def nemesis_for(
 
 
 __all__ = [
+    "ClientsCut",
+    "ClockStep",
     "Nemesis",
     "Pairs",
     "Topology",

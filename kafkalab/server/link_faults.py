@@ -27,7 +27,9 @@ Controller traffic is not affected.
              deaf to is likewise thrown away, and the receiver waits out its
              request timeout before it asks again. A dropped request is lost,
              not delayed: it never reaches the broker's handlers, even after a
-             heal.
+             heal. Between a broker and a controller a cut is refused in
+             either mode for now: a broker's channel to its controllers has no
+             request timeout yet, so a dropped request would hold it for good.
 
 **Clients cut off** (`isolate_clients`): a broker deaf to clients, all of them
 or those whose client.id starts with a prefix (Jepsen's clients are
@@ -130,6 +132,21 @@ def isolate_clients(
 def read_clients_cut(log_dir: Path) -> dict | None:
     """{"mode", "client_id_prefix"} while this broker is deaf to clients, else None."""
     return _read(log_dir).get("clients")
+
+
+def uncut(log_dir: Path, senders: set[int]) -> None:
+    """Hear `senders` again (other cuts stay: faults that overlap heal one by one)."""
+    faults = _read(log_dir)
+    deaf = set(faults.get("deaf_to", [])) - set(senders)
+    drop = set(faults.get("drop", [])) & deaf
+    _write(log_dir, {**faults, "deaf_to": sorted(deaf), "drop": sorted(drop)})
+
+
+def connect_clients(log_dir: Path) -> None:
+    """Hear clients again (the cut links stay)."""
+    faults = _read(log_dir)
+    if faults.pop("clients", None) is not None:
+        _write(log_dir, faults)
 
 
 def heal(log_dir: Path) -> None:

@@ -57,6 +57,7 @@ from kafkalab.server.kafka_raft_manager import (
     parse_quorum_voters,
 )
 from kafkalab.server.link_faults import LinkFaults
+from kafkalab.server.socket_server import CLOSE_CONNECTION
 
 log = logging.getLogger(__name__)
 __all__ = ["RAFT_CHANNEL_APIS", "QuorumControllerApis", "QuorumMetaLogListener", "start_quorum"]
@@ -297,7 +298,10 @@ class QuorumControllerApis(ControllerApis):
         key = ApiKeys(header.api_key)
         broker = body.get("replica_id" if key == ApiKeys.FETCH else "broker_id")
         if isinstance(broker, int) and broker >= 0 and not manager.hears(broker):
-            return manager.unheard(broker)  # a cut link between this controller and that broker
+            # a cut link between this controller and that broker: always refused, also
+            # in drop mode (a broker's channel to its controllers has no request timeout
+            # yet, so a dropped request would hold it for good)
+            return CLOSE_CONNECTION
         if key == ApiKeys.FETCH and not self.quorum.active:
             return self._not_leader_fetch(body)
         if key in ACTIVE_ONLY and not self.quorum.active:

@@ -12,6 +12,7 @@ from faults_helpers import controller_isr, controller_isr_history, wait_until
 from test_checked_histories import create
 
 from kafkalab.cluster import LocalCluster
+from kafkalab.cluster.local_cluster import SINGLE_CONTROLLER_ID
 from kafkalab.server.events import read_events
 from kafkalab.server.link_faults import CutMode
 
@@ -179,12 +180,12 @@ def test_the_cluster_command_line_cuts_with_drops_isolates_clients_and_steps_clo
         run("heal")
         assert "does not hear" not in run("status")
         assert run("clock", "2", "--step", "-3600").strip() == "2: clock stepped -3600 s"
-        assert run("clock", "controller", "--skew", "2").strip() == "controller: clock runs at 2x"
+        assert run("clock", "3001", "--skew", "2").strip() == "3001: clock runs at 2x"
         status = run("status").splitlines()
         assert any(line.startswith("broker 2\t") and "clock -3600 s" in line for line in status)
         assert any(line.startswith("controller\t") and "2x" in line for line in status)
         run("clock", "2", "--reset")
-        run("clock", "controller", "--reset")
+        run("clock", "3001", "--reset")
         assert "clock" not in run("status")
     finally:
         run("down")
@@ -272,7 +273,7 @@ def test_clocks_stepped_an_hour_stamp_records_by_it_and_time_nothing_out(cluster
     produce(b"before")
     stepped_ms = time.time() * 1000
     cluster.clock_step(1, -3600)
-    cluster.clock_step("controller", 3600)
+    cluster.clock_step(SINGLE_CONTROLLER_ID, 3600)
     time.sleep(0.5)  # the processes look at their clock.json every 50 ms
     produce(b"after")
     ts = timestamps()

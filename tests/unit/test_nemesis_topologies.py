@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 
 from kafkalab.cluster.local_cluster import CONTROLLER_ID_BASE
 from kafkalab.cluster.nemesis import (
+    ClientsCut,
+    ClockStep,
     Nemesis,
     Topology,
     bisect,
@@ -27,7 +29,8 @@ from kafkalab.cluster.nemesis import (
     nemesis_for,
 )
 from kafkalab.errors import UnknownKindError
-from kafkalab.server.link_faults import CutMode, read_cuts
+from kafkalab.server.clock import read_clock, reset_clock, step_clock
+from kafkalab.server.link_faults import CutMode, isolate_clients, read_clients_cut, read_cuts
 
 node_sets = st.lists(st.integers(1, 50), min_size=3, max_size=9, unique=True)
 seeds = st.integers(0, 2**32 - 1)
@@ -116,26 +119,65 @@ def test_hosts_put_broker_i_and_controller_i_together_and_expand_cuts_every_pair
     assert hosts(one_controller) == {1: [1], 2: [2]}
 
 
-def test_a_nemesis_writes_each_receivers_cuts_and_heals_them(tmp_path):
+def stub_cluster(tmp_path):
+    """What a Nemesis asks of a LocalCluster, over three directories."""
     dirs = {n: tmp_path / str(n) for n in (1, 2, 3)}
     for d in dirs.values():
         d.mkdir()
-    healed = []
-    cluster = SimpleNamespace(
+    return SimpleNamespace(
         brokers=dict.fromkeys(dirs),
         controllers={},
         node_dir=dirs.__getitem__,
-        heal_links=lambda: healed.append(True),
+        isolate_clients=lambda b, mode, prefix: isolate_clients(dirs[b], mode, prefix),
+        clock_step=lambda n, s: step_clock(dirs[n], s * 1000),
+        clock_reset=lambda n: reset_clock(dirs[n]),
     )
+
+
+def cuts(cluster) -> set[tuple[int, int]]:
+    return {(r, s) for r in cluster.brokers for s in read_cuts(cluster.node_dir(r))}
+
+
+def test_a_nemesis_writes_each_receivers_cuts_and_heals_only_its_own(tmp_path):
+    cluster = stub_cluster(tmp_path)
     nemesis = nemesis_for(cluster, "majorities-ring", random.Random(1), "drop")
     assert nemesis.name == Topology.MAJORITIES_RING and nemesis.mode == CutMode.DROP
     nemesis.apply(cluster)
-    written = {(r, s) for r in dirs for s, mode in read_cuts(dirs[r]).items()}
-    assert written == nemesis.pairs
-    assert all(m == CutMode.DROP for r in dirs for m in read_cuts(dirs[r]).values())
+    assert cuts(cluster) == nemesis.pairs
+    assert all(
+        m == CutMode.DROP for r in cluster.brokers for m in read_cuts(cluster.node_dir(r)).values()
+    )
     assert "deaf to" in nemesis.describe()
     nemesis.heal(cluster)
-    assert healed == [True]
+    assert cuts(cluster) == set()
+    # overlapping faults heal one by one
+    one = Nemesis("one", isolate_one([1, 2, 3], 3))
+    other = Nemesis("other", frozenset({(1, 2)}), CutMode.DROP)
+    one.apply(cluster)
+    other.apply(cluster)
+    one.heal(cluster)
+    assert cuts(cluster) == {(1, 2)}
+    assert read_cuts(cluster.node_dir(1)) == {2: CutMode.DROP}
+    other.heal(cluster)
+    assert cuts(cluster) == set()
     assert Nemesis("x", frozenset()).describe() == "x (refuse): nothing cut"
     with pytest.raises(UnknownKindError, match="partition topology"):
         nemesis_for(cluster, "bridge", random.Random(1))
+
+
+def test_a_clients_cut_and_a_clock_step_apply_and_heal_alone(tmp_path):
+    cluster = stub_cluster(tmp_path)
+    Nemesis("cut", frozenset({(2, 1)})).apply(cluster)
+    clients = ClientsCut(2, CutMode.DROP, "p1-")
+    clients.apply(cluster)
+    assert read_clients_cut(cluster.node_dir(2)) == {"mode": "drop", "client_id_prefix": "p1-"}
+    assert clients.describe() == "broker 2 deaf to clients p1-* (drop)"
+    clients.heal(cluster)
+    assert read_clients_cut(cluster.node_dir(2)) is None
+    assert read_cuts(cluster.node_dir(2)) == {1: CutMode.REFUSE}  # the link cut stays
+    step = ClockStep(3, -3600)
+    step.apply(cluster)
+    assert read_clock(cluster.node_dir(3))["offset_ms"] == -3_600_000
+    assert step.describe() == "3's clock stepped -3600 s"
+    step.heal(cluster)
+    assert read_clock(cluster.node_dir(3))["offset_ms"] == 0
