@@ -76,8 +76,8 @@ from kafkalab.raft.raft_wire import (
 )
 from kafkalab.server.events import EventLog
 from kafkalab.server.inter_broker_connection import InterBrokerConnection
-from kafkalab.server.link_faults import LinkFaults
-from kafkalab.server.socket_server import CLOSE_CONNECTION
+from kafkalab.server.link_faults import CutMode, LinkFaults
+from kafkalab.server.socket_server import CLOSE_CONNECTION, DROP_REQUEST
 
 log = logging.getLogger(__name__)
 
@@ -143,8 +143,9 @@ class KafkaRaftManager:
         events: EventLog | None = None,
     ) -> None:
         """`link_faults`: the voters this one is deaf to (kafkalab's cut links, see
-        link_faults.py): their requests are dropped (the connection closed) and
-        their answers thrown away. `events`: where the voter's transitions are
+        link_faults.py): their requests are refused (the connection closed) or
+        dropped (never answered: the sender's request times out), and their
+        answers thrown away. `events`: where the voter's transitions are
         recorded (see above)."""
         if node_id not in voters:
             raise ValueError(f"node {node_id} is not one of controller.quorum.voters {voters}")
@@ -166,7 +167,14 @@ class KafkaRaftManager:
             cluster_id,
         )
         self._connections = {
-            v: InterBrokerConnection(h, p, RAFT_CHANNEL_APIS, lambda: f"raft-voter-{node_id}")
+            v: InterBrokerConnection(
+                h,
+                p,
+                RAFT_CHANNEL_APIS,
+                lambda: f"raft-voter-{node_id}",
+                # a dropped request (link faults) is given up on, as the client does
+                self.config.request_timeout_ms,
+            )
             for v, (h, p) in voters.items()
             if v != node_id
         }
@@ -355,14 +363,22 @@ class KafkaRaftManager:
         self.link_faults.refresh()
         return self.link_faults.hears(node_id)
 
+    def unheard(self, node_id: int) -> object:
+        """The answer to a request from a node this one is deaf to: CLOSE_CONNECTION
+        (a refused cut) or DROP_REQUEST (a dropped one)."""
+        assert self.link_faults is not None
+        if self.link_faults.mode(node_id) == CutMode.DROP:
+            return DROP_REQUEST
+        return CLOSE_CONNECTION
+
     def handle_request(self, header: RequestHeader, body: dict) -> Any:
         """The response body for an inbound KRaft request (a coroutine for a parked
-        Fetch; CLOSE_CONNECTION from a voter this one is deaf to)."""
+        Fetch; CLOSE_CONNECTION or DROP_REQUEST from a voter this one is deaf to)."""
         if header.api_key == ApiKeys.DESCRIBE_QUORUM:
             return describe_quorum_to_body(self.client.describe_quorum(self.clock()))
         data = request_from_body(ApiKeys(header.api_key), body)
         if not self.hears(source_of(data)):
-            return CLOSE_CONNECTION
+            return self.unheard(source_of(data))
         answer = self._handle(header.correlation_id, data)
         if (
             isinstance(data, FetchRequest)

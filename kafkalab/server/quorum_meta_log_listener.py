@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import logging
 import shutil
-import time
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +51,7 @@ from kafkalab.protocol.header import RequestHeader
 from kafkalab.raft.errors import NotLeaderError
 from kafkalab.raft.leader_state import LeaderState
 from kafkalab.raft.quorum_config import QuorumConfig
+from kafkalab.server.clock import monotonic_ms
 from kafkalab.server.controller_server import ControllerApis, MetadataLogChanges
 from kafkalab.server.events import EventLog
 from kafkalab.server.kafka_raft_manager import (
@@ -86,7 +86,9 @@ ACTIVE_ONLY = frozenset(
 
 
 def _now_ms() -> int:
-    return int(time.time() * 1000)
+    """The controller's session timers' clock: monotonic, as Kafka's
+    BrokerHeartbeatManager (System.nanoTime), so a stepped wall clock fences no one."""
+    return monotonic_ms()
 
 
 def quorum_config(props: dict[str, str]) -> QuorumConfig:
@@ -315,7 +317,10 @@ class QuorumControllerApis(ControllerApis):
             return manager.handle_request(header, body)
         broker = body.get("replica_id" if key == ApiKeys.FETCH else "broker_id")
         if isinstance(broker, int) and broker >= 0 and not manager.hears(broker):
-            return CLOSE_CONNECTION  # a cut link between this controller and that broker
+            # a cut link between this controller and that broker: always refused, also
+            # in drop mode (a broker's channel to its controllers has no request timeout
+            # yet, so a dropped request would hold it for good)
+            return CLOSE_CONNECTION
         if key == ApiKeys.FETCH and not self.quorum.active:
             return with_current_leader(self._not_leader_fetch(body), manager)
         if key in ACTIVE_ONLY and not self.quorum.active:
