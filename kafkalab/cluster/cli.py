@@ -18,10 +18,10 @@
     kafkalab cluster heal --dir /tmp/k3                # every link back, every client
     kafkalab cluster clock 2 --step -3600 --dir /tmp/k3  # broker 2's wall clock an hour back
     kafkalab cluster clock 2 --skew 1.5 --dir /tmp/k3  # ... or running 1.5x fast (--reset)
-    kafkalab cluster status --dir /tmp/k3              # processes (and the controller each
-                                                       # broker talks to), the quorum, every
-                                                       # partition replica, the reassignments
-                                                       # in progress
+    kafkalab cluster status --dir /tmp/k3              # processes, the quorum (and the
+                                                       # controller each broker talks to),
+                                                       # every partition replica, the
+                                                       # reassignments in progress
     kafkalab cluster down --dir /tmp/k3                # no process is left behind
 
 The processes run in the background; DIR/cluster.json remembers them (pids,
@@ -279,8 +279,7 @@ def _status(args: argparse.Namespace, directory: Path, state: dict) -> int:
         )
     for b, info in sorted(brokers.items()):
         line = _cuts_line(Path(info["props"]["log.dirs"]))
-        talks = _controller_line(Path(info["props"]["log.dirs"]))
-        print(f"broker {b}\t{info['address']}\t{process_state(info['pid'])}{talks}{line}")
+        print(f"broker {b}\t{info['address']}\t{process_state(info['pid'])}{line}")
     rows = describe_rows(
         {b: Path(info["props"]["log.dirs"]) for b, info in brokers.items()},
         {b: process_state(info["pid"]) for b, info in brokers.items()},
@@ -288,6 +287,8 @@ def _status(args: argparse.Namespace, directory: Path, state: dict) -> int:
     if controllers:
         print()
         print("\n".join(_quorum_lines(controllers)))
+        print()
+        print("\n".join(_brokers_controller_lines(brokers)))
     if rows:
         print()
         print("\t".join(DESCRIBE_COLUMNS))
@@ -352,16 +353,19 @@ def _isolate_clients(args: argparse.Namespace, directory: Path, state: dict) -> 
     return 0
 
 
-def _controller_line(log_dir: Path) -> str:
-    """Which controller a broker talks to, as it last wrote (controller_channel.py's
-    controller-channel.json): the leader it follows, or that it is looking for one."""
-    state = read_controller_state(log_dir)
-    if state is None:
-        return ""
-    if state["leader"] is None:
-        return "\tcontroller: looking for the leader"
-    epoch = f" (epoch {state['epoch']})" if state["epoch"] >= 0 else ""
-    return f"\tcontroller {state['leader']}{epoch}"
+def _brokers_controller_lines(brokers: dict[int, dict]) -> list[str]:
+    """Which controller each broker talks to, as it last wrote (controller_channel.py's
+    controller-channel.json): the leader it follows (or "-" while it looks for one),
+    the epoch that leader was named in, the controllers it cannot reach."""
+    lines = ["broker\tcontroller\tepoch\tunreachable"]
+    for b, info in sorted(brokers.items()):
+        state = read_controller_state(Path(info["props"]["log.dirs"]))
+        if state is None:
+            lines.append(f"{b}\t?\t\t")
+            continue
+        leader = state["leader"] if state["leader"] is not None else "-"
+        lines.append(f"{b}\t{leader}\t{state['epoch']}\t{','.join(state['unreachable'])}")
+    return lines
 
 
 def _single_controller(state: dict) -> dict[int, dict]:
