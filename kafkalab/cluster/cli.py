@@ -30,14 +30,17 @@ addresses, properties), and each one's output is in its data directory.
 With --controllers 3 (or 5) the controllers are a KRaft quorum, voters with node ids
 3001, 3002, ...: kill, power-failure, stop, continue and restart take a controller's
 id as they take a broker's, and status shows the quorum as DescribeQuorum answers it
-(leader, epoch, high watermark, each voter's log end offset and lag). The default
+(leader, epoch, high watermark, each voter's log end offset and lag) and which
+controller each broker talks to (the leader it follows: the brokers follow the
+quorum's leader hints, kafkalab/server/controller_channel.py). The default
 stays one controller process, as before (node id 3001 for `cut`). `cut` takes
 controllers too: between two controllers it cuts their Raft traffic; a controller
 deaf to a broker (`cut BROKER CONTROLLER --one-way`) drops that broker's requests, so
 its heartbeats never arrive and it is fenced after the session timeout; a broker deaf
 to a controller (`cut CONTROLLER BROKER --one-way`) throws that controller's answers
 away: its heartbeats arrive and keep it unfenced, but it learns nothing and its
-metadata goes stale. Both ways, both.
+metadata goes stale. Both ways, both. (Between a broker and a controller a cut is
+refused in --mode drop too: link_faults.py.)
 """
 
 from __future__ import annotations
