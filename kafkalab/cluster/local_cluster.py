@@ -37,6 +37,7 @@ from kafkalab.server.link_faults import (
     write_deaf_to,
 )
 from kafkalab.server.replica_state import read_replica_state
+from kafkalab.storage import durability_ledger
 from kafkalab.storage.checkpoint_file import (
     RECOVERY_POINT_OFFSET_CHECKPOINT,
     OffsetCheckpointFile,
@@ -390,11 +391,31 @@ class LocalCluster:
         rows = [r for r in rows if topic is None or r["topic"] == topic]
         return pd.DataFrame(rows, columns=DESCRIBE_COLUMNS)
 
-    def power_failure(self, broker_id: int) -> dict[str, int]:
+    def power_failure(
+        self, broker_id: int, *, lose_unsynced: bool = False, seed: int | None = None
+    ) -> dict[str, int]:
         """SIGKILL the broker, then cut each of its logs back to its recovery point:
         what the broker knew it had fsynced (Kafka's recovery-point-offset-checkpoint).
         Everything written after it is gone, as after a power cut with data still in
-        the page cache. Returns {partition: bytes cut}. Restart it with `restart`."""
+        the page cache. Returns {partition: bytes cut}. Restart it with `restart`.
+
+        `lose_unsynced=True` is lazyfs's power failure instead: every file of the node
+        (segments, indexes, checkpoints, producer snapshots, quorum-state, the KRaft
+        log) goes back to its last fsync, renames and new files whose directory was
+        not fsynced are undone (kafkalab.storage.durability_ledger); the node must run
+        with `kafkalab.lazyfs.enable=true`. With a `seed`, a log file may keep part of
+        what was written after its fsync (a torn write). Returns {file: bytes of a torn
+        write kept}."""
+        if lose_unsynced:
+            node = self._process(broker_id)
+            ledger = durability_ledger.ledger_dir_for(node.dir)
+            if not (ledger / "roots.json").exists():
+                raise ValueError(
+                    f"node {broker_id} keeps no durability ledger: start it with "
+                    f"{durability_ledger.LAZYFS_ENABLE_CONFIG}=true"
+                )
+            node.kill()
+            return durability_ledger.power_failure(ledger, seed=seed).torn
         if broker_id in self.controllers:
             controller = self.controllers[broker_id]
             controller.kill()

@@ -24,6 +24,7 @@ from kafkalab.records.record_batch import (
     CorruptRecordError,
     read_header,
 )
+from kafkalab.storage import durability_ledger
 from kafkalab.storage.errors import KafkaStorageError
 
 #: How much recovery and dump-log read at a time.
@@ -136,6 +137,7 @@ class FileRecords:
     def flush(self) -> None:
         """fsync: after this returns, the bytes survive a power failure."""
         os.fsync(self._fd)
+        durability_ledger.file_synced(self.path, self._fd)
 
     def close(self) -> None:
         if (self._owns_fd or not self.is_slice) and self._fd >= 0:
