@@ -108,10 +108,16 @@ def installed() -> DurabilityLedger | None:
     return _LEDGER
 
 
-def file_synced(path: str | Path, fd: int) -> None:
+def file_synced(path: str | Path, fd: int, *, append_only: bool = False) -> None:
     """Called after fsync(fd) of the file `path`: its content now is durable."""
     if _LEDGER is not None:
-        _LEDGER.file_synced(Path(path), fd)
+        _LEDGER.file_synced(Path(path), fd, append_only=append_only)
+
+
+def file_rewritten(fd: int) -> None:
+    """Called when a file that otherwise only grows was cut (a log truncation)."""
+    if _LEDGER is not None:
+        _LEDGER.file_rewritten(fd)
 
 
 def dir_synced(path: str | Path) -> None:
@@ -128,6 +134,19 @@ def _write_atomically(path: Path, data: bytes) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_bytes(data)
     os.replace(tmp, path)
+
+
+def _read_data(fd: int, size: int) -> bytes:
+    """The file's bytes, read up to where only holes follow (an index is
+    preallocated sparse: megabytes of holes after a few entries)."""
+    end = size
+    try:
+        end = os.lseek(fd, 0, os.SEEK_HOLE)
+        os.lseek(fd, end, os.SEEK_DATA)  # more data after the hole: read all of it
+        end = size
+    except OSError:  # ENXIO: holes only from `end` on; or no SEEK_HOLE here
+        pass
+    return os.pread(fd, end, 0) if end else b""
 
 
 def _listing(directory: Path) -> dict[str, int]:
@@ -147,6 +166,8 @@ class DurabilityLedger:
 
     directory: Path
     roots: list[Path] = field(default_factory=list)
+    # inode -> bytes recorded, for files that only grow (`file_synced(append_only=True)`)
+    _append_only: dict[int, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.directory = self.directory.absolute()
@@ -179,16 +200,34 @@ class DurabilityLedger:
                     finally:
                         os.close(fd)
 
-    def file_synced(self, path: Path, fd: int) -> None:
+    def file_synced(self, path: Path, fd: int, *, append_only: bool = False) -> None:
+        """Record the file's content now. `append_only` (a segment's FileRecords):
+        it only grew since its last record unless `file_rewritten` said otherwise,
+        so only the new bytes are copied."""
         st = os.fstat(fd)
-        try:
-            content = os.pread(fd, st.st_size, 0) if st.st_size else b""
-        except OSError:  # opened for writing only: read the same inode again
-            content = Path(f"/proc/self/fd/{fd}").read_bytes()
         data = self.directory / "data" / str(st.st_ino)
-        _write_atomically(data, content.rstrip(b"\0"))
-        _write_atomically(data.with_suffix(".size"), str(len(content)).encode())
+        size_file = data.with_suffix(".size")
+        # a descriptor of our own: its file offset is not the caller's, and it reads
+        # a file the caller opened for writing only
+        own = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY)
+        try:
+            recorded = self._append_only.get(st.st_ino)
+            if append_only and recorded is not None and recorded <= st.st_size:
+                with open(data, "ab") as f:
+                    f.write(os.pread(own, st.st_size - recorded, recorded))
+            else:
+                content = _read_data(own, st.st_size)
+                _write_atomically(data, content if append_only else content.rstrip(b"\0"))
+            _write_atomically(size_file, str(st.st_size).encode())
+        finally:
+            os.close(own)
+        if append_only:
+            self._append_only[st.st_ino] = st.st_size
         self._pin(path, st.st_ino)
+
+    def file_rewritten(self, fd: int) -> None:
+        """The file was cut or written inside: the next record copies it whole."""
+        self._append_only.pop(os.fstat(fd).st_ino, None)
 
     def dir_synced(self, path: Path) -> None:
         path = path.absolute()
@@ -231,7 +270,8 @@ def _durable_content(ledger: Path, ino: int) -> bytes | None:
         size = int(data.with_suffix(".size").read_text())
     except FileNotFoundError:
         return None
-    return content + b"\0" * (size - len(content))
+    # longer than its size: a SIGKILL between appending and recording the size
+    return content[:size] + b"\0" * (size - len(content))
 
 
 def _remove(path: Path) -> None:
@@ -320,6 +360,7 @@ __all__ = [
     "PowerFailure",
     "data_dirs",
     "dir_synced",
+    "file_rewritten",
     "file_synced",
     "install",
     "install_for",
