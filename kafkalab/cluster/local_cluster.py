@@ -203,6 +203,8 @@ class LocalCluster:
         #: a quorum's voters by node id (empty with a single controller)
         self.controllers: dict[int, BrokerProcess] = {}
         self.brokers: dict[int, BrokerProcess] = {}
+        #: what the last `power_failure(..., lose_unsynced=True)` did to the files
+        self.last_power_failure: durability_ledger.PowerFailure | None = None
 
     def _props(self, broker_id: int) -> dict[str, str]:
         assert self.controller is not None
@@ -404,8 +406,8 @@ class LocalCluster:
         log) goes back to its last fsync, renames and new files whose directory was
         not fsynced are undone (kafkalab.storage.durability_ledger); the node must run
         with `kafkalab.lazyfs.enable=true`. With a `seed`, a log file may keep part of
-        what was written after its fsync (a torn write). Returns {file: bytes of a torn
-        write kept}."""
+        what was written after its fsync (a torn write). Returns {file: bytes lost};
+        `last_power_failure` has the whole report (removed, torn)."""
         if lose_unsynced:
             node = self._process(broker_id)
             ledger = durability_ledger.ledger_dir_for(node.dir)
@@ -415,7 +417,8 @@ class LocalCluster:
                     f"{durability_ledger.LAZYFS_ENABLE_CONFIG}=true"
                 )
             node.kill()
-            return durability_ledger.power_failure(ledger, seed=seed).torn
+            self.last_power_failure = durability_ledger.power_failure(ledger, seed=seed)
+            return self.last_power_failure.cut
         if broker_id in self.controllers:
             controller = self.controllers[broker_id]
             controller.kill()

@@ -255,11 +255,13 @@ class DurabilityLedger:
 
 @dataclass(frozen=True)
 class PowerFailure:
-    """What a power failure did: files removed, files cut back, torn writes kept
-    ({path: bytes of the unsynced tail kept})."""
+    """What a power failure did: files removed, files put back to their last
+    fsync, {path: bytes lost} (from the first byte that differs, or the whole file),
+    torn writes kept ({path: bytes of the unsynced tail kept})."""
 
     removed: list[str]
     restored: list[str]
+    cut: dict[str, int]
     torn: dict[str, int]
 
 
@@ -301,6 +303,7 @@ def power_failure(
     removed: list[str] = []
     restored: list[str] = []
     torn: dict[str, int] = {}
+    cut: dict[str, int] = {}
 
     def crash_dir(directory: Path) -> None:
         names = durable_dirs.get(directory, {})  # never fsynced: no name in it is durable
@@ -309,6 +312,8 @@ def power_failure(
             if entry.name in FILES_NOT_GOVERNED:
                 continue
             if entry.name not in names:
+                if entry.is_file(follow_symlinks=False):
+                    cut[str(path)] = entry.stat().st_size
                 _remove(path)
                 removed.append(str(path))
                 continue
@@ -346,11 +351,19 @@ def power_failure(
             f.write(kept)
             f.truncate(len(kept))
         restored.append(str(path))
+        if now.startswith(kept):
+            same = len(kept)
+        else:
+            same = next(
+                (i for i, (a, b) in enumerate(zip(now, kept, strict=False)) if a != b), len(now)
+            )
+        if len(now) > same:
+            cut[str(path)] = len(now) - same
 
     for root in roots:
         if root.is_dir():
             crash_dir(root.absolute())
-    return PowerFailure(removed=removed, restored=restored, torn=torn)
+    return PowerFailure(removed=removed, restored=restored, cut=cut, torn=torn)
 
 
 __all__ = [
