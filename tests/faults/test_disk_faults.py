@@ -6,8 +6,13 @@ history checker (kafkalab.cluster.history.check)."""
 
 from __future__ import annotations
 
+import json
+import re
+import subprocess
+import sys
 from pathlib import Path
 
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from faults_helpers import controller_isr, partition_state, wait_until
 
@@ -190,3 +195,49 @@ def test_without_fsync_per_record_the_last_isr_member_losing_power_loses_acknowl
     for item in verdict.lost:
         assert item["partition"] == ("unsynced", 0)
         assert item["acked offset"] == int(item["value"].split(b"-")[1])
+
+
+def _kafkalab(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "kafkalab", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_the_cli_power_failure_loses_unsynced_files(tmp_path):
+    """`kafkalab cluster up --lazyfs`, then `power-failure N --lose-unsynced --seed S`
+    as a user runs them: the broker's unsynced segment is gone, it restarts on what
+    is left; without the ledger the verb refuses (and says how to get one)."""
+    d = str(tmp_path / "k")
+    up = _kafkalab("cluster", "up", "--brokers", "1", "--lazyfs", "--dir", d)
+    assert up.returncode == 0, up.stdout + up.stderr
+    state = json.loads((tmp_path / "k" / "cluster.json").read_text())
+    try:
+        bootstrap = state["brokers"]["1"]["address"]
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        for future in admin.create_topics([NewTopic("cli", 1, 1)]).values():
+            future.result(20)
+        producer = Producer({"bootstrap.servers": bootstrap, "acks": "1"})
+        for n in range(20):
+            producer.produce("cli", value=b"r-%d" % n)
+        assert producer.flush(30) == 0
+        out = _kafkalab(
+            "cluster", "power-failure", "1", "--lose-unsynced", "--seed", "3", "--dir", d
+        )
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert re.search(r"cli-0/0+\.log: \d+ bytes not fsynced are gone", out.stdout), out.stdout
+        restarted = _kafkalab("cluster", "restart", "1", "--dir", d)
+        assert restarted.returncode == 0, restarted.stdout + restarted.stderr
+        status = _kafkalab("cluster", "status", "--dir", d)
+        assert status.returncode == 0 and "cli" in status.stdout, status.stdout
+    finally:
+        down = _kafkalab("cluster", "down", "--dir", d)
+        assert down.returncode == 0, down.stdout + down.stderr
+
+    plain = str(tmp_path / "plain")
+    assert _kafkalab("cluster", "up", "--brokers", "1", "--dir", plain).returncode == 0
+    try:
+        refused = _kafkalab("cluster", "power-failure", "1", "--lose-unsynced", "--dir", plain)
+        assert refused.returncode == 1
+        assert "kafkalab cluster up --lazyfs" in refused.stderr
+    finally:
+        assert _kafkalab("cluster", "down", "--dir", plain).returncode == 0
