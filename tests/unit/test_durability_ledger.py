@@ -46,7 +46,7 @@ ops = st.lists(
         st.tuples(st.just("create"), st.sampled_from(NAMES)),
         st.tuples(st.just("append"), st.sampled_from(NAMES), st.binary(min_size=1, max_size=8)),
         st.tuples(st.just("rewrite"), st.sampled_from(NAMES), st.binary(max_size=8)),
-        st.tuples(st.just("fsync"), st.sampled_from(NAMES)),
+        st.tuples(st.just("fsync"), st.sampled_from(NAMES), st.booleans()),
         st.tuples(st.just("rename"), st.sampled_from(NAMES), st.sampled_from(NAMES)),
         st.tuples(st.just("unlink"), st.sampled_from(NAMES)),
         st.tuples(st.just("fsync_dir")),
@@ -82,12 +82,14 @@ def _apply(root: Path, op: tuple, current: dict[str, Inode], listing: dict[str, 
         with open(path, "r+b") as f:
             f.truncate(0)
             f.write(op[2])
+            durability_ledger.file_rewritten(f.fileno())  # as FileRecords.truncate_to says
         inode.content = op[2]
     elif kind == "fsync":
         fd = os.open(path, os.O_RDONLY)
         try:
             os.fsync(fd)
-            durability_ledger.file_synced(path, fd)
+            # append_only: only the bytes since the last record are copied (a segment)
+            durability_ledger.file_synced(path, fd, append_only=op[2])
         finally:
             os.close(fd)
         inode.durable = inode.content
