@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from kafkalab.records.memory_records import SimpleRecord, build_batch, iter_batches
@@ -105,6 +105,15 @@ def _apply(root: Path, op: tuple, current: dict[str, Inode], listing: dict[str, 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(before=ops, after=ops)
+@example(  # a segment's incremental copy, voided by a truncation
+    before=[("create", "a")],
+    after=[
+        ("append", "a", b"x"),
+        ("fsync", "a", True),
+        ("rewrite", "a", b"yy"),
+        ("fsync", "a", True),
+    ],
+)
 def test_a_power_failure_leaves_exactly_what_was_fsynced(before, after):
     """Files made before the ledger count as durable; from then on a file keeps its
     content at its last fsync (keyed by inode: an fsync before a rename counts for
