@@ -57,6 +57,40 @@ def test_next_controllers_are_the_other_voters() -> None:
     assert not kraft.next_controllers(..., quorum).right
 
 
+def test_election_ms_is_prospective_to_leader_of_the_winner() -> None:
+    timeline = SimpleNamespace(new_leader=3003, epoch=2, prospective_ms=1700.0, leader_ms=1725.4)
+    assert kraft.election_ms(25.4, timeline).right
+    assert kraft.election_ms(25, timeline).right  # to within 1 ms
+    assert not kraft.election_ms(1725.4, timeline).right  # from the kill: the fetch timeout too
+    assert not kraft.election_ms(10, timeline).right
+    assert not kraft.election_ms(..., timeline).right
+
+
+def test_check_quorum_waits_one_and_a_half_fetch_timeouts() -> None:
+    assert kraft.check_quorum_deadline_ms(1500, 1000).right
+    assert not kraft.check_quorum_deadline_ms(1000, 1000).right  # a follower's timeout
+    assert not kraft.check_quorum_deadline_ms(2000, 1000).right
+    assert not kraft.check_quorum_deadline_ms(..., 1000).right
+
+
+def test_elections_count_the_epochs() -> None:
+    assert kraft.elections(4, {1: 5, 2: 5, 3: 4}, 1).right
+    assert not kraft.elections(5, {1: 5, 2: 5, 3: 4}, 1).right
+    assert kraft.elections(0, {1: 1, 2: 1, 3: 1}, 1).right
+    assert not kraft.elections(..., {1: 1}, 1).right
+
+
+def test_records_lost_if_unclean_are_the_committed_ones_the_lagging_log_lacks() -> None:
+    leader = SimpleNamespace(high_watermark=12)
+    lagging = SimpleNamespace(local_id=3, log=_log(1, 1, 1, 1, 1))
+    assert kraft.records_lost_if_unclean(7, leader, lagging).right
+    assert not kraft.records_lost_if_unclean(0, leader, lagging).right
+    assert not kraft.records_lost_if_unclean(12, leader, lagging).right
+    caught_up = SimpleNamespace(local_id=2, log=_log(*([1] * 12)))
+    assert kraft.records_lost_if_unclean(0, leader, caught_up).right
+    assert not kraft.records_lost_if_unclean(..., leader, lagging).right
+
+
 # -- part 3: the spec ----------------------------------------------------------------------
 
 

@@ -22,15 +22,26 @@ from collections.abc import Callable, Iterable, Mapping
 from itertools import product
 from typing import Any
 
-from kafkalab.labs.checks import UNANSWERED, Verdict, answered, compare, run_student_code
+from kafkalab.labs.checks import (
+    UNANSWERED,
+    Verdict,
+    answered,
+    compare,
+    run_student_code,
+    verdict,
+)
 from kafkalab.raft.raft_log import RaftLog
 
 __all__ = [
+    "check_quorum_deadline_ms",
     "double_vote_invariant",
+    "election_ms",
+    "elections",
     "high_watermark_rule",
     "leader_high_watermark",
     "next_controllers",
     "possible_winners",
+    "records_lost_if_unclean",
     "winners",
 ]
 
@@ -112,6 +123,81 @@ def next_controllers(answer: Any, quorum: Any) -> Verdict:
             "a voter can be elected (brokers and observers never vote or lead)"
         ),
         hint="which node ids does DescribeQuorum list as voters?",
+    )
+
+
+def election_ms(answer: Any, timeline: Any) -> Verdict:
+    """`answer`: how many ms the winner of a controller failover took from turning
+    Prospective (its fetch timeout) to becoming Leader: its pre-vote and its vote,
+    read from `timeline` (a ControllerFailoverTimeline) to within 1 ms."""
+    if not answered(answer):
+        return UNANSWERED
+    expected = timeline.leader_ms - timeline.prospective_ms
+    return verdict(
+        abs(float(answer) - expected) <= 1,
+        f"the election took {expected:.1f} ms: voter {timeline.new_leader} turned Prospective, "
+        f"won its pre-votes (Candidate, epoch {timeline.epoch}), then its votes (Leader): two "
+        "round trips, against a fetch timeout of a second before it",
+        f"{answer!r} ms is not it: take voter {timeline.new_leader}'s rows of "
+        "timeline.transitions(), from the one to 'prospective' to the one to 'leader'",
+    )
+
+
+def check_quorum_deadline_ms(answer: Any, fetch_timeout_ms: int) -> Verdict:
+    """`answer`: at the latest, how many ms after it last heard from a majority a leader
+    resigns by check-quorum (Kafka: CHECK_QUORUM_TIMEOUT_FACTOR = 1.5 x the fetch
+    timeout, KAFKA-15489)."""
+    if not answered(answer):
+        return UNANSWERED
+    return compare(
+        answer,
+        int(fetch_timeout_ms * 1.5),
+        what="the check-quorum timeout",
+        why=(
+            "a leader that no majority has fetched from for 1.5 x "
+            f"controller.quorum.fetch.timeout.ms ({fetch_timeout_ms} ms) resigns: longer than "
+            "a follower waits, so a healthy leader is never resigned by one slow fetch"
+        ),
+        hint="check-quorum waits a fixed multiple of the fetch timeout (LeaderState)",
+    )
+
+
+def elections(answer: Any, epochs: Mapping[int, int], start_epoch: int) -> Verdict:
+    """`answer`: how many elections the quorum went through, given the voters' epochs
+    now (`epochs`: voter -> epoch) and the epoch it started in: every election bumps the
+    epoch by one, and the highest epoch any voter reached counts them."""
+    if not answered(answer):
+        return UNANSWERED
+    expected = max(epochs.values()) - start_epoch
+    return compare(
+        answer,
+        expected,
+        what="the number of elections",
+        why=(
+            f"the quorum started in epoch {start_epoch} and reached {max(epochs.values())}: "
+            "a candidate runs in epoch + 1, so each election (won or not) is one epoch"
+        ),
+        hint="each election is one epoch more: compare the highest epoch with the first",
+    )
+
+
+def records_lost_if_unclean(answer: Any, leader: Any, lagging: Any) -> Verdict:
+    """`answer`: how many committed records would be lost if `lagging` (a
+    KafkaRaftClient behind) were made leader as a partition's unclean election would:
+    the committed ones (below `leader`'s high watermark) its log does not hold."""
+    if not answered(answer):
+        return UNANSWERED
+    expected = max(0, leader.high_watermark - lagging.log.end_offset)
+    return compare(
+        answer,
+        expected,
+        what="the committed records lost",
+        why=(
+            f"the leader committed up to offset {leader.high_watermark}; voter "
+            f"{lagging.local_id}'s log ends at {lagging.log.end_offset}: as leader it would "
+            "make every follower truncate to its log"
+        ),
+        hint="committed is below the leader's high watermark; what does the lagging log end at?",
     )
 
 
