@@ -38,6 +38,7 @@ import hashlib
 import json
 import os
 import random
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,6 +100,16 @@ def install_for(props: dict[str, str]) -> DurabilityLedger:
     return install(ledger_dir_for(dirs[0]), dirs)
 
 
+def attach(ledger_dir: str | Path) -> DurabilityLedger:
+    """Record into a ledger another process installed (a broker's cleaner process):
+    no baseline, nothing cleared."""
+    global _LEDGER
+    ledger_dir = Path(ledger_dir)
+    roots = json.loads((ledger_dir / "roots.json").read_text())
+    _LEDGER = DurabilityLedger(ledger_dir, [Path(r) for r in roots])
+    return _LEDGER
+
+
 def uninstall() -> None:
     global _LEDGER
     _LEDGER = None
@@ -110,20 +121,26 @@ def installed() -> DurabilityLedger | None:
 
 def file_synced(path: str | Path, fd: int, *, append_only: bool = False) -> None:
     """Called after fsync(fd) of the file `path`: its content now is durable."""
-    if _LEDGER is not None:
-        _LEDGER.file_synced(Path(path), fd, append_only=append_only)
+    ledger = _LEDGER
+    if ledger is not None:
+        with ledger._lock:
+            ledger.file_synced(Path(path), fd, append_only=append_only)
 
 
 def file_rewritten(fd: int) -> None:
     """Called when a file that otherwise only grows was cut (a log truncation)."""
-    if _LEDGER is not None:
-        _LEDGER.file_rewritten(fd)
+    ledger = _LEDGER
+    if ledger is not None:
+        with ledger._lock:
+            ledger.file_rewritten(fd)
 
 
 def dir_synced(path: str | Path) -> None:
     """Called after fsync of the directory `path`: its names now are durable."""
-    if _LEDGER is not None:
-        _LEDGER.dir_synced(Path(path))
+    ledger = _LEDGER
+    if ledger is not None:
+        with ledger._lock:
+            ledger.dir_synced(Path(path))
 
 
 def _dir_key(path: Path) -> str:
@@ -168,6 +185,8 @@ class DurabilityLedger:
     roots: list[Path] = field(default_factory=list)
     # inode -> bytes recorded, for files that only grow (`file_synced(append_only=True)`)
     _append_only: dict[int, int] = field(default_factory=dict)
+    # a LogManager's writer thread fsyncs segments while the log's thread truncates
+    _lock: threading.RLock = field(default_factory=threading.RLock)
 
     def __post_init__(self) -> None:
         self.directory = self.directory.absolute()
@@ -371,6 +390,7 @@ __all__ = [
     "LAZYFS_ENABLE_CONFIG",
     "DurabilityLedger",
     "PowerFailure",
+    "attach",
     "data_dirs",
     "dir_synced",
     "file_rewritten",

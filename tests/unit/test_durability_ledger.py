@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from kafkalab.storage.checkpoint_file import (
     fsync_dir,
 )
 from kafkalab.storage.log_config import LogConfig
+from kafkalab.storage.log_manager import LogManager
 from kafkalab.storage.unified_log import UnifiedLog
 
 
@@ -331,3 +333,60 @@ def test_the_kraft_log_keeps_every_flushed_entry_after_lazyfs_power_failure(
         )
     finally:
         shutil.rmtree(base)
+
+
+def test_segments_the_cleaner_process_wrote_survive_a_power_failure_after_the_swap(tmp_path):
+    """The LogCleaner writes and fsyncs `.cleaned` segments in a process of its own
+    (spawned): it records them in the broker's ledger too, so that once the swap is
+    durable (renames, directory fsyncs) a power failure keeps the compacted log."""
+    logs = tmp_path / "logs"
+    durability_ledger.install(tmp_path / "ledger", [logs])
+    manager = LogManager(
+        logs,
+        LogConfig(segment_bytes=4000),
+        topic_configs={"compacted": {"cleanup.policy": "compact"}},
+        cleaner_backoff_ms=0,
+        cleaner_threads=1,
+    )
+    try:
+        log = manager.get_or_create_log("compacted", 0)
+        for r in range(40):  # never flushed: only the cleaner's files are fsynced
+            records = [SimpleRecord(b"v%d" % r, key=b"k%d" % k) for k in range(10)]
+            log.append_as_leader(build_batch(records))
+        log.roll()
+        log.update_high_watermark(log.log_end_offset)
+        deadline = time.monotonic() + 120
+        while "cleaned" not in (done := manager.tick()):
+            assert time.monotonic() < deadline, "the cleaner did not clean"
+            time.sleep(0.05)
+        (result,) = done["cleaned"]
+        compacted = [
+            (r.offset, r.key, r.value)
+            for s in log.segments
+            for b in iter_batches(s.log.read())
+            for r in b.records
+        ]
+        assert len(compacted) < 400
+        for thread in manager.cleaner.threads:  # a SIGKILL of the broker and its cleaner
+            thread.kill()
+        for segment in log.segments:
+            segment.log.close()
+    finally:
+        durability_ledger.uninstall()
+
+    durability_ledger.power_failure(tmp_path / "ledger")
+
+    config = LogConfig.from_properties({"segment.bytes": "4000", "cleanup.policy": "compact"})
+    reopened = UnifiedLog(logs / "compacted-0", config)
+    try:
+        after = [
+            (r.offset, r.key, r.value)
+            for s in reopened.segments
+            for b in iter_batches(s.log.read())
+            for r in b.records
+        ]
+        assert after == compacted[: len(after)]
+        # every record of the cleaned segments (fsynced by the cleaner) is there
+        assert len(after) >= len([c for c in compacted if c[0] < result.end_offset]) > 0
+    finally:
+        reopened.close()
