@@ -47,10 +47,13 @@ from pathlib import Path
 LAZYFS_ENABLE_CONFIG = "kafkalab.lazyfs.enable"
 
 #: files in a data directory that are not the process's data: the harness's and
-#: the console's; a power failure leaves them as they are
+#: the console's; a power failure leaves them as they are (the names of
+#: kafkalab.server's events, link_faults, clock and replica_state files)
 FILES_NOT_GOVERNED = frozenset(
     {
         ".lock",
+        "clock.json",
+        "clock.json.tmp",
         "broker.out",
         "controller.out",
         "broker.properties",

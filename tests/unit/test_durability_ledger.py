@@ -390,3 +390,15 @@ def test_segments_the_cleaner_process_wrote_survive_a_power_failure_after_the_sw
         assert len(after) >= len([c for c in compacted if c[0] < result.end_offset]) > 0
     finally:
         reopened.close()
+
+
+def test_the_harness_files_in_a_data_directory_are_left_alone():
+    """The files kafkalab.server keeps for the harness (faults it is told about, the
+    events it reports) are not the node's data: a power failure leaves them."""
+    from kafkalab.server.clock import CLOCK_FILE
+    from kafkalab.server.events import EVENTS_FILE
+    from kafkalab.server.link_faults import LINK_FAULTS_FILE
+    from kafkalab.server.replica_state import REPLICA_STATE_FILE
+
+    for name in (CLOCK_FILE, EVENTS_FILE, LINK_FAULTS_FILE, REPLICA_STATE_FILE):
+        assert name in durability_ledger.FILES_NOT_GOVERNED
