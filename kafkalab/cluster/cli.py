@@ -5,6 +5,10 @@
     kafkalab cluster kill 3001 --dir /tmp/k3           # SIGKILL controller 3001 (a voter)
     kafkalab cluster kill 2 --dir /tmp/k3              # SIGKILL broker 2
     kafkalab cluster power-failure 2 --dir /tmp/k3     # SIGKILL + lose what was not fsynced
+    kafkalab cluster up --lazyfs --dir /tmp/k3         # every node keeps a durability ledger,
+    kafkalab cluster power-failure 2 --lose-unsynced --seed 1 --dir /tmp/k3
+                                                       # so that every file loses what was not
+                                                       # fsynced (torn writes with a seed)
     kafkalab cluster stop 3 --dir /tmp/k3              # SIGSTOP (a hung broker)
     kafkalab cluster continue 3 --dir /tmp/k3          # SIGCONT
     kafkalab cluster restart 2 --dir /tmp/k3           # gracefully: leaderships move first
@@ -77,6 +81,7 @@ from kafkalab.server.link_faults import (
     read_clients_cut,
     read_cuts,
 )
+from kafkalab.storage import durability_ledger
 
 STATE_FILE = "cluster.json"
 
@@ -94,6 +99,12 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
         help="1: one controller process (the default); 3 or 5: a KRaft quorum",
     )
     up.add_argument("--broker-prop", action="append", default=[], metavar="KEY=VALUE")
+    up.add_argument(
+        "--lazyfs",
+        action="store_true",
+        help="every broker and controller keeps a durability ledger "
+        "(kafkalab.lazyfs.enable=true), for power-failure --lose-unsynced",
+    )
     for name in ("status", "down"):
         verbs.add_parser(name)
     cut = verbs.add_parser(
@@ -135,6 +146,16 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
     ):
         verb = verbs.add_parser(name, help=what + " (or a quorum controller, by its id)")
         verb.add_argument("broker", type=int)
+        if name == "power-failure":
+            verb.add_argument(
+                "--lose-unsynced",
+                action="store_true",
+                help="lazyfs's power failure: every file back to its last fsync, renames "
+                "whose directory was not fsynced undone (needs `up --lazyfs`)",
+            )
+            verb.add_argument(
+                "--seed", type=int, help="with --lose-unsynced: keep torn writes, chosen by it"
+            )
     restart = verbs.add_parser(
         "restart", help="restart a broker gracefully (a controlled shutdown), or --all in turn"
     )
@@ -192,10 +213,12 @@ def _up(args: argparse.Namespace, directory: Path) -> int:
         # Every process is gone (killed, or the machine restarted): start again
         # on the same data, as brokers restarting after a crash would.
     props = dict(item.split("=", 1) for item in args.broker_prop)
+    lazyfs = {durability_ledger.LAZYFS_ENABLE_CONFIG: "true"} if args.lazyfs else {}
     cluster = LocalCluster(
         brokers=args.brokers,
         base_dir=directory,
-        broker_props=props,
+        broker_props={**lazyfs, **props},
+        controller_props=lazyfs,
         outlive_parent=True,
         controllers=args.controllers,
     )
@@ -496,6 +519,8 @@ def _broker_signal(args: argparse.Namespace, directory: Path, state: dict) -> in
         _signal(info["pid"], signal.SIGKILL)
         while process_state(info["pid"]) != ProcessState.DOWN:
             time.sleep(0.05)
+        if args.lose_unsynced:
+            return _lose_unsynced(args, info, f"broker {args.broker}")
         cut = cut_to_recovery_points(Path(info["props"]["log.dirs"]))
         for partition, removed in cut.items():
             print(f"  {partition}: {removed} bytes written after the last fsync are gone")
@@ -516,6 +541,8 @@ def _controller_signal(args: argparse.Namespace, info: dict) -> int:
         if args.verb == "power-failure":
             while process_state(info["pid"]) != ProcessState.DOWN:
                 time.sleep(0.05)
+            if args.lose_unsynced:
+                return _lose_unsynced(args, info, f"controller {args.broker}")
             removed = cut_to_recovery_point(Path(info["props"]["log.dirs"]))
             print(f"  __cluster_metadata-0: {removed} bytes written after the last fsync are gone")
     elif args.verb == "stop":
@@ -523,6 +550,25 @@ def _controller_signal(args: argparse.Namespace, info: dict) -> int:
     elif args.verb == "continue":
         _signal(info["pid"], signal.SIGCONT)
     print(f"controller {args.broker}: {args.verb} done")
+    return 0
+
+
+def _lose_unsynced(args: argparse.Namespace, info: dict, who: str) -> int:
+    """power-failure --lose-unsynced of a killed node: its durability ledger decides."""
+    ledger = durability_ledger.ledger_dir_for(Path(info["props"]["log.dirs"].split(",")[0]))
+    if not (ledger / "roots.json").exists():
+        print(
+            f"{who} keeps no durability ledger ({ledger}): start the cluster with "
+            "`kafkalab cluster up --lazyfs`; it was killed, nothing was cut",
+            file=sys.stderr,
+        )
+        return 1
+    report = durability_ledger.power_failure(ledger, seed=args.seed)
+    for path, lost in sorted(report.cut.items()):
+        print(f"  {path}: {lost} bytes not fsynced are gone")
+    for path, kept in sorted(report.torn.items()):
+        print(f"  {path}: a torn write, {kept} bytes of it kept")
+    print(f"{who}: power-failure --lose-unsynced done")
     return 0
 
 

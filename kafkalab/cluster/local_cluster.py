@@ -43,6 +43,7 @@ from kafkalab.server.link_faults import (
     release_requests,
 )
 from kafkalab.server.replica_state import read_replica_state
+from kafkalab.storage import durability_ledger
 from kafkalab.storage.checkpoint_file import (
     RECOVERY_POINT_OFFSET_CHECKPOINT,
     OffsetCheckpointFile,
@@ -210,6 +211,8 @@ class LocalCluster:
         #: a quorum's voters by node id (empty with a single controller)
         self.controllers: dict[int, BrokerProcess] = {}
         self.brokers: dict[int, BrokerProcess] = {}
+        #: what the last `power_failure(..., lose_unsynced=True)` did to the files
+        self.last_power_failure: durability_ledger.PowerFailure | None = None
 
     def _props(self, broker_id: int) -> dict[str, str]:
         assert self.controller is not None
@@ -469,11 +472,32 @@ class LocalCluster:
         rows = [r for r in rows if topic is None or r["topic"] == topic]
         return pd.DataFrame(rows, columns=DESCRIBE_COLUMNS)
 
-    def power_failure(self, broker_id: int) -> dict[str, int]:
+    def power_failure(
+        self, broker_id: int, *, lose_unsynced: bool = False, seed: int | None = None
+    ) -> dict[str, int]:
         """SIGKILL the broker, then cut each of its logs back to its recovery point:
         what the broker knew it had fsynced (Kafka's recovery-point-offset-checkpoint).
         Everything written after it is gone, as after a power cut with data still in
-        the page cache. Returns {partition: bytes cut}. Restart it with `restart`."""
+        the page cache. Returns {partition: bytes cut}. Restart it with `restart`.
+
+        `lose_unsynced=True` is lazyfs's power failure instead: every file of the node
+        (segments, indexes, checkpoints, producer snapshots, quorum-state, the KRaft
+        log) goes back to its last fsync, renames and new files whose directory was
+        not fsynced are undone (kafkalab.storage.durability_ledger); the node must run
+        with `kafkalab.lazyfs.enable=true`. With a `seed`, a log file may keep part of
+        what was written after its fsync (a torn write). Returns {file: bytes lost};
+        `last_power_failure` has the whole report (removed, torn)."""
+        if lose_unsynced:
+            node = self._process(broker_id)
+            ledger = durability_ledger.ledger_dir_for(node.dir)
+            if not (ledger / "roots.json").exists():
+                raise ValueError(
+                    f"node {broker_id} keeps no durability ledger: start it with "
+                    f"{durability_ledger.LAZYFS_ENABLE_CONFIG}=true"
+                )
+            node.kill()
+            self.last_power_failure = durability_ledger.power_failure(ledger, seed=seed)
+            return self.last_power_failure.cut
         if broker_id in self.controllers:
             controller = self.controllers[broker_id]
             controller.kill()

@@ -78,6 +78,7 @@ from kafkalab.server.replica_state import (
 )
 from kafkalab.server.socket_server import SocketServer
 from kafkalab.server.transaction_coordinator_service import TransactionCoordinatorService
+from kafkalab.storage import durability_ledger
 from kafkalab.storage.errors import LogDirInUseError
 from kafkalab.storage.log_manager import LogManager
 
@@ -666,8 +667,11 @@ def run_from_command_line(
         level=os.environ.get("KAFKALAB_LOG_LEVEL", "INFO"),
         format="[%(asctime)s] %(levelname)s %(name)s: %(message)s",
     )
+    props = {**read_properties(args.config), **overrides}
+    if props.get(durability_ledger.LAZYFS_ENABLE_CONFIG, "false").lower() == "true":
+        durability_ledger.install_for(props)
     try:
-        asyncio.run(run({**read_properties(args.config), **overrides}))
+        asyncio.run(run(props))
     except LogDirInUseError as e:
         print(e, file=sys.stderr)
         return 1
