@@ -14,6 +14,8 @@ Defaults are Kafka's `controller.quorum.*` defaults:
     request_timeout_ms       controller.quorum.request.timeout.ms (2000): an unanswered
                              request is forgotten and may be sent again
     fetch_max_entries        how many entries one Fetch response carries (Kafka bounds bytes)
+    fetch_snapshot_max_bytes how many bytes of a snapshot one FetchSnapshot response
+                             carries (Kafka: KafkaRaftClient.MAX_FETCH_SIZE_BYTES, 8 MiB)
     defects                  deliberately broken modes, off by default, each named for the
                              Kafka JIRA whose bug it brings back (DEFECTS): the replay of
                              the KafkaRaft spec's broken variants (kafkalab/specs/kraft_replay.py)
@@ -43,6 +45,7 @@ class QuorumConfig:
     retry_backoff_ms: int = 20
     request_timeout_ms: int = 2000
     fetch_max_entries: int = 100
+    fetch_snapshot_max_bytes: int = 8 * 1024 * 1024
     defects: frozenset[str] = field(default_factory=frozenset)
 
     def __post_init__(self) -> None:
@@ -51,6 +54,10 @@ class QuorumConfig:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
         if self.fetch_max_entries <= 0:
             raise ValueError(f"fetch_max_entries must be > 0, got {self.fetch_max_entries}")
+        if self.fetch_snapshot_max_bytes <= 0:
+            raise ValueError(
+                f"fetch_snapshot_max_bytes must be > 0, got {self.fetch_snapshot_max_bytes}"
+            )
         unknown = set(self.defects) - DEFECTS
         if unknown:
             raise ValueError(f"unknown defects {sorted(unknown)}; known: {sorted(DEFECTS)}")
