@@ -93,7 +93,7 @@ class MetadataImage:
     def write_records(self) -> list[dict]:
         """The image as the records that rebuild it, replayed into an empty image
         (Kafka: MetadataImage.write(ImageWriter), what a snapshot holds): each broker's
-        registration (its broker epoch kept) and fencing, each topic with its configs
+        registration (its broker epoch kept, Fenced as it is now), each topic with its configs
         and its partitions as they are now (a reassignment in progress as a
         PartitionChangeRecord after its PartitionRecord), the brokers' dynamic configs,
         the next producer id."""
@@ -109,9 +109,9 @@ class MetadataImage:
             }
             if b.endpoints:
                 record["endpoints"] = [[n, h, p] for n, (h, p) in b.endpoints.items()]
-            out.append(record)
             if not b.fenced:
-                out.append({"type": "UnfenceBrokerRecord", "broker_id": b.broker_id})
+                record["fenced"] = False
+            out.append(record)
         for t in self.topics.values():
             out.append({"type": "TopicRecord", "name": t.name, "topic_id": str(t.topic_id)})
             out += [
@@ -183,6 +183,9 @@ class MetadataImage:
                 r["port"],
                 r["incarnation_id"],
                 r["broker_epoch"],
+                # Kafka's RegisterBrokerRecord.Fenced (default true): a snapshot writes
+                # an unfenced broker as one record
+                fenced=r.get("fenced", True),
                 endpoints={name: (host, port) for name, host, port in r.get("endpoints", ())},
             )
         elif kind == "UnfenceBrokerRecord":

@@ -979,6 +979,14 @@ class QuorumController:
             },
         }
 
+    def reset_to(self, offset: int) -> None:
+        """Cut the metadata log at `offset` (all of it committed) and rebuild the
+        image from what stays (a controller of a quorum at start: Raft replays the
+        rest)."""
+        self.log.truncate_to(offset)
+        self.log.update_high_watermark(offset)
+        self._rebuild()
+
     def revert_to_committed(self) -> None:
         """Drop the records past the high watermark and rebuild the image from the log
         (a controller that stops being active: its uncommitted writes may never
