@@ -63,7 +63,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from kafkalab.errors import Errors
-from kafkalab.raft.errors import NotLeaderError, TruncationBelowHighWatermarkError
+from kafkalab.raft.errors import (
+    CorruptSnapshotError,
+    NotLeaderError,
+    TruncationBelowHighWatermarkError,
+)
 from kafkalab.raft.leader_state import LeaderState
 from kafkalab.raft.quorum_config import QuorumConfig
 from kafkalab.raft.quorum_state import (
@@ -720,7 +724,10 @@ class KafkaRaftClient:
         state.fetching_snapshot = None
         from kafkalab.raft.snapshot import decode_snapshot  # noqa: PLC0415 (import cycle)
 
-        decode_snapshot(written)  # CorruptSnapshotError: never install a torn snapshot
+        try:
+            decode_snapshot(written)
+        except CorruptSnapshotError:
+            return  # never install a torn snapshot: the next Fetch starts over
         self.log.install_snapshot(snapshot_id, bytes(written))
         self.snapshots_installed += 1
         self._set_high_watermark(snapshot_id.offset)  # a snapshot holds committed records only

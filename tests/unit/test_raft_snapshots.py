@@ -205,6 +205,27 @@ def test_fetch_snapshot_of_a_snapshot_the_leader_no_longer_holds_is_refused():
     )
 
 
+def test_a_torn_snapshot_is_never_installed_and_is_fetched_again():
+    """The bytes of a FetchSnapshot answer are not a whole snapshot (no footer): the
+    follower drops them, fetches again and installs the leader's snapshot whole."""
+    net = committed_quorum(seed=5)
+    leader = net.leader()
+    down = next(v for v in net.voters if v != leader.local_id)
+    net.crash(down)
+    leader.append(["x"] * 8, net.now)
+    net.run_until(lambda: leader.high_watermark == leader.log.end_offset, 5_000)
+    sid = snapshot_state(leader, leader.high_watermark)
+    whole = leader.log.read_snapshot(sid)
+    leader.log._snapshots[sid] = whole[:-20] + bytes(20)  # the footer torn
+    net.restart(down)
+    back = net.clients[down]
+    net.run(2_000)
+    assert back.snapshots_installed == 0 and back.log.log_start_offset == 0
+    leader.log._snapshots[sid] = whole
+    net.run_until(lambda: back.log.end_offset == leader.log.end_offset, 10_000)
+    assert back.snapshots_installed == 1 and back.log.read_snapshot(sid) == whole
+
+
 def test_a_snapshot_is_taken_only_below_the_high_watermark():
     net = committed_quorum(seed=4)
     leader = net.leader()
