@@ -16,6 +16,14 @@ Defaults are Kafka's `controller.quorum.*` defaults:
     fetch_max_entries        how many entries one Fetch response carries (Kafka bounds bytes)
     fetch_snapshot_max_bytes how many bytes of a snapshot one FetchSnapshot response
                              carries (Kafka: KafkaRaftClient.MAX_FETCH_SIZE_BYTES, 8 MiB)
+    pre_vote                 True (Kafka 4.x, KIP-996): a voter whose timeout expires asks
+                             for pre-votes (Prospective) before it bumps the epoch. False is
+                             a teaching switch that turns KIP-996 off, as before Kafka 4.0: it
+                             turns Candidate at once, in epoch + 1 (lab 09 part 4)
+    check_quorum             True (Kafka since KAFKA-15489's fix): a leader no majority has
+                             fetched from for 1.5 x fetch timeout resigns. False is a teaching
+                             switch that turns that fix off: a cut-off leader stays Leader of
+                             its epoch until it hears of a newer one
     defects                  deliberately broken modes, off by default, each named for the
                              Kafka JIRA whose bug it brings back (DEFECTS): the replay of
                              the KafkaRaft spec's broken variants (kafkalab/specs/kraft_replay.py)
@@ -45,6 +53,8 @@ class QuorumConfig:
     retry_backoff_ms: int = 20
     request_timeout_ms: int = 2000
     fetch_max_entries: int = 100
+    pre_vote: bool = True
+    check_quorum: bool = True
     fetch_snapshot_max_bytes: int = 8 * 1024 * 1024
     defects: frozenset[str] = field(default_factory=frozenset)
 
