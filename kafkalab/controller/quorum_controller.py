@@ -17,6 +17,11 @@ configuration_control_manager), ProducerIdsRecord. Values are JSON, so `kafkalab
 RemovingReplicas: present only when they change); `partition_reassignment.py` works
 out the steps.
 
+With a KRaft quorum the controller's image is also a snapshot's records
+(`snapshot_records`: a MetadataSnapshotRecord naming the metadata log offset, then
+MetadataImage.write_records), and `load_snapshot` makes a controller that installed
+another's snapshot continue the same offsets (kafkalab/server/quorum_meta_log_listener.py).
+
 Sans-IO: methods take the time in ms and return results; the network layer
 (and the labs, by hand) call them.
 
