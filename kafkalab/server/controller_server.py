@@ -437,6 +437,14 @@ class ControllerApis:
                 }
                 if t["topic"] != METADATA_TOPIC or p["partition"] != 0:
                     out["error_code"] = int(Errors.UNKNOWN_TOPIC_OR_PARTITION)
+                elif (
+                    metadata_log.log_start_offset
+                    < p["fetch_offset"]
+                    < self.controller.snapshot_end_offset
+                ):
+                    # inside the snapshot this log starts with (a KRaft snapshot loaded
+                    # here): the fetcher starts over at the log start
+                    out["error_code"] = int(Errors.OFFSET_OUT_OF_RANGE)
                 else:
                     try:
                         info = metadata_log.read(

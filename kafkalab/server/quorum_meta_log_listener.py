@@ -32,15 +32,45 @@ QuorumController runs on it:
 The brokers still fetch the metadata log in the form they always did: each controller
 keeps, in `<log.dirs>/metadata-image/__cluster_metadata-0`, the committed records in
 the order Raft committed them (the same offsets on every controller, so a broker
-epoch, the offset of its registration, is the same everywhere). It is rebuilt from
-Raft at every start. (Kafka's brokers fetch the Raft log itself as observers; here
-that is the next step, with metadata records in Kafka's binary format.)
+epoch, the offset of its registration, is the same everywhere). (Kafka's brokers
+fetch the Raft log itself as observers; here that is the next step, with metadata
+records in Kafka's binary format.)
+
+Snapshots (KIP-630). Every `metadata.log.max.record.bytes.between.snapshots` bytes of
+committed records (Kafka's name and default, 20 MiB; the JSON of the records here), or
+`metadata.log.max.snapshot.interval.ms` (1 hour) after the last one if any record
+committed since, a controller snapshots its image
+at the Raft offset it has applied: the records that rebuild it
+(QuorumController.snapshot_records: a MetadataSnapshotRecord naming the
+metadata-image offset, then the image), and Raft drops its log below. The
+metadata-image log is kept across restarts, so the pair (Raft offset, metadata-image
+offset) is checkpointed, fsynced, in `metadata-image/raft-offset-checkpoint` before
+Raft may drop anything below it. At start:
+
+    - a checkpoint at or above Raft's log start: the metadata-image log is cut to its
+      offset and Raft's entries after it are applied again (the same records at the
+      same offsets: each committed entry is one batch);
+    - no checkpoint and Raft's log whole (from offset 0): rebuilt from Raft (as before
+      snapshots);
+    - otherwise (the voter installed its leader's snapshot, from beyond what its
+      metadata-image log holds): the snapshot is loaded, and the metadata-image log
+      becomes its records, placed so that they end at the snapshot's metadata-image
+      offset (QuorumController.load_snapshot). From that offset on the log is the same
+      as every other controller's, and broker epochs go on the same; below it, it
+      holds the image rather than its history. A broker fetching from inside that
+      stretch (it read history up to there from another controller) is answered
+      OFFSET_OUT_OF_RANGE and starts over at the log start, whose
+      MetadataSnapshotRecord empties its image, which the records after it rebuild
+      (metadata_listener.py): a broker's image is always the committed one.
+
+A standby that installs a snapshot while it runs loads it the same way.
 """
 
 from __future__ import annotations
 
+import json
 import logging
-import shutil
+import os
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +81,7 @@ from kafkalab.protocol.header import RequestHeader
 from kafkalab.raft.errors import NotLeaderError
 from kafkalab.raft.leader_state import LeaderState
 from kafkalab.raft.quorum_config import QuorumConfig
+from kafkalab.raft.snapshot import decode_snapshot
 from kafkalab.server.clock import monotonic_ms
 from kafkalab.server.controller_server import ControllerApis, MetadataLogChanges
 from kafkalab.server.events import EventLog
@@ -66,6 +97,12 @@ log = logging.getLogger(__name__)
 __all__ = ["RAFT_CHANNEL_APIS", "QuorumControllerApis", "QuorumMetaLogListener", "start_quorum"]
 
 METADATA_IMAGE_DIR = "metadata-image"
+#: (Raft offset, metadata-image offset) the metadata-image log is known to match
+IMAGE_CHECKPOINT_FILE = "raft-offset-checkpoint"
+#: Kafka's metadata.log.max.record.bytes.between.snapshots default (20 MiB)
+MAX_RECORD_BYTES_BETWEEN_SNAPSHOTS = 20 * 1024 * 1024
+#: Kafka's metadata.log.max.snapshot.interval.ms default (1 hour)
+MAX_SNAPSHOT_INTERVAL_MS = 3600 * 1000
 #: Requests only the active controller answers.
 ACTIVE_ONLY = frozenset(
     {
@@ -108,18 +145,46 @@ def quorum_config(props: dict[str, str]) -> QuorumConfig:
 
 
 def controller_directory(data_dir: Path) -> Path:
-    """Where a voter's QuorumController keeps the committed records brokers fetch:
-    emptied at start (Raft's log is the truth; this is rebuilt from it)."""
-    directory = data_dir / METADATA_IMAGE_DIR
-    shutil.rmtree(directory, ignore_errors=True)
-    return directory
+    """Where a voter's QuorumController keeps the committed records brokers fetch
+    (Raft's log is the truth: QuorumMetaLogListener aligns this with it at start)."""
+    return data_dir / METADATA_IMAGE_DIR
+
+
+def read_image_checkpoint(directory: Path) -> tuple[int, int] | None:
+    """(Raft offset, metadata-image offset) of `metadata-image/raft-offset-checkpoint`."""
+    try:
+        body = json.loads((directory / IMAGE_CHECKPOINT_FILE).read_text())
+        return int(body["raft_offset"]), int(body["image_offset"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def write_image_checkpoint(directory: Path, raft_offset: int, image_offset: int) -> None:
+    """Write, fsync, rename, fsync the directory: whole or not there."""
+    directory.mkdir(parents=True, exist_ok=True)
+    tmp = directory / (IMAGE_CHECKPOINT_FILE + ".tmp")
+    with open(tmp, "w") as f:
+        json.dump({"raft_offset": raft_offset, "image_offset": image_offset}, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, directory / IMAGE_CHECKPOINT_FILE)
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 class QuorumMetaLogListener:
     """Joins one QuorumController to one KafkaRaftManager."""
 
     def __init__(
-        self, controller: QuorumController, manager: KafkaRaftManager, events: EventLog | None
+        self,
+        controller: QuorumController,
+        manager: KafkaRaftManager,
+        events: EventLog | None,
+        max_record_bytes_between_snapshots: int = MAX_RECORD_BYTES_BETWEEN_SNAPSHOTS,
+        max_snapshot_interval_ms: int = MAX_SNAPSHOT_INTERVAL_MS,
     ) -> None:
         self.controller = controller
         self.manager = manager
@@ -129,9 +194,82 @@ class QuorumMetaLogListener:
         self.applied = 0  # Raft offsets below this are applied to the image
         self.last_appended = -1  # the last Raft offset this controller appended
         self._own: dict[int, int] = {}  # Raft offset -> local end offset after it
+        self.max_record_bytes_between_snapshots = max_record_bytes_between_snapshots
+        self.max_snapshot_interval_ms = max_snapshot_interval_ms
+        self.last_snapshot_ms = manager.clock()
+        self.bytes_since_snapshot = 0  # committed record bytes applied since the last one
+        self.snapshots_taken = 0
+        self.snapshots_loaded = 0
+        self.image_dir = Path(controller.log.dir).parent
+        self._recover()
         self._heard: set[int] = set()  # brokers heard from since this activation
         controller.record_sink = self._sink
         manager.add_listener(self._on_step)
+
+    # -- the metadata-image log against Raft's ----------------------------------------------
+
+    def _recover(self) -> None:
+        """Align the metadata-image log with Raft's at start (see the module docstring)."""
+        c, raft = self.controller, self.manager.log
+        point = read_image_checkpoint(self.image_dir)
+        if (
+            point is not None
+            and raft.log_start_offset <= point[0] <= raft.end_offset
+            and c.log.log_start_offset <= point[1] <= c.log.log_end_offset
+        ):
+            c.reset_to(point[1])
+            self.applied = point[0]
+        elif raft.log_start_offset == 0:
+            c.reset_to(0)
+            self.applied = 0
+        else:
+            self._load_snapshot()
+
+    def _load_snapshot(self) -> None:
+        """The image becomes Raft's latest snapshot (this voter's log starts there)."""
+        raft = self.manager.log
+        snapshot_id = raft.latest_snapshot_id
+        assert snapshot_id is not None
+        data = raft.read_snapshot(snapshot_id)
+        assert data is not None
+        self.controller.load_snapshot(list(decode_snapshot(data).records))  # type: ignore[arg-type]
+        self.applied = snapshot_id.offset
+        write_image_checkpoint(self.image_dir, self.applied, self.controller.metadata_offset)
+        self.bytes_since_snapshot = 0
+        self.snapshots_loaded += 1
+        log.info(
+            "controller %d loaded snapshot %s (metadata offset %d)",
+            self.manager.node_id,
+            snapshot_id,
+            self.controller.metadata_offset,
+        )
+
+    def _maybe_snapshot(self) -> None:
+        """Every max_record_bytes_between_snapshots of committed records, or after
+        max_snapshot_interval_ms with any (0: never by time): snapshot the image at the
+        Raft offset applied, once nothing uncommitted is applied (Kafka: the
+        controller's SnapshotGenerator)."""
+        due_by_time = (
+            self.max_snapshot_interval_ms > 0
+            and self.bytes_since_snapshot > 0
+            and self.manager.clock() - self.last_snapshot_ms >= self.max_snapshot_interval_ms
+        )
+        if self.bytes_since_snapshot < self.max_record_bytes_between_snapshots and not due_by_time:
+            return
+        c, raft = self.controller, self.manager.log
+        if self._own or self.applied <= raft.log_start_offset:
+            return
+        if c.log.high_watermark != c.log.log_end_offset:
+            return
+        records = c.snapshot_records()
+        if len(records) > c.metadata_offset:
+            return  # the image is bigger than its history: nothing to gain yet
+        write_image_checkpoint(self.image_dir, self.applied, c.metadata_offset)
+        snapshot_id = self.manager.client.create_snapshot(self.applied, records)
+        self.bytes_since_snapshot = 0
+        self.last_snapshot_ms = self.manager.clock()
+        self.snapshots_taken += 1
+        log.info("controller %d took snapshot %s", self.manager.node_id, snapshot_id)
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -164,12 +302,16 @@ class QuorumMetaLogListener:
         if self.active and (not manager.is_leader() or manager.epoch != self.active_epoch):
             self._renounce()
         self._apply_committed()
+        self._maybe_snapshot()
         if not self.active and manager.is_leader():
             state = manager.client.quorum.state
             if isinstance(state, LeaderState) and self.applied > state.epoch_start_offset:
                 self._activate()
 
     def _apply_committed(self) -> None:
+        if self.applied < self.manager.log.log_start_offset:
+            self._own.clear()
+            self._load_snapshot()  # installed from the leader, beyond what we applied
         hw = self.manager.high_watermark
         if self.applied >= hw:
             return
@@ -185,6 +327,7 @@ class QuorumMetaLogListener:
                         c.record_sink = sink
                     local_end = c.log.log_end_offset
                 c.log.update_high_watermark(local_end)
+                self.bytes_since_snapshot += len(json.dumps(entry.record))
             self.applied = entry.offset + 1
 
     def _activate(self) -> None:
@@ -410,6 +553,7 @@ def start_quorum(
     voters = parse_quorum_voters(props["controller.quorum.voters"])
     if "node.id" not in props:
         raise ValueError("a controller in a quorum needs node.id (one of controller.quorum.voters)")
+    segment_bytes = props.get("metadata.log.segment.bytes")
     manager = KafkaRaftManager(
         int(props["node.id"]),
         voters,
@@ -417,6 +561,13 @@ def start_quorum(
         quorum_config(props),
         cluster_id=props.get("cluster.id"),
         link_faults=LinkFaults(data_dir),
+        segment_bytes=int(segment_bytes) if segment_bytes else None,
         events=events,
     )
-    return QuorumMetaLogListener(controller, manager, events)
+    max_bytes = int(
+        props.get(
+            "metadata.log.max.record.bytes.between.snapshots", MAX_RECORD_BYTES_BETWEEN_SNAPSHOTS
+        )
+    )
+    interval_ms = int(props.get("metadata.log.max.snapshot.interval.ms", MAX_SNAPSHOT_INTERVAL_MS))
+    return QuorumMetaLogListener(controller, manager, events, max_bytes, interval_ms)
