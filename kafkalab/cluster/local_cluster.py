@@ -180,8 +180,9 @@ class LocalCluster:
         """`outlive_parent`: the processes keep running when this Python process
         ends (`kafkalab cluster up`); by default they stop with it.
 
-        `controllers`: 1 (the default) is the single controller process kafkalab has
-        always run; more make a KRaft quorum (controller.quorum.voters): voters with
+        `controllers`: 1 (the default) is a single controller process, a KRaft quorum
+        of one (node id 3001, the only voter); more make a quorum of several
+        (controller.quorum.voters): voters with
         node ids CONTROLLER_ID_BASE + 1, + 2, ... (`controller_ids`), each in
         `<base>/controller-<id>`, brokers given all of them as
         controller.quorum.bootstrap.servers. Every fault verb (kill, pause, resume,

@@ -27,9 +27,11 @@ leadership goes back to each partition's first replica once it is in sync
 again. (Kafka also waits for `leader.imbalance.per.broker.percentage`; we
 rebalance any imbalance.)
 
-With `controller.quorum.voters` (and `node.id`) in its config the controller is one
-voter of a KRaft quorum, and only the active one (the Raft leader) writes, fences and
-answers brokers: kafkalab/server/quorum_meta_log_listener.py.
+The controller always runs on a KRaft quorum (kafkalab/server/quorum_meta_log_listener.py):
+with `controller.quorum.voters` (and `node.id`) in its config it is one voter of those,
+and only the active one (the Raft leader) writes, fences and answers brokers; without,
+it is a quorum of one (`node.id`, default 3001, on its own listener: the only voter),
+active once it has elected itself and replayed its log, which `start()` waits for.
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
 """The controller on a KRaft quorum (Kafka: QuorumController's QuorumMetaLogListener,
 activate() and renounce(), ControllerApis on a voter).
 
-With `controller.quorum.voters` in its config, a controller process is one voter of a
-quorum (KafkaRaftManager, its Raft log in `<log.dirs>/__cluster_metadata-0`), and its
+Every controller process is one voter of a quorum (KafkaRaftManager, its Raft log in
+`<log.dirs>/__cluster_metadata-0`): of `controller.quorum.voters`, or, without them, of
+a quorum of one (`quorum_voters`: a single controller, as Kafka 4's
+`kafka-storage format --standalone` makes one, leads at its first step). Its
 QuorumController runs on it:
 
     - the active controller is the Raft leader, once the LeaderChange record of its
@@ -30,7 +32,7 @@ The brokers still fetch the metadata log in the form they always did: each contr
 keeps, in `<log.dirs>/metadata-image/__cluster_metadata-0`, the committed records in
 the order Raft committed them (the same offsets on every controller, so a broker
 epoch, the offset of its registration, is the same everywhere). It is rebuilt from
-Raft at every start. (Kafka's brokers fetch the Raft log itself as observers; here
+Raft at every start, and so never fsynced (Raft's log is, before a write counts). (Kafka's brokers fetch the Raft log itself as observers; here
 that is the next step, with metadata records in Kafka's binary format.)
 """
 
