@@ -129,8 +129,10 @@ class QuorumController:
     # -- the metadata log --------------------------------------------------------------------
 
     def _write(self, *records: dict) -> int:
-        """Append records as one batch, flush, then apply them. Returns the offset
-        of the first one (a broker's epoch is the offset of its registration)."""
+        """Append records as one batch, flush, then apply them (on a quorum, the
+        record sink appends them to Raft's log first, which is flushed instead).
+        Returns the offset of the first one (a broker's epoch is the offset of its
+        registration)."""
         if self.record_sink is None:
             return self._append(records, flush=True)
         self.record_sink(records)  # durable in Raft's log before it goes on

@@ -32,8 +32,9 @@ The brokers still fetch the metadata log in the form they always did: each contr
 keeps, in `<log.dirs>/metadata-image/__cluster_metadata-0`, the committed records in
 the order Raft committed them (the same offsets on every controller, so a broker
 epoch, the offset of its registration, is the same everywhere). It is rebuilt from
-Raft at every start, and so never fsynced (Raft's log is, before a write counts). (Kafka's brokers fetch the Raft log itself as observers; here
-that is the next step, with metadata records in Kafka's binary format.)
+Raft at every start, and so never fsynced (Raft's log is, before a write counts).
+(Kafka's brokers fetch the Raft log itself as observers; here that is the next step,
+with metadata records in Kafka's binary format.)
 """
 
 from __future__ import annotations
