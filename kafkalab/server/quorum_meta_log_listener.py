@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import logging
 import shutil
-import time
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +53,7 @@ from kafkalab.raft.kafka_metadata_log import METADATA_LOG_DIR
 from kafkalab.raft.leader_state import LeaderState
 from kafkalab.raft.quorum_config import QuorumConfig
 from kafkalab.raft.quorum_state_store import QUORUM_STATE_FILE
+from kafkalab.server.clock import monotonic_ms
 from kafkalab.server.controller_server import ControllerApis, MetadataLogChanges
 from kafkalab.server.events import EventLog
 from kafkalab.server.kafka_raft_manager import (
@@ -98,7 +98,9 @@ ACTIVE_ONLY = frozenset(
 
 
 def _now_ms() -> int:
-    return int(time.time() * 1000)
+    """The controller's session timers' clock: monotonic, as Kafka's
+    BrokerHeartbeatManager (System.nanoTime), so a stepped wall clock fences no one."""
+    return monotonic_ms()
 
 
 def quorum_config(props: dict[str, str]) -> QuorumConfig:
@@ -148,6 +150,7 @@ class QuorumMetaLogListener:
         self.applied = 0  # Raft offsets below this are applied to the image
         self.last_appended = -1  # the last Raft offset this controller appended
         self._own: dict[int, int] = {}  # Raft offset -> local end offset after it
+        self._heard: set[int] = set()  # brokers heard from since this activation
         controller.record_sink = self._sink
         manager.add_listener(self._on_step)
 
@@ -178,9 +181,9 @@ class QuorumMetaLogListener:
 
     async def wait_until_active(self, timeout_s: float) -> None:
         """Until this controller is the active one (TimeoutError after `timeout_s`)."""
-        deadline = time.monotonic() + timeout_s
+        deadline_ms = monotonic_ms() + timeout_s * 1000
         while not self.active:
-            left = deadline - time.monotonic()
+            left = (deadline_ms - monotonic_ms()) / 1000
             if left <= 0:
                 raise TimeoutError(
                     f"controller {self.manager.node_id} not active within {timeout_s} s"
@@ -216,11 +219,22 @@ class QuorumMetaLogListener:
         now = _now_ms()
         self.active, self.active_epoch = True, self.manager.epoch
         self._own.clear()
+        self._heard.clear()
         for broker in self.controller.brokers.values():
             broker.last_heartbeat_ms = now  # Kafka's activate(): every session starts now
         log.info("controller %d active in epoch %d", self.manager.node_id, self.manager.epoch)
         if self.events is not None:
             self.events.record("controller_activated", epoch=self.manager.epoch)
+
+    def heard_from_broker(self, broker_id: int) -> None:
+        """A broker's heartbeat reached this active controller: the first one of each
+        broker since the activation is recorded (`broker_heartbeat`: broker, epoch),
+        when that broker found the new leader."""
+        if broker_id in self._heard:
+            return
+        self._heard.add(broker_id)
+        if self.events is not None:
+            self.events.record("broker_heartbeat", broker=broker_id, epoch=self.active_epoch)
 
     def _renounce(self) -> None:
         log.warning(
@@ -319,6 +333,9 @@ class QuorumControllerApis(ControllerApis):
     def received(self, header: RequestHeader, body: dict) -> None:
         if self.quorum.active:
             super().received(header, body)
+            broker = body.get("broker_id", -1)
+            if header.api_key == ApiKeys.BROKER_HEARTBEAT and self.quorum.manager.hears(broker):
+                self.quorum.heard_from_broker(broker)  # (from a cut broker: dropped)
 
     def handle(self, header: RequestHeader, body: dict) -> Any:
         manager = self.quorum.manager
@@ -327,7 +344,10 @@ class QuorumControllerApis(ControllerApis):
         key = ApiKeys(header.api_key)
         broker = body.get("replica_id" if key == ApiKeys.FETCH else "broker_id")
         if isinstance(broker, int) and broker >= 0 and not manager.hears(broker):
-            return CLOSE_CONNECTION  # a cut link between this controller and that broker
+            # a cut link between this controller and that broker: always refused, also
+            # in drop mode (a broker's channel to its controllers has no request timeout
+            # yet, so a dropped request would hold it for good)
+            return CLOSE_CONNECTION
         if key == ApiKeys.FETCH and not self.quorum.active:
             return self._not_leader_fetch(body)
         if key in ACTIVE_ONLY and not self.quorum.active:
@@ -377,7 +397,7 @@ class QuorumControllerApis(ControllerApis):
 
 
 #: The node id of a controller with neither controller.quorum.voters nor node.id: the
-#: first voter's id in LocalCluster's numbering (CONTROLLER_ID_BASE + 1).
+#: first voter's id in LocalCluster's numbering (its SINGLE_CONTROLLER_ID).
 STANDALONE_NODE_ID = 3001
 
 
@@ -430,5 +450,6 @@ def start_quorum(
         quorum_config(props),
         cluster_id=props.get("cluster.id"),
         link_faults=LinkFaults(data_dir),
+        events=events,
     )
     return QuorumMetaLogListener(controller, manager, events)
