@@ -622,11 +622,16 @@ async def _run(props: dict[str, str]) -> None:
 
 
 def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("controller", help="run the cluster controller (KRaft-like)")
+    parser = subparsers.add_parser(
+        "controller",
+        help="run a cluster controller: a KRaft quorum of one, or a voter of "
+        "controller.quorum.voters",
+    )
     parser.add_argument(
         "config",
         type=Path,
-        help="properties: listeners, log.dirs, "
+        help="properties: listeners, log.dirs, node.id (default 3001), "
+        "controller.quorum.voters (default: this controller alone), "
         "broker.session.timeout.ms, unclean.leader.election.enable",
     )
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
