@@ -68,7 +68,6 @@ from kafkalab.cluster.local_cluster import (
     under_replicated,
 )
 from kafkalab.controller.metadata_image import MetadataImage
-from kafkalab.controller.quorum_controller import METADATA_TOPIC
 from kafkalab.records import iter_batches
 from kafkalab.server.broker import BrokerProcess
 from kafkalab.server.clock import read_clock, reset_clock, skew_clock, step_clock
@@ -81,6 +80,7 @@ from kafkalab.server.link_faults import (
     read_clients_cut,
     read_cuts,
 )
+from kafkalab.server.quorum_meta_log_listener import metadata_image_log_dir
 from kafkalab.storage import durability_ledger
 
 STATE_FILE = "cluster.json"
@@ -337,7 +337,7 @@ def reassignments_in_progress(
     controller's metadata log holds in progress: its files replayed, so it answers
     with brokers down too."""
     image = MetadataImage()
-    for path in sorted((controller_dir / f"{METADATA_TOPIC}-0").glob("*.log")):
+    for path in sorted(metadata_image_log_dir(controller_dir).glob("*.log")):
         for batch in iter_batches(path.read_bytes()):
             for r in batch.records:
                 image.replay(json.loads(r.value))

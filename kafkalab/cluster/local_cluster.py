@@ -189,8 +189,9 @@ class LocalCluster:
         """`outlive_parent`: the processes keep running when this Python process
         ends (`kafkalab cluster up`); by default they stop with it.
 
-        `controllers`: 1 (the default) is the single controller process kafkalab has
-        always run; more make a KRaft quorum (controller.quorum.voters): voters with
+        `controllers`: 1 (the default) is a single controller process, a KRaft quorum
+        of one (node id 3001, the only voter); more make a quorum of several
+        (controller.quorum.voters): voters with
         node ids CONTROLLER_ID_BASE + 1, + 2, ... (`controller_ids`), each in
         `<base>/controller-<id>`, brokers given them as controller.quorum.voters
         (and controller.quorum.bootstrap.servers). Every fault verb (kill, pause, resume,
@@ -314,7 +315,7 @@ class LocalCluster:
             return self
         self.controller = BrokerProcess(
             {
-                "node.id": str(SINGLE_CONTROLLER_ID),
+                "node.id": str(SINGLE_CONTROLLER_ID),  # the only voter of its quorum
                 "listeners": "CONTROLLER://127.0.0.1:0",
                 "log.dirs": str(self.base_dir / "controller"),
                 "broker.session.timeout.ms": str(self.session_timeout_ms),

@@ -132,27 +132,41 @@ class QuorumController:
         for _, record in self.records_since(0):
             self._replay(record)
         self.log.update_high_watermark(self.log.log_end_offset)
-        #: With a controller quorum (kafkalab/server/quorum_meta_log_listener.py): called
-        #: with every batch before it is written, to append it to Raft (it raises
-        #: NOT_CONTROLLER on a controller that is not active); the high watermark of
-        #: this log then moves only as Raft commits. None: a single controller, whose
-        #: every flushed write is committed.
+        #: On a KRaft quorum (kafkalab/server/quorum_meta_log_listener.py, the
+        #: controller process always): called with every batch before it is written,
+        #: to append it to Raft (it raises NOT_CONTROLLER on a controller that is not
+        #: active); the high watermark of this log then moves only as Raft commits,
+        #: and this log is not flushed (Raft's is). None: a QuorumController on its
+        #: own (by hand, in tests and labs), whose every flushed write is committed.
         self.record_sink: Callable[[tuple[dict, ...]], None] | None = None
 
     # -- the metadata log --------------------------------------------------------------------
 
     def _write(self, *records: dict) -> int:
-        """Append records as one batch, flush, then apply them. Returns the offset
-        of the first one (a broker's epoch is the offset of its registration)."""
-        if self.record_sink is not None:
-            self.record_sink(records)
+        """Append records as one batch, flush, then apply them (on a quorum, the
+        record sink appends them to Raft's log first, which is flushed instead).
+        Returns the offset of the first one (a broker's epoch is the offset of its
+        registration)."""
+        if self.record_sink is None:
+            return self._append(records, flush=True)
+        self.record_sink(records)  # durable in Raft's log before it goes on
+        return self._append(records, flush=False)
+
+    def apply_committed(self, records: list[dict] | tuple[dict, ...]) -> None:
+        """Records the quorum committed that this controller did not write (another
+        controller's, or its own before a restart): appended to this log and
+        applied. Not flushed: Raft's log holds them, and this log is rebuilt from
+        it at every start."""
+        self._append(tuple(records), flush=False)
+
+    def _append(self, records: tuple[dict, ...], flush: bool) -> int:
         now = self.clock() if self.clock is not None else None  # None: the real time
         batch = build_batch(
             [SimpleRecord(json.dumps(r, sort_keys=True).encode(), timestamp=now) for r in records]
         )
         info = self.log.append_as_leader(batch, origin=AppendOrigin.COORDINATOR)
-        self.log.flush()  # nothing is acknowledged that could be lost
-        if self.record_sink is None:
+        if flush:  # a controller on its own: nothing is acknowledged that could be lost
+            self.log.flush()
             self.log.update_high_watermark(self.log.log_end_offset)
         for record in records:
             self._replay(record)

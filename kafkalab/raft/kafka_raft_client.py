@@ -50,6 +50,12 @@ snapshot (its log becomes the snapshot, starting at its end offset, unless it
 already holds that point) and fetches on from there (Kafka:
 handleFetchSnapshotRequest, handleFetchSnapshotResponse).
 
+A sole voter (a single controller: a quorum of one, as `kafka-storage format
+--standalone` makes one) runs no timed election: it turns Prospective as it is
+built and its first poll makes it Candidate and then Leader, a majority of one
+(Kafka: KafkaRaftClient.initialize). Its high watermark is its own flushed log end
+(every append is flushed before it counts), and it never resigns by check-quorum.
+
 Requests are tracked per destination with their correlation id (Kafka:
 RequestManager): one in flight to each voter, forgotten after the request
 timeout or when the voter changes state, and a response that is not the one
@@ -136,6 +142,11 @@ class KafkaRaftClient:
         self.cluster_id = cluster_id
         self.quorum = QuorumState(local_id, voters, store, self.config, rng)
         self.quorum.initialize(log.end_offset_and_epoch(), now_ms)
+        if self.quorum.is_only_voter and not isinstance(self.quorum.state, CandidateState):
+            # Kafka: KafkaRaftClient.initialize. A sole voter waits for no election
+            # timeout (nobody else could lead): it starts its election now, and the
+            # first poll takes it, holding a majority of one, to Candidate and Leader.
+            self.quorum.transition_to_prospective(now_ms)
         # offsets below are committed; 0 until learnt (Kafka keeps it unknown after a
         # restart too: the high watermark is not persisted)
         self.high_watermark = 0

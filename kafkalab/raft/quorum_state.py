@@ -330,6 +330,11 @@ class QuorumState:
         return self.state.leader_id
 
     @property
+    def is_only_voter(self) -> bool:
+        """This voter is the whole quorum (Kafka: QuorumState.isOnlyVoter)."""
+        return self.voters == {self.local_id}
+
+    @property
     def majority(self) -> int:
         return len(self.voters) // 2 + 1
 

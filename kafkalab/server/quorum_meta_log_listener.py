@@ -1,8 +1,10 @@
 """The controller on a KRaft quorum (Kafka: QuorumController's QuorumMetaLogListener,
 activate() and renounce(), ControllerApis on a voter).
 
-With `controller.quorum.voters` in its config, a controller process is one voter of a
-quorum (KafkaRaftManager, its Raft log in `<log.dirs>/__cluster_metadata-0`), and its
+Every controller process is one voter of a quorum (KafkaRaftManager, its Raft log in
+`<log.dirs>/__cluster_metadata-0`): of `controller.quorum.voters`, or, without them, of
+a quorum of one (`quorum_voters`: a single controller, as Kafka 4's
+`kafka-storage format --standalone` makes one, leads at its first step). Its
 QuorumController runs on it:
 
     - the active controller is the Raft leader, once the LeaderChange record of its
@@ -32,9 +34,11 @@ QuorumController runs on it:
 The brokers still fetch the metadata log in the form they always did: each controller
 keeps, in `<log.dirs>/metadata-image/__cluster_metadata-0`, the committed records in
 the order Raft committed them (the same offsets on every controller, so a broker
-epoch, the offset of its registration, is the same everywhere). (Kafka's brokers
-fetch the Raft log itself as observers; here that is the next step, with metadata
-records in Kafka's binary format.)
+epoch, the offset of its registration, is the same everywhere). It is not fsynced as
+it is written (Raft's log is, before a write counts): it is flushed only up to where a
+snapshot's checkpoint (below) names it, and aligned with Raft at every start. (Kafka's
+brokers fetch the Raft log itself as observers; here that is the next step, with
+metadata records in Kafka's binary format.)
 
 Snapshots (KIP-630). Every `metadata.log.max.record.bytes.between.snapshots` bytes of
 committed records (Kafka's name and default, 20 MiB; the JSON of the records here), or
@@ -74,13 +78,15 @@ import os
 from pathlib import Path
 from typing import Any
 
-from kafkalab.controller.quorum_controller import QuorumController
+from kafkalab.controller.quorum_controller import METADATA_TOPIC, QuorumController
 from kafkalab.errors import Errors, KafkaError
 from kafkalab.protocol.api_keys import ApiKeys
 from kafkalab.protocol.header import RequestHeader
 from kafkalab.raft.errors import NotLeaderError
+from kafkalab.raft.kafka_metadata_log import METADATA_LOG_DIR
 from kafkalab.raft.leader_state import LeaderState
 from kafkalab.raft.quorum_config import QuorumConfig
+from kafkalab.raft.quorum_state_store import QUORUM_STATE_FILE
 from kafkalab.raft.snapshot import decode_snapshot
 from kafkalab.server.clock import monotonic_ms
 from kafkalab.server.controller_server import ControllerApis, MetadataLogChanges
@@ -92,9 +98,19 @@ from kafkalab.server.kafka_raft_manager import (
 )
 from kafkalab.server.link_faults import LinkFaults
 from kafkalab.server.socket_server import CLOSE_CONNECTION
+from kafkalab.storage.errors import StorageError
 
 log = logging.getLogger(__name__)
-__all__ = ["RAFT_CHANNEL_APIS", "QuorumControllerApis", "QuorumMetaLogListener", "start_quorum"]
+__all__ = [
+    "RAFT_CHANNEL_APIS",
+    "STANDALONE_NODE_ID",
+    "metadata_image_log_dir",
+    "QuorumControllerApis",
+    "QuorumMetaLogListener",
+    "quorum_voters",
+    "refuse_pre_quorum_directory",
+    "start_quorum",
+]
 
 METADATA_IMAGE_DIR = "metadata-image"
 #: (Raft offset, metadata-image offset) the metadata-image log is known to match
@@ -142,6 +158,15 @@ def quorum_config(props: dict[str, str]) -> QuorumConfig:
         retry_backoff_ms=ms("retry.backoff.ms", default.retry_backoff_ms),
         request_timeout_ms=ms("request.timeout.ms", default.request_timeout_ms),
     )
+
+
+def metadata_image_log_dir(data_dir: Path) -> Path:
+    """Where, under a controller's log.dirs, the committed metadata records lie as the
+    QuorumController wrote them (JSON, one batch a write): what its brokers fetch, and
+    what a reader of the controller's records (`kafkalab cluster status`, tests, labs)
+    replays. Raft's own log, `<log.dirs>/__cluster_metadata-0`, holds the same
+    records in Raft's entries, beside its LeaderChange records."""
+    return data_dir / METADATA_IMAGE_DIR / f"{METADATA_TOPIC}-0"
 
 
 def controller_directory(data_dir: Path) -> Path:
@@ -234,6 +259,7 @@ class QuorumMetaLogListener:
         assert data is not None
         self.controller.load_snapshot(list(decode_snapshot(data).records))  # type: ignore[arg-type]
         self.applied = snapshot_id.offset
+        self.controller.log.flush()  # the checkpoint names it: on disk first
         write_image_checkpoint(self.image_dir, self.applied, self.controller.metadata_offset)
         self.bytes_since_snapshot = 0
         self.snapshots_loaded += 1
@@ -264,6 +290,7 @@ class QuorumMetaLogListener:
         records = c.snapshot_records()
         if len(records) > c.metadata_offset:
             return  # the image is bigger than its history: nothing to gain yet
+        c.log.flush()  # the checkpoint names it: on disk first
         write_image_checkpoint(self.image_dir, self.applied, c.metadata_offset)
         snapshot_id = self.manager.client.create_snapshot(self.applied, records)
         self.bytes_since_snapshot = 0
@@ -296,6 +323,17 @@ class QuorumMetaLogListener:
         while self.applied <= offset:  # the listener runs right after the step
             await self.manager.wait_for_change(0.1)
 
+    async def wait_until_active(self, timeout_s: float) -> None:
+        """Until this controller is the active one (TimeoutError after `timeout_s`)."""
+        deadline_ms = monotonic_ms() + timeout_s * 1000
+        while not self.active:
+            left = (deadline_ms - monotonic_ms()) / 1000
+            if left <= 0:
+                raise TimeoutError(
+                    f"controller {self.manager.node_id} not active within {timeout_s} s"
+                )
+            await self.manager.wait_for_change(min(left, 0.1))
+
     # -- every step of Raft --------------------------------------------------------------
 
     def _on_step(self, manager: KafkaRaftManager) -> None:
@@ -320,11 +358,7 @@ class QuorumMetaLogListener:
             if isinstance(entry.record, list):
                 local_end = self._own.pop(entry.offset, None)
                 if local_end is None:  # another controller's write (or ours of an old epoch)
-                    sink, c.record_sink = c.record_sink, None
-                    try:
-                        c._write(*entry.record)
-                    finally:
-                        c.record_sink = sink
+                    c.apply_committed(entry.record)
                     local_end = c.log.log_end_offset
                 c.log.update_high_watermark(local_end)
                 self.bytes_since_snapshot += len(json.dumps(entry.record))
@@ -542,20 +576,56 @@ def with_current_leader(answer: Any, manager: KafkaRaftManager) -> Any:
     return name(answer)
 
 
+#: The node id of a controller with neither controller.quorum.voters nor node.id: the
+#: first voter's id in LocalCluster's numbering (its SINGLE_CONTROLLER_ID).
+STANDALONE_NODE_ID = 3001
+
+
+def quorum_voters(
+    props: dict[str, str], host: str, port: int
+) -> tuple[int, dict[int, tuple[str, int]]]:
+    """This controller's node id and the quorum's voters ({id: (host, port)}).
+
+    With `controller.quorum.voters`, those (and `node.id`, one of them). Without it,
+    a quorum of one, as Kafka 4's only mode makes a single controller
+    (`kafka-storage format --standalone`): its own node id (`node.id`, or
+    STANDALONE_NODE_ID) on its own listener, the only voter. A sole voter never
+    dials a voter, so its port may be 0 (chosen when it binds)."""
+    if not props.get("controller.quorum.voters"):
+        node_id = int(props.get("node.id", STANDALONE_NODE_ID))
+        return node_id, {node_id: (host, port)}
+    voters = parse_quorum_voters(props["controller.quorum.voters"])
+    if "node.id" not in props:
+        raise ValueError("a controller in a quorum needs node.id (one of controller.quorum.voters)")
+    return int(props["node.id"]), voters
+
+
+def refuse_pre_quorum_directory(data_dir: Path) -> None:
+    """A directory a single controller wrote before it ran as a quorum of one holds
+    the QuorumController's JSON records, not a Raft log, in `__cluster_metadata-0`
+    (and no quorum-state file): refuse it rather than read it as Raft's log."""
+    log_dir = data_dir / METADATA_LOG_DIR
+    if any(log_dir.glob("*.log")) and not (log_dir / QUORUM_STATE_FILE).exists():
+        raise StorageError(
+            f"{log_dir} is a metadata log written by a kafkalab controller before it ran as "
+            "a KRaft quorum of one (no quorum-state file): start the controller on an empty "
+            "log.dirs (a new cluster), or run the kafkalab version that wrote it"
+        )
+
+
 def start_quorum(
     props: dict[str, str],
     data_dir: Path,
     controller: QuorumController,
     events: EventLog | None,
+    node_id: int,
+    voters: dict[int, tuple[str, int]],
 ) -> QuorumMetaLogListener:
-    """The voter of this controller (`node.id`, `controller.quorum.voters`), joined to
-    its QuorumController; `await listener.manager.start()` runs it."""
-    voters = parse_quorum_voters(props["controller.quorum.voters"])
-    if "node.id" not in props:
-        raise ValueError("a controller in a quorum needs node.id (one of controller.quorum.voters)")
+    """The voter `node_id` of `voters` (quorum_voters), its Raft log in `data_dir`,
+    joined to its QuorumController; `await listener.manager.start()` runs it."""
     segment_bytes = props.get("metadata.log.segment.bytes")
     manager = KafkaRaftManager(
-        int(props["node.id"]),
+        node_id,
         voters,
         data_dir,
         quorum_config(props),
