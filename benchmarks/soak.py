@@ -1,4 +1,4 @@
-"""Soak: many faults in a row under an acks=all load, then the history checker's verdict.
+"""Soak: many faults in a row under an acks=all load, then the Jepsen-grade checker's verdict.
 
 Run on purpose (it takes minutes; not part of `make bench`); CI runs a slice
 (tests/faults/test_soak.py). See kafkalab/cluster/soak.py for the faults.
@@ -51,10 +51,13 @@ def main(argv: list[str] | None = None) -> int:
         "by_kind": report.by_kind,
         "acknowledged": report.acknowledged,
         "failed_sends": report.failed_sends,
-        "lost": None if v is None else len(v.lost),
-        "duplicated": None if v is None else len(v.duplicated),
-        "reordered": None if v is None else len(v.reordered),
-        "moved": None if v is None else len(v.moved),
+        "lost": None if v is None else len(report.anomalies("lost-write")),
+        "duplicated": None if v is None else len(report.anomalies("duplicate")),
+        "unseen": None if v is None else sum(c["count"] for c in report.anomalies("unseen")),
+        "poll_skip": report.per_process("poll-skip"),
+        "nonmonotonic_poll": report.per_process("nonmonotonic-poll"),
+        "anomalies": None if v is None else {n: len(c) for n, c in v.anomalies.items()},
+        "checker_valid": None if v is None else v.valid,
         "read": report.read,
         "read_gaps": len(report.read_gaps),
         "failover_ms": {

@@ -1,4 +1,4 @@
-"""A soak: many faults in a row on a live cluster, then the history checker's verdict.
+"""A soak: many faults in a row on a live cluster, then the Jepsen-grade checker's verdict.
 
     report = run_soak(faults=100, seed=0)          # random kinds, chosen by the seed
     print(report.table())
@@ -30,10 +30,16 @@ and, only when asked for (EXTRA_KINDS):
 
 After each fault the soak waits until the broker is back and the partition is
 fully replicated again (a fault that never heals is a hang: the soak stops and
-says where). At the end the load stops, the healed partition is read back,
-every replica's batches below the high watermark are compared byte for byte,
-and `check` judges the whole history: nothing acknowledged may be lost,
-duplicated or reordered, the consumer may read only what stays, in order.
+says where). At the end the load stops, the healed partition is read back and
+every replica's batches below the high watermark are compared byte for byte
+(`kafkalab.cluster.history.check`). The whole history (every send with its
+outcome: ok, or unknown when the client gave up; every record the consumer
+read; the final read) is judged by the Jepsen-grade checker
+(`kafkalab.cluster.checker`, see `judge`): no lost write, no duplicate, nothing
+acknowledged unseen at the end, no poll-skip or nonmonotonic-poll of the
+read-along consumer, no anomaly outside the allowed set. `SoakReport.valid`
+needs that verdict valid AND byte-identical replicas; its table counts each
+anomaly (per process for poll-skip and nonmonotonic-poll).
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from kafkalab.cluster import checker
 from kafkalab.cluster.failover import LABS_FAILOVER, LABS_PRODUCER, current_leader, read_timeline
 from kafkalab.cluster.history import History, Verdict, check
 from kafkalab.cluster.local_cluster import LocalCluster
@@ -210,7 +217,10 @@ class SoakReport:
     high_watermark: int = 0
     replicas_compared: int = 0
     batches_compared: int = 0
-    verdict: Verdict | None = None
+    #: the Jepsen-grade checker's verdict on every op of the history
+    verdict: checker.Verdict | None = None
+    #: kafkalab.cluster.history's verdict: its replica comparison, byte for byte
+    final_log: Verdict | None = None
     elapsed_s: float = 0.0
 
     @property
@@ -229,8 +239,8 @@ class SoakReport:
     @property
     def byte_identical(self) -> bool:
         return (
-            self.verdict is not None
-            and not self.verdict.diverged
+            self.final_log is not None
+            and not self.final_log.diverged
             and self.replicas_compared > 1
             and self.batches_compared > 0
         )
@@ -241,13 +251,22 @@ class SoakReport:
             self.error is None
             and self.survived == self.faults
             and self.verdict is not None
-            and self.verdict.valid
+            and self.verdict.valid  # the checker's: every anomaly found is allowed
             and self.acknowledged > 0
             and self.failed_sends == 0  # a send the client gave up on is a failure too
             and self.byte_identical
             and not self.read_gaps
             and self.read_all
         )
+
+    def anomalies(self, name: str) -> list[dict]:
+        """The checker's cases of anomaly `name` (none before it judged)."""
+        return [] if self.verdict is None else self.verdict.anomalies.get(name, [])
+
+    def per_process(self, name: str) -> dict[str, int]:
+        """How many cases of a per-process anomaly (poll-skip, nonmonotonic-poll)
+        each process had."""
+        return dict(Counter(case["process"] for case in self.anomalies(name)))
 
     def rows(self) -> list[tuple[str, str]]:
         v = self.verdict
@@ -256,17 +275,32 @@ class SoakReport:
         def ms(x: float | None) -> str:
             return "-" if x is None else f"{x:,.0f} ms"
 
+        def count(name: str) -> str:
+            return "-" if v is None else str(len(self.anomalies(name)))
+
+        def by_process(name: str) -> str:
+            counts = self.per_process(name)
+            return ", ".join(f"{p} {n}" for p, n in sorted(counts.items())) or "0"
+
         kinds = ", ".join(f"{k} {n}" for k, n in self.by_kind.items()) or "-"
+        shown = {"lost-write", "duplicate", "unseen", "poll-skip", "nonmonotonic-poll"}
+        others = "-"
+        if v is not None:
+            rest = {n: len(c) for n, c in v.anomalies.items() if n not in shown}
+            others = ", ".join(f"{n} {c}" for n, c in sorted(rest.items())) or "none"
+        unseen = sum(case["count"] for case in self.anomalies("unseen"))
         return [
             ("faults survived", f"{self.survived} of {self.faults} (seed {self.seed})"),
             ("by kind", kinds),
             ("records sent", f"{self.sent:,}"),
             ("acknowledged", f"{self.acknowledged:,}"),
             ("failed sends / unknown", f"{self.failed_sends} / {self.unknown}"),
-            ("lost", "-" if v is None else str(len(v.lost))),
-            ("duplicated", "-" if v is None else str(len(v.duplicated))),
-            ("reordered", "-" if v is None else str(len(v.reordered))),
-            ("moved", "-" if v is None else str(len(v.moved))),
+            ("lost (lost-write)", count("lost-write")),
+            ("duplicated", count("duplicate")),
+            ("unseen at the end", "-" if v is None else str(unseen)),
+            ("poll-skip", "-" if v is None else by_process("poll-skip")),
+            ("nonmonotonic-poll", "-" if v is None else by_process("nonmonotonic-poll")),
+            ("other anomalies", others),
             (
                 "read along",
                 f"{self.read:,} ({len(self.read_gaps)} gaps"
@@ -285,6 +319,7 @@ class SoakReport:
                 f"HW {self.high_watermark:,}",
             ),
             ("elapsed", f"{self.elapsed_s:,.0f} s"),
+            ("checker", "-" if v is None else ("valid" if v.valid else "INVALID")),
             (
                 "verdict",
                 ("valid" if self.valid else "INVALID") + (f": {self.error}" if self.error else ""),
@@ -297,6 +332,8 @@ class SoakReport:
         lines = [f"{k:<{width}}  {v}" for k, v in rows]
         if self.verdict is not None and not self.verdict.valid:
             lines.append(self.verdict.summary())
+        if self.final_log is not None and not self.final_log.valid:
+            lines.append("history.check (final log, replicas): " + self.final_log.summary())
         return "\n".join(lines)
 
 
@@ -574,5 +611,21 @@ def _read_back(soak: Soak, history: History, reader: ReadAlong, report: SoakRepo
     replicas = history.replicas.get((topic, 0), {})
     report.replicas_compared = len(replicas)
     report.batches_compared = min((len(b) for b in replicas.values()), default=0)
-    report.verdict = check(history)
-    report.acknowledged = report.verdict.acknowledged
+    report.final_log = check(history)
+    report.verdict, report.acknowledged = judge(history)
+
+
+def judge(history: History) -> tuple[checker.Verdict, int]:
+    """The Jepsen-grade checker's verdict on a soak's history, and how many sends
+    were acknowledged. The history is converted by `checker.from_history`: every
+    acknowledged send an ok op of the producer, every send the client gave up on
+    an unknown one, every record the read-along consumer read an ok poll of its
+    own, the final read one more. It is judged strictly (`Settings()`, not the
+    adapter's poll-skip allowance): the read-along consumer is assigned its
+    partition from offset 0 and never seeks, so a skip or a step back in what it
+    reads is an anomaly, as is anything unseen at the end."""
+    ops, _ = checker.from_history(history)
+    acknowledged = sum(
+        1 for op in ops.ops if op.type == checker.OK and op.process == checker.PRODUCER
+    )
+    return checker.check(ops, checker.Settings()), acknowledged
