@@ -13,10 +13,19 @@ with one controller: the heartbeat and the metadata fetch loops do.
 
 (Kafka's brokers go straight to the leader a response names, through its endpoint; the
 voters' ids and endpoints are not in a broker's config here, so it tries them in turn.)
+
+A controller that accepts a connection and never answers (SIGSTOPped, hung) counts as a
+broken connection after `request_timeout_ms` (REQUEST_TIMEOUT_MS, Kafka's default for
+controller.quorum.request.timeout.ms): the connection is closed and the next
+controller asked. Without it every broker waited on a paused active controller until
+it woke up, never learning of the successor the other voters had elected (the soak's
+controller-pause with a leader kill inside it: the partition had no leader for as
+long as the pause lasted).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Sequence
 
@@ -26,6 +35,8 @@ from kafkalab.protocol.messages import Api
 from kafkalab.server.inter_broker_connection import InterBrokerConnection
 
 log = logging.getLogger(__name__)
+
+REQUEST_TIMEOUT_MS = 2000
 
 
 def parse_bootstrap_servers(value: str) -> list[tuple[str, int]]:
@@ -71,8 +82,10 @@ class ControllerChannel:
         addresses: Sequence[tuple[str, int]],
         schemas: dict[ApiKeys, Api],
         client_id: Callable[[], str] | None = None,
+        request_timeout_ms: int = REQUEST_TIMEOUT_MS,
     ) -> None:
         self.addresses = list(addresses)
+        self.request_timeout_s = request_timeout_ms / 1000
         self._connections = [InterBrokerConnection(h, p, schemas, client_id) for h, p in addresses]
         self.current = 0  # the controller that answered last
 
@@ -81,7 +94,16 @@ class ControllerChannel:
         for _ in range(len(self._connections)):
             conn = self._connections[self.current]
             try:
-                response = await conn.request(api_key, version, body)
+                response = await asyncio.wait_for(
+                    conn.request(api_key, version, body), self.request_timeout_s
+                )
+            except TimeoutError:
+                conn.close()  # a late answer must not be read as the next one's
+                last = KafkaError(
+                    Errors.REQUEST_TIMED_OUT,
+                    f"controller {self.addresses[self.current]} did not answer "
+                    f"{api_key.name} within {self.request_timeout_s:g} s",
+                )
             except KafkaError as e:
                 last = e
             else:
