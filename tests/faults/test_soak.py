@@ -144,6 +144,30 @@ def test_a_slice_of_the_soak_on_a_controller_quorum(tmp_path):
     assert report.valid, table
 
 
+def test_a_leader_killed_while_the_active_controller_is_paused(tmp_path):
+    """Found by the soak on a quorum: while the active controller was SIGSTOPped,
+    every broker's heartbeats and metadata fetches waited on it (its socket
+    accepted them, it never answered), so when the partition's leader was killed
+    the successor the other controllers elected reached no broker: no leader for
+    as long as the pause lasted (the soak gave up after 120 s). Brokers now give a
+    silent controller up after the request timeout and ask the next one."""
+    lines: list[str] = []
+    report = run_soak(
+        faults=2,
+        seed=8,  # seed 8 runs the leader kill inside the pause
+        kinds=["controller-pause", "leader-kill"],
+        base_dir=tmp_path,
+        log=lines.append,
+        controllers=3,
+        overlap=True,
+    )
+    table = report.table() + "\n" + "\n".join(lines)
+    assert report.overlapped == [("controller-pause", "leader-kill")], table
+    assert len(report.failovers_ms) == 1, table  # a successor acknowledged a record
+    _assert_nothing_lost(report, table)
+    assert report.valid, table
+
+
 def test_a_follower_more_than_a_fetch_behind_catches_up(tmp_path):
     """Found by the soak (a power failure wiped a follower of a 120,000-record
     log): a follower fetches at most 1 MiB a partition, the leader cuts that
