@@ -85,6 +85,8 @@ def main(argv: list[str] | None = None) -> int:
         "checker_valid": None if v is None else v.valid,
         "read": report.read,
         "read_gaps": len(report.read_gaps),
+        "read_all": report.read_all,
+        "read_errors": report.read_errors,
         "failover_ms": {
             "p50": percentile(fo, 50),
             "p99": percentile(fo, 99),
