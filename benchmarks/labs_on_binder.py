@@ -13,9 +13,10 @@ notebook left running.
 
     make binder-fit                     # all notebooks, Binder's environment, one CPU
     .venv/bin/python benchmarks/labs_on_binder.py --only 03_replication
+    .venv/bin/python benchmarks/labs_on_binder.py --only 05_transactions/05 --only 09_kraft
     .venv/bin/python benchmarks/labs_on_binder.py --no-binder --cpus 2 --scale full
 
-Writes benchmarks/results/labs-<scale>-<cpus>cpu-<commit>[-<only>].json
+Writes benchmarks/results/labs-<scale>-<cpus>cpu-<commit>[-<only>[+<only>...]].json
 (committed: the README's figures come from these files).
 """
 
@@ -98,10 +99,19 @@ def command(pid: int) -> str:
         return "?"
 
 
-def _ours(pid: int) -> bool:
-    """A kafkalab process, or Spark's JVM or Python workers."""
-    cmd = command(pid)
-    return any(word in cmd for word in ("kafkalab", "pyspark", "org.apache.spark"))
+# Set for each notebook's kernel to a value of its own; every process the kernel
+# starts (brokers, controllers, Spark's JVM and workers) inherits it, so one that
+# outlives the kernel is told from the processes of other jobs on the machine.
+RUN_MARKER = "LABS_ON_BINDER_RUN"
+
+
+def started_under(pid: int, token: str) -> bool:
+    """Whether the process carries RUN_MARKER=token in its environment."""
+    try:
+        environment = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return f"{RUN_MARKER}={token}".encode() in environment
 
 
 @dataclass
@@ -162,6 +172,8 @@ def run_notebook(path: Path, cell_timeout: int) -> NotebookRun:
         resources={"metadata": {"path": str(path.parent)}},
     )
     before = {pid for pids in _children().values() for pid in pids}
+    token = f"{os.getpid()}-{time.monotonic_ns()}"
+    os.environ[RUN_MARKER] = token  # the kernel starts with a copy of this environment
     sampler = TreeSampler()
     sampler.start()
     started = time.monotonic()
@@ -179,10 +191,12 @@ def run_notebook(path: Path, cell_timeout: int) -> NotebookRun:
     peak = sampler.stop()
     time.sleep(2)  # a process on its way out is not left behind
     # Left running: what is still under us, and what the notebook started that
-    # outlived its kernel (an orphan belongs to init, no longer to us).
+    # outlived its kernel (an orphan belongs to init, no longer to us: it is told
+    # by the token in its environment, not by its name, which other jobs share).
     new = {pid for pids in _children().values() for pid in pids} - before
     under_us = set(descendants(os.getpid()))
-    left = sorted({command(pid) for pid in new if pid in under_us or _ours(pid)})
+    left = sorted({command(pid) for pid in new if pid in under_us or started_under(pid, token)})
+    del os.environ[RUN_MARKER]
     return NotebookRun(
         notebook=str(path.relative_to(ROOT)),
         seconds=round(seconds, 1),
@@ -193,6 +207,17 @@ def run_notebook(path: Path, cell_timeout: int) -> NotebookRun:
         error=error,
         left_running=left,
     )
+
+
+def selected(paths: list[Path], only: list[str]) -> list[Path]:
+    """The notebooks whose path contains any of the --only patterns (all without one)."""
+    return [path for path in paths if not only or any(pattern in str(path) for pattern in only)]
+
+
+def results_name(scale: str, cpus: int, commit: str, only: list[str]) -> str:
+    """The results file's name: the patterns, if any, joined by '+' after the commit."""
+    patterns = "+".join(pattern.replace("/", "-").strip("-") for pattern in only)
+    return f"labs-{scale}-{cpus}cpu-{commit}{'-' + patterns if patterns else ''}.json"
 
 
 def commit() -> str:
@@ -212,7 +237,12 @@ def main() -> int:
     )
     parser.add_argument("--cpus", type=int, default=1, help="CPUs to run on (default 1)")
     parser.add_argument("--scale", help="KAFKALAB_SCALE (default: binder/start's, else full)")
-    parser.add_argument("--only", default="", help="run notebooks whose path contains this")
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        help="run notebooks whose path contains this (repeat it: any of them)",
+    )
     parser.add_argument("--cell-timeout", type=int, default=1800)
     args = parser.parse_args()
 
@@ -227,9 +257,7 @@ def main() -> int:
     print(f"labs at scale {scale} on CPU {sorted(cpus)} with {settings}", flush=True)
 
     runs = []
-    for path in sorted((ROOT / "labs").glob("*/*.ipynb")):
-        if args.only not in str(path):
-            continue
+    for path in selected(sorted((ROOT / "labs").glob("*/*.ipynb")), args.only):
         print(f"== {path.relative_to(ROOT)} ...", end=" ", flush=True)
         run = run_notebook(path, args.cell_timeout)
         runs.append(run)
@@ -243,7 +271,7 @@ def main() -> int:
             print(f"   left running: {left}", flush=True)
 
     if not runs:
-        print(f"no notebook under labs/ matches {args.only!r}")
+        print(f"no notebook under labs/ matches any of {args.only!r}")
         return 2
     worst = max(runs, key=lambda r: r.peak_pss_mib)
     result = {
@@ -263,8 +291,7 @@ def main() -> int:
     }
     out = ROOT / "benchmarks" / "results"
     out.mkdir(exist_ok=True)
-    only = "-" + args.only.replace("/", "-").strip("-") if args.only else ""
-    name = f"labs-{scale}-{len(cpus)}cpu-{result['commit']}{only}.json"
+    name = results_name(scale, len(cpus), result["commit"], args.only)
     (out / name).write_text(json.dumps(result, indent=2) + "\n")
     fits = worst.peak_pss_mib * MIB < LIMIT_BYTES
     print(

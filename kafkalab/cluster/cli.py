@@ -11,7 +11,12 @@
     kafkalab cluster restart --all --dir /tmp/k3       # a rolling restart
     kafkalab cluster cut 1 2 --dir /tmp/k3             # brokers 1 and 2 stop hearing each other
     kafkalab cluster cut 1 2 --one-way --dir /tmp/k3   # only 1 -> 2: broker 2 stops hearing 1
-    kafkalab cluster heal --dir /tmp/k3                # every link back
+    kafkalab cluster cut 1 2 --mode drop --dir /tmp/k3 # dropped, not refused: timeouts
+    kafkalab cluster isolate-clients 1 --mode drop --client-id-prefix p1- --dir /tmp/k3
+                                                       # broker 1 stops hearing clients p1-*
+    kafkalab cluster heal --dir /tmp/k3                # every link back, every client
+    kafkalab cluster clock 2 --step -3600 --dir /tmp/k3  # broker 2's wall clock an hour back
+    kafkalab cluster clock 2 --skew 1.5 --dir /tmp/k3  # ... or running 1.5x fast (--reset)
     kafkalab cluster status --dir /tmp/k3              # processes, the quorum, every partition
                                                        # replica, the reassignments in progress
     kafkalab cluster down --dir /tmp/k3                # no process is left behind
@@ -40,6 +45,7 @@ from pathlib import Path
 
 from kafkalab.cluster.local_cluster import (
     DESCRIBE_COLUMNS,
+    SINGLE_CONTROLLER_ID,
     LocalCluster,
     ProcessState,
     cut_to_recovery_points,
@@ -51,7 +57,15 @@ from kafkalab.controller.metadata_image import MetadataImage
 from kafkalab.controller.quorum_controller import METADATA_TOPIC
 from kafkalab.records import iter_batches
 from kafkalab.server.broker import BrokerProcess
-from kafkalab.server.link_faults import read_deaf_to, write_deaf_to
+from kafkalab.server.clock import read_clock, reset_clock, skew_clock, step_clock
+from kafkalab.server.link_faults import (
+    CutMode,
+    cut,
+    heal,
+    isolate_clients,
+    read_clients_cut,
+    read_cuts,
+)
 
 STATE_FILE = "cluster.json"
 
@@ -78,7 +92,30 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
     cut.add_argument("a", type=int)
     cut.add_argument("b", type=int)
     cut.add_argument("--one-way", action="store_true", help="only a -> b (b stops hearing a)")
-    verbs.add_parser("heal", help="restore every cut link")
+    cut.add_argument(
+        "--mode",
+        choices=CutMode.values(),
+        default=CutMode.REFUSE.value,
+        help="refuse: connections closed at once (the default); drop: requests never "
+        "answered, the sender waits for its request timeout",
+    )
+    isolate = verbs.add_parser(
+        "isolate-clients", help="a broker stops hearing its clients (all, or by client.id)"
+    )
+    isolate.add_argument("broker", type=int)
+    isolate.add_argument("--mode", choices=CutMode.values(), default=CutMode.REFUSE.value)
+    isolate.add_argument(
+        "--client-id-prefix", default=None, help="only clients whose client.id starts so"
+    )
+    verbs.add_parser("heal", help="restore every cut link, and every client")
+    clock = verbs.add_parser(
+        "clock", help="step or skew a node's wall clock (its timers stay monotonic)"
+    )
+    clock.add_argument("node", help="a broker's or controller's id (one controller: 3001)")
+    how = clock.add_mutually_exclusive_group(required=True)
+    how.add_argument("--step", type=float, metavar="SECONDS", help="jump (negative: back)")
+    how.add_argument("--skew", type=float, metavar="RATE", help="run at RATE x real speed")
+    how.add_argument("--reset", action="store_true", help="the real clock again")
     for name, what in (
         ("kill", "SIGKILL a broker"),
         ("power-failure", "SIGKILL, then lose what was not fsynced"),
@@ -223,18 +260,17 @@ def _status(args: argparse.Namespace, directory: Path, state: dict) -> int:
     controllers = _controllers(state)
     if controllers:
         for c, info in sorted(controllers.items()):
-            deaf = read_deaf_to(Path(info["props"]["log.dirs"]))
-            cut = f"\tdoes not hear {sorted(deaf)}" if deaf else ""
-            print(f"controller {c}\t{info['address']}\t{process_state(info['pid'])}{cut}")
+            line = _cuts_line(Path(info["props"]["log.dirs"]))
+            print(f"controller {c}\t{info['address']}\t{process_state(info['pid'])}{line}")
     else:
         print(
             f"controller\t{state['controller']['address']}\t"
             f"{process_state(state['controller']['pid'])}"
+            f"{_clock_line(directory / 'controller')}"
         )
     for b, info in sorted(brokers.items()):
-        deaf = read_deaf_to(Path(info["props"]["log.dirs"]))
-        cut = f"\tdoes not hear {sorted(deaf)}" if deaf else ""
-        print(f"broker {b}\t{info['address']}\t{process_state(info['pid'])}{cut}")
+        line = _cuts_line(Path(info["props"]["log.dirs"]))
+        print(f"broker {b}\t{info['address']}\t{process_state(info['pid'])}{line}")
     rows = describe_rows(
         {b: Path(info["props"]["log.dirs"]) for b, info in brokers.items()},
         {b: process_state(info["pid"]) for b, info in brokers.items()},
@@ -291,19 +327,76 @@ def _cut(args: argparse.Namespace, directory: Path, state: dict) -> int:
     for sender, receiver in pairs:
         if receiver in brokers and sender in controllers:
             continue  # the controller's side drops that broker's requests
-        d = Path(nodes[receiver]["props"]["log.dirs"])
-        write_deaf_to(d, read_deaf_to(d) | {sender})
+        cut(Path(nodes[receiver]["props"]["log.dirs"]), {sender}, args.mode)
         kind = "controller" if receiver in controllers else "broker"
         sender_kind = "controller" if sender in controllers else "broker"
-        print(f"{kind} {receiver} no longer hears {sender_kind} {sender}")
+        dropped = " (dropped)" if args.mode == CutMode.DROP else ""
+        print(f"{kind} {receiver} no longer hears {sender_kind} {sender}{dropped}")
+    return 0
+
+
+def _isolate_clients(args: argparse.Namespace, directory: Path, state: dict) -> int:
+    brokers = _brokers(state)
+    if args.broker not in brokers:
+        print(f"no broker {args.broker}; brokers: {sorted(brokers)}", file=sys.stderr)
+        return 1
+    isolate_clients(Path(brokers[args.broker]["props"]["log.dirs"]), args.mode,
+                    args.client_id_prefix)  # fmt: skip
+    which = f"clients {args.client_id_prefix}*" if args.client_id_prefix else "any client"
+    print(f"broker {args.broker} no longer hears {which} ({args.mode})")
     return 0
 
 
 def _heal(args: argparse.Namespace, directory: Path, state: dict) -> int:
     for info in [*_brokers(state).values(), *_controllers(state).values()]:
-        write_deaf_to(Path(info["props"]["log.dirs"]), set())
+        heal(Path(info["props"]["log.dirs"]))
     print("every link restored")
     return 0
+
+
+def _clock(args: argparse.Namespace, directory: Path, state: dict) -> int:
+    nodes = {str(n): Path(info["props"]["log.dirs"])
+             for n, info in {**_brokers(state), **_controllers(state)}.items()}  # fmt: skip
+    if not _controllers(state):
+        nodes[str(SINGLE_CONTROLLER_ID)] = directory / "controller"
+    if args.node not in nodes:
+        print(f"no node {args.node}; nodes: {sorted(nodes)}", file=sys.stderr)
+        return 1
+    if args.reset:
+        reset_clock(nodes[args.node])
+        print(f"{args.node}: the real clock")
+    elif args.step is not None:
+        step_clock(nodes[args.node], args.step * 1000)
+        print(f"{args.node}: clock stepped {args.step:+g} s")
+    else:
+        skew_clock(nodes[args.node], args.skew)
+        print(f"{args.node}: clock runs at {args.skew:g}x")
+    return 0
+
+
+def _clock_line(log_dir: Path) -> str:
+    """What `status` says of a node's clock faults ("" when none)."""
+    state = read_clock(log_dir)
+    parts = []
+    if state["offset_ms"]:
+        parts.append(f"{state['offset_ms'] / 1000:+g} s")
+    if state["rate"] != 1:
+        parts.append(f"{state['rate']:g}x")
+    return f"\tclock {', '.join(parts)}" if parts else ""
+
+
+def _cuts_line(log_dir: Path) -> str:
+    """What `status` says of a node's cut links ("" when none)."""
+    cuts = read_cuts(log_dir)
+    dropped = sorted(n for n, m in cuts.items() if m == CutMode.DROP)
+    line = f"\tdoes not hear {sorted(cuts)}" if cuts else ""
+    line += f" (dropped: {dropped})" if dropped else ""
+    clients = read_clients_cut(log_dir)
+    if clients:
+        prefix = clients.get("client_id_prefix")
+        which = f"clients {prefix}*" if prefix else "clients"
+        line += f"\tdoes not hear {which} ({clients['mode']})"
+    return line + _clock_line(log_dir)
 
 
 def _down(args: argparse.Namespace, directory: Path, state: dict) -> int:
@@ -402,6 +495,8 @@ def _controller_signal(args: argparse.Namespace, info: dict) -> int:
 _VERBS = {
     "status": _status,
     "cut": _cut,
+    "isolate-clients": _isolate_clients,
+    "clock": _clock,
     "heal": _heal,
     "down": _down,
     "restart": _restart_verb,

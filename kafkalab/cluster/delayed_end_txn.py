@@ -55,6 +55,8 @@ RETRIABLE = {
     Errors.NOT_COORDINATOR,
     Errors.CONCURRENT_TRANSACTIONS,
 }
+#: a Produce right after an EndTxn may find the partition still writing the markers
+PRODUCE_RETRIABLE = RETRIABLE | {Errors.NOT_ENOUGH_REPLICAS}
 
 
 def served_transaction_version(bootstrap_servers: str) -> int:
@@ -98,7 +100,11 @@ class HandBuiltProducer:
     """A transactional producer whose every request is built here and recorded in
     `run.requests` (a table the labs show): `begin(name)`, `add_partition(p)`
     (nothing under version 2: Produce adds it), `write(p, value)` (the error's
-    name; NONE when written), `end(commit)`."""
+    name; NONE when written; recorded in the run's history), `produce(p, value,
+    epoch=, sequence=)` (the raw answer; a late or zombie write with an old epoch
+    or sequence), `end(commit)` (the EndTxn answer, once the markers are written),
+    `describe()`. The broker tests of transaction verification and version 2 drive
+    it too."""
 
     def __init__(
         self,
@@ -121,25 +127,28 @@ class HandBuiltProducer:
         if found["error_code"] != 0:
             raise AssertionError(f"FindCoordinator: {Errors(found['error_code']).name}")
         self.coordinator = found["node_id"]
+        init_version = 4 if version >= 2 else 1
         init = self._until_done(
             lambda: self.coordinator_conn()._call(
                 ApiKeys.INIT_PRODUCER_ID,
-                1,
+                init_version,
                 {"transactional_id": self.tid, "transaction_timeout_ms": 60_000},
             )[1]
         )
+        if init["error_code"] != 0:
+            raise AssertionError(f"InitProducerId: {Errors(init['error_code']).name}")
         self.pid, self.epoch = init["producer_id"], init["producer_epoch"]
-        self._note("InitProducerId", 1, "", init)
+        self._note("InitProducerId", init_version, "", init)
 
     def coordinator_conn(self) -> BrokerConnection:
         return self.client.connection(self.coordinator)
 
     @staticmethod
-    def _until_done(call):
+    def _until_done(call, retriable=RETRIABLE):
         deadline = time.monotonic() + 60
         while True:
             answer = call()
-            if Errors(answer["error_code"]) not in RETRIABLE or time.monotonic() > deadline:
+            if Errors(answer["error_code"]) not in retriable or time.monotonic() > deadline:
                 return answer
             time.sleep(0.1)
 
@@ -181,14 +190,18 @@ class HandBuiltProducer:
             raise AssertionError(f"AddPartitionsToTxn p{partition}: {answer}")
         self.added.add(partition)
 
-    def write(self, partition: int, value: bytes) -> str:
-        self.run.history.send(self.topic, partition, value, txn=self.txn)
-        sequence = self.sequences.get(partition, 0)
+    def produce(
+        self, partition: int, value: bytes, epoch: int | None = None, sequence: int | None = None
+    ) -> dict:
+        """One Produce of `value` to `partition` in the open transaction, to the leader,
+        retried while the coordinator or the last markers are busy; the partition's
+        answer. `epoch` and `sequence` override the producer's own: a late or zombie
+        write (its success does not move the producer's sequence)."""
         batch = build_batch(
             [SimpleRecord(value)],
             producer_id=self.pid,
-            producer_epoch=self.epoch,
-            base_sequence=sequence,
+            producer_epoch=self.epoch if epoch is None else epoch,
+            base_sequence=self.sequences.get(partition, 0) if sequence is None else sequence,
             is_transactional=True,
         )
         body = {
@@ -206,14 +219,24 @@ class HandBuiltProducer:
         version = 12 if self.version >= 2 else 8
         leader = self.client.connection(self.client.leader_for(self.topic, partition))
         answer = self._until_done(
-            lambda: leader._call(ApiKeys.PRODUCE, version, body)[1]["responses"][0]["partitions"][0]
+            lambda: leader._call(ApiKeys.PRODUCE, version, body)[1]["responses"][0]["partitions"][
+                0
+            ],
+            PRODUCE_RETRIABLE,
         )
         self._note("Produce", version, f"{value.decode()} to p{partition}", answer, "to the leader")
+        if answer["error_code"] == 0 and sequence is None and epoch is None:
+            self.sequences[partition] = self.sequences.get(partition, 0) + 1
+        return answer
+
+    def write(self, partition: int, value: bytes) -> str:
+        """produce(), recorded in the run's history; the error's name (NONE when written)."""
+        self.run.history.send(self.topic, partition, value, txn=self.txn)
+        answer = self.produce(partition, value)
         error = Errors(answer["error_code"]).name
         if answer["error_code"] != 0:
             self.run.history.fail(self.topic, partition, value, error)
             return error
-        self.sequences[partition] = sequence + 1
         self.run.history.ack(self.topic, partition, value, answer["base_offset"])
         return error
 
@@ -237,16 +260,22 @@ class HandBuiltProducer:
         )
         self._note("EndTxn", self.end_txn_version, "commit" if commit else "abort", answer)
         if answer["error_code"] == 0 and self.version >= 2:
-            # version 2: the coordinator bumped the epoch and says which; sequences restart
-            self.epoch, self.sequences = answer["producer_epoch"], {}
+            # version 2: the coordinator bumped the epoch (or, at the last epoch, gave a
+            # new producer id) and says which; sequences restart
+            self.pid, self.epoch = answer["producer_id"], answer["producer_epoch"]
+            self.sequences = {}
         self.wait_complete()
         return answer
 
-    def state(self) -> str:
+    def describe(self) -> dict:
+        """DescribeTransactions: the coordinator's view (state, partitions, epoch)."""
         (d,) = self.coordinator_conn()._call(
             ApiKeys.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [self.tid]}
         )[1]["transaction_states"]
-        return d["transaction_state"]
+        return d
+
+    def state(self) -> str:
+        return self.describe()["transaction_state"]
 
     def wait_complete(self) -> None:
         deadline = time.monotonic() + 60

@@ -7,7 +7,10 @@
         cluster.restart(2)
         cluster.pause(3); cluster.resume(3)   # SIGSTOP / SIGCONT
         cluster.cut_link(1, 2)           # broker 1 and 2 no longer hear each other
+        cluster.cut_link(1, 2, mode="drop")   # ... and their requests time out
+        cluster.isolate_clients(1, mode="drop", client_id_prefix="p1-")
         cluster.heal_links()
+        cluster.clock_step(2, -3600)     # broker 2's wall clock an hour back
 
 Each process has its own data directory under `base_dir`; every process the
 cluster starts it stops, also when a test fails (`__exit__`).
@@ -30,11 +33,14 @@ from pathlib import Path
 from kafkalab.kinds import Kind
 from kafkalab.raft.kafka_metadata_log import METADATA_LOG_DIR, cut_to_recovery_point
 from kafkalab.server.broker import BrokerProcess
+from kafkalab.server.clock import reset_clock, skew_clock, step_clock
 from kafkalab.server.link_faults import (
+    CutMode,
+    cut,
+    heal,
     hold_requests,
-    read_deaf_to,
+    isolate_clients,
     release_requests,
-    write_deaf_to,
 )
 from kafkalab.server.replica_state import read_replica_state
 from kafkalab.storage.checkpoint_file import (
@@ -143,6 +149,8 @@ def under_replicated(rows: list[dict]) -> list[tuple[str, int]]:
 
 #: A quorum controller's node id is this plus 1, 2, 3 (brokers are 1..n).
 CONTROLLER_ID_BASE = 3000
+#: The node id of a single controller (a quorum of one: the first voter's id).
+SINGLE_CONTROLLER_ID = CONTROLLER_ID_BASE + 1
 
 
 def _free_port() -> int:
@@ -346,27 +354,74 @@ class LocalCluster:
     def broker_dir(self, broker_id: int) -> Path:
         return self.base_dir / f"broker-{broker_id}"
 
-    def cut_link(self, a: int, b: int, both_ways: bool = True) -> None:
+    def _is_single_controller(self, node_id: int) -> bool:
+        return node_id == SINGLE_CONTROLLER_ID and not self.controllers
+
+    def node_dir(self, node_id: int) -> Path:
+        """A broker's log dir, or a controller's data dir (where its link-faults.json
+        and clock.json live): a quorum's voter, or the single controller by
+        SINGLE_CONTROLLER_ID."""
+        if self._is_single_controller(node_id):
+            assert self.controller is not None
+            return self.controller.dir
+        if node_id in self.controllers:
+            return self._process(node_id).dir
+        return self.broker_dir(node_id)
+
+    def cut_link(
+        self, a: int, b: int, both_ways: bool = True, mode: CutMode | str = CutMode.REFUSE
+    ) -> None:
         """Cut the replication link a -> b (b no longer hears a) and, by default,
         b -> a too. See kafkalab.server.link_faults for what each direction means.
+        `mode`: "refuse" (the connection closed at once) or "drop" (requests never
+        answered: the sender waits for its request timeout).
         Either may be a quorum controller: between two controllers the cut is of
         their Raft traffic; between a broker and a controller the controller drops
         that broker's requests (a broker cannot be made deaf to one controller: cut
         it both ways)."""
         for sender, receiver in [(a, b), (b, a)] if both_ways else [(a, b)]:
-            d = (
-                self._process(receiver).dir
-                if receiver in self.controllers
-                else self.broker_dir(receiver)
-            )
-            write_deaf_to(d, read_deaf_to(d) | {sender})
+            cut(self.node_dir(receiver), {sender}, mode)
+
+    def isolate_clients(
+        self,
+        broker_id: int,
+        mode: CutMode | str = CutMode.REFUSE,
+        client_id_prefix: str | None = None,
+    ) -> None:
+        """Broker `broker_id` no longer hears its clients: all of them, or those whose
+        client.id starts with `client_id_prefix` (a partition between a client
+        process and a broker). `mode` as for `cut_link`: "refuse" closes their
+        connections at once, "drop" leaves their requests unanswered until each
+        client's request timeout. Brokers still hear each other."""
+        isolate_clients(self.broker_dir(broker_id), mode, client_id_prefix)
 
     def heal_links(self) -> None:
-        """Every broker and controller hears every other again."""
+        """Every broker and controller hears every other, and every client, again."""
         for broker_id in self.brokers:
-            write_deaf_to(self.broker_dir(broker_id), set())
+            heal(self.broker_dir(broker_id))
         for controller in self.controllers.values():
-            write_deaf_to(controller.dir, set())
+            heal(controller.dir)
+
+    def clock_step(self, node_id: int, seconds: float) -> None:
+        """Step a broker's or controller's wall clock by `seconds` (negative: back;
+        the single controller is SINGLE_CONTROLLER_ID).
+        It stamps records (LogAppendTime, the metadata log's batches) and rolls and
+        retains segments by it; its timers (sessions, ISR lag, duties) are monotonic
+        and do not move (kafkalab.server.clock)."""
+        step_clock(self.node_dir(node_id), seconds * 1000)
+
+    def clock_skew(self, node_id: int, rate: float) -> None:
+        """Run a broker's or controller's wall clock at `rate` times real speed from
+        now on (1.0: real speed again, keeping the drift so far)."""
+        skew_clock(self.node_dir(node_id), rate)
+
+    def clock_reset(self, node_id: int | None = None) -> None:
+        """The real clock again on one node, or (None) on every node."""
+        nodes = [node_id] if node_id is not None else [*self.brokers, *self.controllers]
+        for n in nodes:
+            reset_clock(self.node_dir(n))
+        if node_id is None and self.controller is not None and not self.controllers:
+            reset_clock(self.node_dir(SINGLE_CONTROLLER_ID))
 
     def hold_requests(self, broker_id: int, api_key: int, count: int = 1, ms: int = 60_000):
         """Broker `broker_id` holds its next `count` client requests of `api_key`

@@ -91,7 +91,7 @@ from kafkalab.cluster.workload import (
 )
 from kafkalab.errors import KafkaError
 from kafkalab.kinds import Kind
-from kafkalab.server.link_faults import read_deaf_to, write_deaf_to
+from kafkalab.server.link_faults import uncut
 
 
 class FaultKind(Kind):
@@ -742,12 +742,7 @@ class Soak:
         """Undo `cluster.cut_link(a, b)` (both ways), and only that cut: another
         fault's cut stays (LocalCluster.heal_links heals every link)."""
         for sender, receiver in ((a, b), (b, a)):
-            d = (
-                self.cluster.controllers[receiver].dir
-                if receiver in self.cluster.controllers
-                else self.cluster.broker_dir(receiver)
-            )
-            write_deaf_to(d, read_deaf_to(d) - {sender})
+            uncut(self.cluster.node_dir(receiver), {sender})
 
     # The quorum, asked with DescribeQuorum (never a paused voter: it would not answer)
 

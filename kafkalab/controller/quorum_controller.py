@@ -107,7 +107,12 @@ class QuorumController:
         session_timeout_ms: int = 9000,
         unclean_leader_election_enable: bool = False,
         seed: int = 0,
+        clock: Callable[[], int] | None = None,
     ) -> None:
+        """`clock`: the wall time (ms) the metadata log's batches are stamped with
+        (kafkalab's clock faults, kafkalab.server.clock); the real time when None.
+        Session timers do not read it: they are given `now_ms` by the caller."""
+        self.clock = clock
         self.session_timeout_ms = session_timeout_ms
         self.unclean_default = unclean_leader_election_enable
         self.image = MetadataImage()
@@ -132,7 +137,10 @@ class QuorumController:
         of the first one (a broker's epoch is the offset of its registration)."""
         if self.record_sink is not None:
             self.record_sink(records)
-        batch = build_batch([SimpleRecord(json.dumps(r, sort_keys=True).encode()) for r in records])
+        now = self.clock() if self.clock is not None else None  # None: the real time
+        batch = build_batch(
+            [SimpleRecord(json.dumps(r, sort_keys=True).encode(), timestamp=now) for r in records]
+        )
         info = self.log.append_as_leader(batch, origin=AppendOrigin.COORDINATOR)
         self.log.flush()  # nothing is acknowledged that could be lost
         if self.record_sink is None:

@@ -196,7 +196,7 @@ class KafkaRaftClient:
         state = self.quorum.state
         out: list[RaftMessage | None] = []
         if isinstance(state, LeaderState):
-            if state.time_until_check_quorum_expires(now_ms) == 0:
+            if self.config.check_quorum and state.time_until_check_quorum_expires(now_ms) == 0:
                 self._resign(state, now_ms)
                 return []
             for voter in state.non_acknowledging_voters():
@@ -222,7 +222,9 @@ class KafkaRaftClient:
             if now_ms >= state.election_deadline_ms:
                 self.quorum.transition_to_prospective(now_ms)
         elif isinstance(state, ProspectiveState):
-            if len(state.granted) >= self.quorum.majority:
+            if len(state.granted) >= self.quorum.majority or not self.config.pre_vote:
+                # (without pre-vote, QuorumConfig.pre_vote=False, Prospective is only
+                # passed through: the voter bumps its epoch at once, as before KIP-996)
                 self.quorum.transition_to_candidate(now_ms)
             elif now_ms >= state.election_deadline_ms:
                 self._lose_pre_vote(state, now_ms)

@@ -14,6 +14,14 @@ Defaults are Kafka's `controller.quorum.*` defaults:
     request_timeout_ms       controller.quorum.request.timeout.ms (2000): an unanswered
                              request is forgotten and may be sent again
     fetch_max_entries        how many entries one Fetch response carries (Kafka bounds bytes)
+    pre_vote                 True (Kafka 4.x, KIP-996): a voter whose timeout expires asks
+                             for pre-votes (Prospective) before it bumps the epoch. False is
+                             a teaching switch that turns KIP-996 off, as before Kafka 4.0: it
+                             turns Candidate at once, in epoch + 1 (lab 09 part 4)
+    check_quorum             True (Kafka since KAFKA-15489's fix): a leader no majority has
+                             fetched from for 1.5 x fetch timeout resigns. False is a teaching
+                             switch that turns that fix off: a cut-off leader stays Leader of
+                             its epoch until it hears of a newer one
     defects                  deliberately broken modes, off by default, each named for the
                              Kafka JIRA whose bug it brings back (DEFECTS): the replay of
                              the KafkaRaft spec's broken variants (kafkalab/specs/kraft_replay.py)
@@ -43,6 +51,8 @@ class QuorumConfig:
     retry_backoff_ms: int = 20
     request_timeout_ms: int = 2000
     fetch_max_entries: int = 100
+    pre_vote: bool = True
+    check_quorum: bool = True
     defects: frozenset[str] = field(default_factory=frozenset)
 
     def __post_init__(self) -> None:

@@ -44,6 +44,7 @@ from kafkalab.server.add_partitions_to_txn_manager import (
 )
 from kafkalab.server.alter_partition_manager import AlterPartitionManager
 from kafkalab.server.broker_lifecycle_manager import BrokerLifecycleManager
+from kafkalab.server.clock import ProcessClock, monotonic_ms
 from kafkalab.server.config import KafkaConfig, read_properties
 from kafkalab.server.controller_channel import ControllerChannel, parse_bootstrap_servers
 from kafkalab.server.dynamic_broker_config import DynamicBrokerConfig
@@ -118,6 +119,7 @@ class KafkaBroker:
         self._ticker: asyncio.Task | None = None
         self._reporter: asyncio.Task | None = None
         self.link_faults = LinkFaults(Path(config.log_dirs[0]))
+        self.clock = ProcessClock(Path(config.log_dirs[0]))  # kafkalab's clock faults
         self.lifecycle: BrokerLifecycleManager | None = None
         self.metadata_listener: BrokerMetadataListener | None = None
         self.fetchers: ReplicaFetcherManager | None = None
@@ -150,6 +152,9 @@ class KafkaBroker:
             producer_id_expiration_check_interval_ms=int(
                 config.extra.get("producer.id.expiration.check.interval.ms", 600_000)
             ),
+            # wall time through kafkalab's clock faults (clock.py); duties on a timer
+            clock=self.clock.wall_ms,
+            timer_clock=monotonic_ms,
         )
         self.replica_manager = ReplicaManager(
             self.log_manager,
@@ -159,6 +164,7 @@ class KafkaBroker:
                 "kafkalab.follower.truncation.rule", "fenced-leader-epoch"
             ),
             replica_lag_time_max_ms=int(config.extra.get("replica.lag.time.max.ms", 30_000)),
+            clock=monotonic_ms,  # its times are timers (ISR lag, fetch sessions)
         )
         controller = config.extra.get("controller.quorum.bootstrap.servers")
         # In a cluster, blocks of ids from the controller (AllocateProducerIds); on
@@ -284,6 +290,7 @@ class KafkaBroker:
             self.events,
             int(config.extra.get("replica.fetch.wait.max.ms", 500)),
             client_id=self._client_id,
+            request_timeout_ms=int(config.extra.get("replica.socket.timeout.ms", 30_000)),
         )
         listener = BrokerMetadataListener(
             config.node_id,

@@ -38,7 +38,6 @@ import argparse
 import asyncio
 import logging
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +48,7 @@ from kafkalab.protocol.header import RequestHeader
 from kafkalab.protocol.messages import CONTROLLER_APIS, api_versions_body
 from kafkalab.server.apis.configs import created_topic_configs
 from kafkalab.server.broker import run_from_command_line, serve
+from kafkalab.server.clock import ProcessClock, monotonic_ms
 from kafkalab.server.config import parse_listener
 from kafkalab.server.events import EventLog
 from kafkalab.server.socket_server import SocketServer
@@ -61,7 +61,9 @@ TICK_SECONDS = 0.25
 
 
 def _now_ms() -> int:
-    return int(time.time() * 1000)
+    """The controller's session timers' clock: monotonic, as Kafka's
+    BrokerHeartbeatManager (System.nanoTime), so a stepped wall clock fences no one."""
+    return monotonic_ms()
 
 
 class ControllerApis:
@@ -495,6 +497,7 @@ class ControllerServer:
             self.controller = QuorumController(
                 kraft.controller_directory(data_dir) if in_quorum else data_dir,
                 session_timeout_ms=int(self.props.get("broker.session.timeout.ms", 9000)),
+                clock=ProcessClock(data_dir).wall_ms,  # kafkalab's clock faults
                 unclean_leader_election_enable=(
                     self.props.get("unclean.leader.election.enable", "false").lower() == "true"
                 ),

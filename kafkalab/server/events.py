@@ -9,6 +9,16 @@ failover's timeline from the processes' own records:
                                   asking for a controlled shutdown)
                 partition_change  topic, partition, leader, leader_epoch, isr, reason
                                   (an election when the leader epoch grew)
+    a quorum    quorum_state      state, epoch, leader, from, from_epoch (a Raft
+    controller                    transition: follower -> prospective is a fetch
+                                  timeout, prospective -> candidate a won pre-vote,
+                                  candidate -> leader a won vote, leader -> resigned
+                                  check-quorum or a graceful resignation)
+                leader_change_committed  epoch, offset (the leader's LeaderChange
+                                  record, the first of its epoch, is committed)
+                controller_activated / controller_renounced  epoch
+                broker_heartbeat  broker, epoch (the first heartbeat of that broker
+                                  to reach this controller since it activated)
     broker      leader            topic, partition, leader_epoch (applied an election)
                 follower          topic, partition, leader, leader_epoch
                 truncated         topic, partition, from, to

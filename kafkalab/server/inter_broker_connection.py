@@ -5,7 +5,10 @@ broker's requests to the controller) and ReplicaFetcherBlockingSend (a
 follower's requests to its leader). Enough for these control paths: a request
 is written, its response awaited, and the next one waits its turn. A broken
 connection raises KafkaError(NETWORK_EXCEPTION) and is opened again on the
-next request.
+next request. With a request timeout, a request not answered in time raises
+KafkaError(REQUEST_TIMED_OUT) and closes the connection, as Kafka's
+NetworkClient disconnects on a request timeout (a silently dropped request,
+kafkalab's link faults, is only ever ended this way).
 
 `replica_fetch_request` builds the Fetch body a follower sends, the same for
 a broker reading the controller's metadata log (`__cluster_metadata-0`) and
@@ -57,10 +60,14 @@ class InterBrokerConnection:
         port: int,
         schemas: dict[ApiKeys, Api],
         client_id: Callable[[], str] | None = None,
+        request_timeout_ms: int | None = None,
     ) -> None:
         """`client_id`: asked before each request (a broker epoch changes when the
-        broker registers again); "kafkalab-broker" when not given."""
+        broker registers again); "kafkalab-broker" when not given.
+        `request_timeout_ms`: how long to wait for an answer (None: as long as the
+        connection lives)."""
         self.host, self.port, self.schemas = host, port, schemas
+        self.request_timeout_ms = request_timeout_ms
         self.client_id = client_id or (lambda: "kafkalab-broker")
         self._ids = itertools.count(1)
         self._lock = asyncio.Lock()
@@ -79,8 +86,18 @@ class InterBrokerConnection:
                     )
                 )
                 await writer.drain()
-                (size,) = _SIZE.unpack(await reader.readexactly(4))
-                frame = await reader.readexactly(size)
+                if self.request_timeout_ms is None:
+                    frame = await _read_frame(reader)
+                else:
+                    frame = await asyncio.wait_for(
+                        _read_frame(reader), self.request_timeout_ms / 1000
+                    )
+            except TimeoutError as e:
+                self.close()
+                raise KafkaError(
+                    Errors.REQUEST_TIMED_OUT,
+                    f"{self.host}:{self.port}: no answer in {self.request_timeout_ms} ms",
+                ) from e
             except (OSError, asyncio.IncompleteReadError) as e:
                 self.close()
                 raise KafkaError(Errors.NETWORK_EXCEPTION, f"{self.host}:{self.port}: {e}") from e
@@ -91,6 +108,11 @@ class InterBrokerConnection:
         if self._streams is not None:
             self._streams[1].close()
             self._streams = None
+
+
+async def _read_frame(reader: asyncio.StreamReader) -> bytes:
+    (size,) = _SIZE.unpack(await reader.readexactly(4))
+    return await reader.readexactly(size)
 
 
 def _by_topic(tps: list[tuple[str, int]]) -> dict[str, list[int]]:

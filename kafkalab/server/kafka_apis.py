@@ -82,9 +82,10 @@ from kafkalab.server.fetch_session import (
 )
 from kafkalab.server.group_coordinator_service import GroupCoordinatorService
 from kafkalab.server.inter_broker_connection import parse_broker_client_id
-from kafkalab.server.link_faults import LinkFaults
+from kafkalab.server.link_faults import CutMode, LinkFaults
 from kafkalab.server.metadata_cache import MetadataCache
 from kafkalab.server.producer_ids import ProducerIdManager, RPCProducerIdManager
+from kafkalab.server.socket_server import CLOSE_CONNECTION, DROP_REQUEST
 from kafkalab.server.transaction_coordinator_service import TransactionCoordinatorService
 
 log = logging.getLogger(__name__)
@@ -237,6 +238,26 @@ class KafkaApis:
             seconds,
         )
         return self.link_faults.wait_held(seconds)
+
+    def client_cut(self, header: RequestHeader) -> object | None:
+        """CLOSE_CONNECTION or DROP_REQUEST for a client request while this broker is
+        deaf to that client (kafkalab's `isolate_clients`, link_faults.py), else
+        None. Requests between brokers are never cut this way."""
+        if self.link_faults is None or self.from_broker(header):
+            return None
+        self.link_faults.refresh()
+        mode = self.link_faults.client_cut(header.client_id)
+        if mode is None:
+            return None
+        return DROP_REQUEST if mode == CutMode.DROP else CLOSE_CONNECTION
+
+    def unheard(self, replica_id: int) -> object:
+        """The answer to a request from a replica this broker is deaf to: the
+        connection closed (a refused cut) or the request dropped (link_faults.py)."""
+        assert self.link_faults is not None
+        return (
+            DROP_REQUEST if self.link_faults.mode(replica_id) == CutMode.DROP else CLOSE_CONNECTION
+        )
 
     def hears(self, replica_id: int) -> bool:
         """Does a request from this replica reach us, or is the link cut (kafkalab's

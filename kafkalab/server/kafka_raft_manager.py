@@ -27,6 +27,13 @@ controller learns there that it became leader (activate), lost it (renounce), or
 that the high watermark moved (replay committed records). `wait_for_commit(offset)`
 returns once the high watermark passes `offset`, or raises NotLeaderError if this
 voter stops leading first.
+
+Given an EventLog (`events`), the manager records each of its voter's Raft
+transitions there (`quorum_state`: state, epoch, leader, from, from_epoch; a
+Follower that turns Prospective is a fetch timeout, a Prospective that turns
+Candidate won its pre-vote) and, on a leader, the moment its LeaderChange record is
+committed (`leader_change_committed`: epoch, offset), so a controller failover can
+be taken apart from the processes' own records (kafkalab.cluster.controller_failover).
 """
 
 from __future__ import annotations
@@ -47,6 +54,7 @@ from kafkalab.protocol.messages.fetch import FETCH_REQUEST, FETCH_RESPONSE
 from kafkalab.raft.errors import NotLeaderError
 from kafkalab.raft.kafka_metadata_log import METADATA_LOG_DIR, KafkaMetadataLog
 from kafkalab.raft.kafka_raft_client import KafkaRaftClient
+from kafkalab.raft.leader_state import LeaderState
 from kafkalab.raft.quorum_config import QuorumConfig
 from kafkalab.raft.quorum_state_store import FileQuorumStateStore
 from kafkalab.raft.raft_log import LogEntry
@@ -66,9 +74,10 @@ from kafkalab.raft.raft_wire import (
     response_from_body,
     response_to_body,
 )
+from kafkalab.server.events import EventLog
 from kafkalab.server.inter_broker_connection import InterBrokerConnection
-from kafkalab.server.link_faults import LinkFaults
-from kafkalab.server.socket_server import CLOSE_CONNECTION
+from kafkalab.server.link_faults import CutMode, LinkFaults
+from kafkalab.server.socket_server import CLOSE_CONNECTION, DROP_REQUEST
 
 log = logging.getLogger(__name__)
 
@@ -131,10 +140,13 @@ class KafkaRaftManager:
         cluster_id: str | None = None,
         clock: Callable[[], int] = _now_ms,
         link_faults: LinkFaults | None = None,
+        events: EventLog | None = None,
     ) -> None:
         """`link_faults`: the voters this one is deaf to (kafkalab's cut links, see
-        link_faults.py): their requests are dropped (the connection closed) and
-        their answers thrown away."""
+        link_faults.py): their requests are refused (the connection closed) or
+        dropped (never answered: the sender's request times out), and their
+        answers thrown away. `events`: where the voter's transitions are
+        recorded (see above)."""
         if node_id not in voters:
             raise ValueError(f"node {node_id} is not one of controller.quorum.voters {voters}")
         self.node_id = node_id
@@ -155,7 +167,14 @@ class KafkaRaftManager:
             cluster_id,
         )
         self._connections = {
-            v: InterBrokerConnection(h, p, RAFT_CHANNEL_APIS, lambda: f"raft-voter-{node_id}")
+            v: InterBrokerConnection(
+                h,
+                p,
+                RAFT_CHANNEL_APIS,
+                lambda: f"raft-voter-{node_id}",
+                # a dropped request (link faults) is given up on, as the client does
+                self.config.request_timeout_ms,
+            )
             for v, (h, p) in voters.items()
             if v != node_id
         }
@@ -165,6 +184,9 @@ class KafkaRaftManager:
         self._task: asyncio.Task | None = None
         self._sends: set[asyncio.Task] = set()
         self._closed = False
+        self.events = events
+        self._recorded_state = (self.client.state_name.value, self.client.epoch, self.leader_id)
+        self._recorded_commit_epoch = -1
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -234,7 +256,36 @@ class KafkaRaftManager:
         if self._wake is not None:
             self._wake.set()
 
+    def _record_transitions(self) -> None:
+        """Record a new Raft state, and a leader's LeaderChange once committed."""
+        if self.events is None:
+            return
+        now = (self.client.state_name.value, self.client.epoch, self.leader_id)
+        if now != self._recorded_state:
+            self.events.record(
+                "quorum_state",
+                state=now[0],
+                epoch=now[1],
+                leader=now[2],
+                **{"from": self._recorded_state[0], "from_epoch": self._recorded_state[1]},
+            )
+            self._recorded_state = now
+        state = self.client.quorum.state
+        if (
+            isinstance(state, LeaderState)
+            and state.epoch != self._recorded_commit_epoch
+            and self.client.high_watermark > state.epoch_start_offset
+        ):
+            self._recorded_commit_epoch = state.epoch
+            self.events.record(
+                "leader_change_committed",
+                epoch=state.epoch,
+                offset=state.epoch_start_offset,
+                high_watermark=self.client.high_watermark,
+            )
+
     def _notify(self) -> None:
+        self._record_transitions()
         for listener in self._listeners:
             listener(self)
         if self._changed is not None:
@@ -312,14 +363,22 @@ class KafkaRaftManager:
         self.link_faults.refresh()
         return self.link_faults.hears(node_id)
 
+    def unheard(self, node_id: int) -> object:
+        """The answer to a request from a node this one is deaf to: CLOSE_CONNECTION
+        (a refused cut) or DROP_REQUEST (a dropped one)."""
+        assert self.link_faults is not None
+        if self.link_faults.mode(node_id) == CutMode.DROP:
+            return DROP_REQUEST
+        return CLOSE_CONNECTION
+
     def handle_request(self, header: RequestHeader, body: dict) -> Any:
         """The response body for an inbound KRaft request (a coroutine for a parked
-        Fetch; CLOSE_CONNECTION from a voter this one is deaf to)."""
+        Fetch; CLOSE_CONNECTION or DROP_REQUEST from a voter this one is deaf to)."""
         if header.api_key == ApiKeys.DESCRIBE_QUORUM:
             return describe_quorum_to_body(self.client.describe_quorum(self.clock()))
         data = request_from_body(ApiKeys(header.api_key), body)
         if not self.hears(source_of(data)):
-            return CLOSE_CONNECTION
+            return self.unheard(source_of(data))
         answer = self._handle(header.correlation_id, data)
         if (
             isinstance(data, FetchRequest)

@@ -12,9 +12,29 @@ OffsetForLeaderEpoch); as a follower of A it throws away A's responses. So
                            stops hearing from its follower
     cut A <-> B            both
 
-Client and controller traffic is not affected. The difference from a real
-partition: a cut connection fails at once (the sender sees a network error and
-retries) instead of after a socket timeout.
+Controller traffic is not affected.
+
+**Two kinds of failure** (Jepsen's): a cut is `refuse` or `drop`.
+
+    refuse   the connection is closed at once: the sender sees a network error
+             and retries (connections refused, a host that is down)
+    drop     the request is read and never answered, and the connection stays
+             open and silent until its sender gives up on it: the sender waits
+             for its request timeout (replica.socket.timeout.ms for a follower,
+             the quorum's request timeout for a voter, request.timeout.ms for a
+             client), which is what makes timeouts matter (packets silently
+             dropped, a firewall's DROP). An answer from a node the receiver is
+             deaf to is likewise thrown away, and the receiver waits out its
+             request timeout before it asks again. A dropped request is lost,
+             not delayed: it never reaches the broker's handlers, even after a
+             heal. Between a broker and a controller a cut is refused in
+             either mode for now: a broker's channel to its controllers has no
+             request timeout yet, so a dropped request would hold it for good.
+
+**Clients cut off** (`isolate_clients`): a broker deaf to clients, all of them
+or those whose client.id starts with a prefix (Jepsen's clients are
+processes; ours tell them apart by client.id), in either mode. Requests
+between brokers (on the inter-broker listener) are never cut this way.
 
 **Held requests** model a slow network for client traffic (Jepsen's delayed
 messages, KAFKA-17754): `hold` names an API key, how many of its next client
@@ -25,8 +45,10 @@ as a retry through a different network path does), and the held request is then
 handled as if it had just arrived. Rewriting the file (`release_requests`) lets
 every held request go at once. Requests between brokers are never held.
 
-The state lives in `<log dir>/link-faults.json` (`{"deaf_to": [2, 3], "hold":
-[{"api_key": 26, "count": 1, "ms": 60000}]}`), written by LocalCluster /
+The state lives in `<log dir>/link-faults.json` (`{"deaf_to": [2, 3], "drop": [3],
+"clients": {"mode": "drop", "client_id_prefix": "p1-"}, "hold": [{"api_key": 26,
+"count": 1, "ms": 60000}]}`: `drop` names the cuts of `deaf_to` in drop mode, the
+others refuse), written by LocalCluster /
 `kafkalab cluster cut|heal` and re-read by the broker whenever the file's
 modification time changes (for a hold, also as each client request arrives, so
 a hold written before a request was sent holds it).
@@ -40,6 +62,8 @@ import logging
 import os
 import time
 from pathlib import Path
+
+from kafkalab.kinds import Kind
 
 LINK_FAULTS_FILE = "link-faults.json"
 log = logging.getLogger(__name__)
@@ -68,6 +92,71 @@ def write_deaf_to(log_dir: Path, deaf_to: set[int]) -> None:
     _write(log_dir, {**_read(log_dir), "deaf_to": sorted(deaf_to)})
 
 
+class CutMode(Kind):
+    """How a cut link fails (see the module's docstring)."""
+
+    REFUSE = "refuse"  # the connection closed at once
+    DROP = "drop"  # never answered: the sender waits for its request timeout
+
+
+def cut(log_dir: Path, senders: set[int], mode: CutMode | str = CutMode.REFUSE) -> None:
+    """Make this node deaf to `senders`, in `mode` (a sender already cut takes the
+    new mode)."""
+    mode = CutMode.parse(mode, "cut mode")
+    faults = _read(log_dir)
+    deaf = set(faults.get("deaf_to", [])) | set(senders)
+    drop = set(faults.get("drop", [])) & deaf
+    drop = drop | set(senders) if mode == CutMode.DROP else drop - set(senders)
+    _write(log_dir, {**faults, "deaf_to": sorted(deaf), "drop": sorted(drop)})
+
+
+def read_cuts(log_dir: Path) -> dict[int, CutMode]:
+    """Every node this one is deaf to, with the mode of its cut."""
+    faults = _read(log_dir)
+    drop = set(faults.get("drop", []))
+    return {
+        n: CutMode.DROP if n in drop else CutMode.REFUSE for n in sorted(faults.get("deaf_to", []))
+    }
+
+
+def isolate_clients(
+    log_dir: Path, mode: CutMode | str = CutMode.REFUSE, client_id_prefix: str | None = None
+) -> None:
+    """Make this broker deaf to its clients: all of them, or those whose client.id
+    starts with `client_id_prefix`."""
+    faults = _read(log_dir)
+    clients = {"mode": CutMode.parse(mode, "cut mode").value, "client_id_prefix": client_id_prefix}
+    _write(log_dir, {**faults, "clients": clients})
+
+
+def read_clients_cut(log_dir: Path) -> dict | None:
+    """{"mode", "client_id_prefix"} while this broker is deaf to clients, else None."""
+    return _read(log_dir).get("clients")
+
+
+def uncut(log_dir: Path, senders: set[int]) -> None:
+    """Hear `senders` again (other cuts stay: faults that overlap heal one by one)."""
+    faults = _read(log_dir)
+    deaf = set(faults.get("deaf_to", [])) - set(senders)
+    drop = set(faults.get("drop", [])) & deaf
+    _write(log_dir, {**faults, "deaf_to": sorted(deaf), "drop": sorted(drop)})
+
+
+def connect_clients(log_dir: Path) -> None:
+    """Hear clients again (the cut links stay)."""
+    faults = _read(log_dir)
+    if faults.pop("clients", None) is not None:
+        _write(log_dir, faults)
+
+
+def heal(log_dir: Path) -> None:
+    """Hear every node and every client again (held requests stay as they are)."""
+    faults = _read(log_dir)
+    for key in ("drop", "clients"):
+        faults.pop(key, None)
+    _write(log_dir, {**faults, "deaf_to": []})
+
+
 def hold_requests(log_dir: Path, api_key: int, count: int = 1, ms: int = 60_000) -> None:
     """Hold the broker's next `count` client requests of `api_key` for `ms` each
     (or until `release_requests`)."""
@@ -90,6 +179,9 @@ class LinkFaults:
     def __init__(self, log_dir: Path) -> None:
         self.path = log_dir / LINK_FAULTS_FILE
         self.deaf_to: frozenset[int] = frozenset()
+        self.dropped: frozenset[int] = frozenset()  # the cuts of deaf_to in drop mode
+        #: (mode, client.id prefix or None) while deaf to clients
+        self.clients: tuple[CutMode, str | None] | None = None
         self._mtime: int | None = None
         #: api key -> [requests still to hold, ms]; from the file, counted down here
         self.holds: dict[int, list[int]] = {}
@@ -107,6 +199,13 @@ class LinkFaults:
         before = self.deaf_to
         faults = _read(self.path.parent)
         self.deaf_to = frozenset(faults.get("deaf_to", []))
+        self.dropped = frozenset(faults.get("drop", [])) & self.deaf_to
+        clients = faults.get("clients")
+        self.clients = (
+            (CutMode(clients["mode"]), clients.get("client_id_prefix")) if clients else None
+        )
+        if clients:
+            log.info("link faults: deaf to clients %s", clients)
         self.holds = {h["api_key"]: [h["count"], h["ms"]] for h in faults.get("hold", [])}
         self.generation += 1
         if self.holds:
@@ -137,3 +236,18 @@ class LinkFaults:
 
     def hears(self, broker_id: int) -> bool:
         return broker_id not in self.deaf_to
+
+    def mode(self, node_id: int) -> CutMode | None:
+        """How the link from `node_id` is cut (None: it is not)."""
+        if node_id not in self.deaf_to:
+            return None
+        return CutMode.DROP if node_id in self.dropped else CutMode.REFUSE
+
+    def client_cut(self, client_id: str | None) -> CutMode | None:
+        """How a client request with this client.id is cut (None: it is heard)."""
+        if self.clients is None:
+            return None
+        mode, prefix = self.clients
+        if prefix is not None and not (client_id or "").startswith(prefix):
+            return None
+        return mode

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import logging
 import shutil
-import time
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +48,7 @@ from kafkalab.protocol.header import RequestHeader
 from kafkalab.raft.errors import NotLeaderError
 from kafkalab.raft.leader_state import LeaderState
 from kafkalab.raft.quorum_config import QuorumConfig
+from kafkalab.server.clock import monotonic_ms
 from kafkalab.server.controller_server import ControllerApis, MetadataLogChanges
 from kafkalab.server.events import EventLog
 from kafkalab.server.kafka_raft_manager import (
@@ -83,7 +83,9 @@ ACTIVE_ONLY = frozenset(
 
 
 def _now_ms() -> int:
-    return int(time.time() * 1000)
+    """The controller's session timers' clock: monotonic, as Kafka's
+    BrokerHeartbeatManager (System.nanoTime), so a stepped wall clock fences no one."""
+    return monotonic_ms()
 
 
 def quorum_config(props: dict[str, str]) -> QuorumConfig:
@@ -124,6 +126,7 @@ class QuorumMetaLogListener:
         self.applied = 0  # Raft offsets below this are applied to the image
         self.last_appended = -1  # the last Raft offset this controller appended
         self._own: dict[int, int] = {}  # Raft offset -> local end offset after it
+        self._heard: set[int] = set()  # brokers heard from since this activation
         controller.record_sink = self._sink
         manager.add_listener(self._on_step)
 
@@ -185,11 +188,22 @@ class QuorumMetaLogListener:
         now = _now_ms()
         self.active, self.active_epoch = True, self.manager.epoch
         self._own.clear()
+        self._heard.clear()
         for broker in self.controller.brokers.values():
             broker.last_heartbeat_ms = now  # Kafka's activate(): every session starts now
         log.info("controller %d active in epoch %d", self.manager.node_id, self.manager.epoch)
         if self.events is not None:
             self.events.record("controller_activated", epoch=self.manager.epoch)
+
+    def heard_from_broker(self, broker_id: int) -> None:
+        """A broker's heartbeat reached this active controller: the first one of each
+        broker since the activation is recorded (`broker_heartbeat`: broker, epoch),
+        when that broker found the new leader."""
+        if broker_id in self._heard:
+            return
+        self._heard.add(broker_id)
+        if self.events is not None:
+            self.events.record("broker_heartbeat", broker=broker_id, epoch=self.active_epoch)
 
     def _renounce(self) -> None:
         log.warning(
@@ -288,6 +302,9 @@ class QuorumControllerApis(ControllerApis):
     def received(self, header: RequestHeader, body: dict) -> None:
         if self.quorum.active:
             super().received(header, body)
+            broker = body.get("broker_id", -1)
+            if header.api_key == ApiKeys.BROKER_HEARTBEAT and self.quorum.manager.hears(broker):
+                self.quorum.heard_from_broker(broker)  # (from a cut broker: dropped)
 
     def handle(self, header: RequestHeader, body: dict) -> Any:
         manager = self.quorum.manager
@@ -296,7 +313,10 @@ class QuorumControllerApis(ControllerApis):
         key = ApiKeys(header.api_key)
         broker = body.get("replica_id" if key == ApiKeys.FETCH else "broker_id")
         if isinstance(broker, int) and broker >= 0 and not manager.hears(broker):
-            return CLOSE_CONNECTION  # a cut link between this controller and that broker
+            # a cut link between this controller and that broker: always refused, also
+            # in drop mode (a broker's channel to its controllers has no request timeout
+            # yet, so a dropped request would hold it for good)
+            return CLOSE_CONNECTION
         if key == ApiKeys.FETCH and not self.quorum.active:
             return self._not_leader_fetch(body)
         if key in ACTIVE_ONLY and not self.quorum.active:
@@ -363,5 +383,6 @@ def start_quorum(
         quorum_config(props),
         cluster_id=props.get("cluster.id"),
         link_faults=LinkFaults(data_dir),
+        events=events,
     )
     return QuorumMetaLogListener(controller, manager, events)

@@ -25,13 +25,19 @@ with its id and how many partitions it began with) are recorded in the broker's
 EventLog (a failover's timeline).
 
 Link faults (kafkalab's, see link_faults.py) act here on the follower's side:
-an answer from a leader we are deaf to is thrown away.
+an answer from a leader we are deaf to is thrown away, at once on a refused
+cut; on a dropped one the fetcher waits out its request timeout
+(`replica.socket.timeout.ms`, Kafka's request timeout for a replica fetcher)
+first, as it does for a request the leader never answers. Each request that
+times out either way is recorded ("request_timed_out", with the leader, the
+API and the timeout).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Generator
 
 from kafkalab.errors import Errors, KafkaError
@@ -47,7 +53,7 @@ from kafkalab.server.inter_broker_connection import (
     InterBrokerConnection,
     replica_fetch_request,
 )
-from kafkalab.server.link_faults import LinkFaults
+from kafkalab.server.link_faults import CutMode, LinkFaults
 
 log = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
@@ -66,10 +72,14 @@ class ReplicaFetcherManager:
         events: EventLog,
         fetch_wait_max_ms: int = 500,
         client_id: Callable[[], str] | None = None,
+        request_timeout_ms: int = 30_000,
     ) -> None:
         """`fetch_wait_max_ms` (replica.fetch.wait.max.ms): how long a leader may hold
         our fetch when it has nothing new. A follower learns a new HW only in the
-        next answer, so this is also how stale its HW can be."""
+        next answer, so this is also how stale its HW can be.
+        `request_timeout_ms` (replica.socket.timeout.ms): how long to wait for any
+        answer from a leader before giving up on the connection."""
+        self.request_timeout_ms = request_timeout_ms
         self.broker_id = broker_id
         self.replica_manager = replica_manager
         self.link_faults = link_faults
@@ -131,7 +141,7 @@ class ReplicaFetcherManager:
             if conn is not None:
                 conn.close()
             conn = self._connections[broker_id] = InterBrokerConnection(
-                host, port, APIS, self.client_id
+                host, port, APIS, self.client_id, self.request_timeout_ms
             )
         return conn
 
@@ -197,6 +207,7 @@ class ReplicaFetcherManager:
             topics.setdefault(topic, []).append(
                 {"partition": partition, "current_leader_epoch": current, "leader_epoch": epoch}
             )
+        started = time.monotonic()
         try:
             response = await self._leader(leader).request(
                 ApiKeys.OFFSET_FOR_LEADER_EPOCH,
@@ -207,12 +218,14 @@ class ReplicaFetcherManager:
                 },
             )
         except KafkaError as e:
+            self._timed_out(leader, ApiKeys.OFFSET_FOR_LEADER_EPOCH, e)
             if self._last_error.get(leader) != str(e):  # once, not per retry
                 log.warning("OffsetForLeaderEpoch to broker %d failed: %s", leader, e)
             self._last_error[leader] = str(e)
             return {}
         self._last_error.pop(leader, None)
         if not self.link_faults.hears(leader):
+            await self._lost_answer(leader, ApiKeys.OFFSET_FOR_LEADER_EPOCH, started)
             return {}  # the answer is lost on a cut link
         answers: dict[TopicPartition, EpochAnswer | None] = {}
         refused: dict[str, list[str]] = {}
@@ -280,16 +293,19 @@ class ReplicaFetcherManager:
                 session_epoch=request.epoch,
                 forgotten=request.to_forget,
             )
+            started = time.monotonic()
             try:
                 response = await self._leader(leader).request(
                     ApiKeys.FETCH, REPLICA_FETCH_VERSION, body
                 )
-            except KafkaError:
+            except KafkaError as e:
+                self._timed_out(leader, ApiKeys.FETCH, e)
                 session.handle_error()
                 await asyncio.sleep(RETRY_S)
                 continue
             if not self.link_faults.hears(leader):
-                self._leader(leader).close()  # the leader saw our fetch; its answer is lost
+                # the leader saw our fetch; its answer is lost
+                await self._lost_answer(leader, ApiKeys.FETCH, started)
                 session.handle_error()
                 await asyncio.sleep(RETRY_S)
                 continue
@@ -307,6 +323,23 @@ class ReplicaFetcherManager:
                 # behind it): not at once again, the metadata will tell us what to do
                 # (Kafka: replica.fetch.backoff.ms). A leader change restarts this task.
                 await asyncio.sleep(RETRY_S)
+
+    def _timed_out(self, leader: int, api: ApiKeys, e: KafkaError) -> None:
+        if e.code == Errors.REQUEST_TIMED_OUT:
+            self.events.record(
+                "request_timed_out", leader=leader, api=api.name, timeout_ms=self.request_timeout_ms
+            )
+
+    async def _lost_answer(self, leader: int, api: ApiKeys, started: float) -> None:
+        """An answer from a leader we are deaf to: on a dropped link we never got it,
+        so wait out the request timeout (from `started`) as for any unanswered
+        request, then give up on the connection (a refused link: at once)."""
+        if self.link_faults.mode(leader) == CutMode.DROP:
+            left = started + self.request_timeout_ms / 1000 - time.monotonic()
+            if left > 0:
+                await asyncio.sleep(left)
+            self._timed_out(leader, api, KafkaError(Errors.REQUEST_TIMED_OUT, "dropped"))
+        self._leader(leader).close()
 
     def _process_fetch_response(self, leader: int, response: dict) -> bool:
         """Append each partition's records and learn the leader's HW (Kafka:

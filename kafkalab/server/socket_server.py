@@ -48,6 +48,9 @@ _SIZE = struct.Struct(">i")
 
 
 CLOSE_CONNECTION = object()  # a handler's answer: drop the connection, send nothing
+#: A handler's answer: never answer, and answer nothing more on this connection, which
+#: stays open until the peer closes it (a silently dropped request, link_faults.py)
+DROP_REQUEST = object()
 
 
 @dataclass
@@ -222,6 +225,9 @@ class SocketServer:
                 e,
             )
             return False
+        cut = getattr(self.apis, "client_cut", None)
+        if cut is not None and (answer := cut(header)) is not None:
+            return await self._cut(answer, peer, conn)
         held = getattr(self.apis, "held", None)
         if held is not None and (waiting := held(header)) is not None:
             await waiting  # a held request (link_faults.py): other connections go on
@@ -239,9 +245,21 @@ class SocketServer:
             result = await conn.unless_peer_leaves(result)
         if result is None:
             return None
-        if result is CLOSE_CONNECTION:
-            return False
+        if result is CLOSE_CONNECTION or result is DROP_REQUEST:
+            return await self._cut(result, peer, conn)
         return encode_response(api, header.api_version, header.correlation_id, result)
+
+    async def _cut(self, answer: object, peer: Any, conn: _Connection) -> bool:
+        """A cut link's answer (link_faults.py): close now, or (DROP_REQUEST) stay
+        silent until the peer gives up and closes. False: close the connection."""
+        if answer is DROP_REQUEST:
+            log.debug("dropping a request from %s: silent until it closes", peer)
+            self._busy -= 1  # a silent connection is not a request to finish at stop
+            try:
+                await conn.until_peer_leaves()
+            finally:
+                self._busy += 1
+        return False
 
     async def _send(self, writer: asyncio.StreamWriter, parts: list[Any]) -> None:
         loop = asyncio.get_running_loop()
@@ -329,6 +347,20 @@ class _Connection:
         result.add_done_callback(_log_failure)
         raise _PeerGone("end of stream while a request was parked")
 
+    async def until_peer_leaves(self) -> None:
+        """Read and throw away whatever the peer sends, until it closes."""
+        self.stash.clear()
+        if self.ahead is not None:
+            try:
+                await self._collect()
+            except ConnectionError:
+                return
+        while not self.eof:
+            try:
+                self.eof = not await self.reader.read(READ_AHEAD_BYTES)
+            except ConnectionError:
+                return
+
     def close(self) -> None:
         if self.ahead is None:
             return
@@ -346,4 +378,4 @@ def _log_failure(task: asyncio.Future) -> None:
         log.error("a request whose client left failed", exc_info=task.exception())
 
 
-__all__ = ["SocketServer"]
+__all__ = ["CLOSE_CONNECTION", "DROP_REQUEST", "SocketServer"]

@@ -106,7 +106,12 @@ class LogManager:
         producer_id_expiration_check_interval_ms: int = 600_000,  # producer.id.expiration.check.interval.ms
         background_threads: int = 0,  # background.threads (0: checkpoints written in the caller)
         clock: Callable[[], int] = _wall_clock_ms,
+        timer_clock: Callable[[], int] | None = None,
     ) -> None:
+        """`clock`: wall time (ms), for what Kafka reads wall time for (segment
+        roll, retention, flush.ms, LogAppendTime). `timer_clock`: when each duty is
+        due (a broker passes a monotonic clock, as Kafka's scheduler is, so a
+        stepped wall clock does not stall its checkpoints); `clock` when not given."""
         if isinstance(log_dirs, (str, os.PathLike)):
             log_dirs = [log_dirs]
         self.log_dirs = [Path(d) for d in log_dirs]
@@ -115,6 +120,7 @@ class LogManager:
         self.default_config = default_config or LogConfig()
         self.topic_configs = {t: dict(c) for t, c in (topic_configs or {}).items()}
         self.clock = clock
+        self.timer_clock = timer_clock or clock
         self._intervals = {
             "retention": retention_check_interval_ms,
             "flush": flush_check_interval_ms,
@@ -129,8 +135,7 @@ class LogManager:
             max_io_bytes_per_second=cleaner_io_max_bytes_per_second,
             backoff_ms=cleaner_backoff_ms,
         )
-        now = clock()
-        self._last_run = dict.fromkeys(self._intervals, now)
+        self._last_run = dict.fromkeys(self._intervals, self.timer_clock())
         self._logs: dict[TopicPartition, UnifiedLog] = {}
         self.had_clean_shutdown: dict[Path, bool] = {}
         self._locks: list[FileLock] = []
@@ -369,7 +374,7 @@ class LogManager:
         cleaner threads, first swap in the passes they finished (under
         "cleaned", a list of CleanResults) and, when one did, hand out the next
         logs at once, as a Kafka cleaner thread goes on while there is work."""
-        now = self.clock()
+        now = self.timer_clock()
         done: dict[str, object] = {}
         if self._flushes and self.complete_flushes():
             done["flushed"] = True

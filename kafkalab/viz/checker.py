@@ -40,16 +40,33 @@ def _bad_offsets(verdict, key) -> dict[int, list[str]]:
             for value in case.get("skipped", []):
                 mark(offset_of(value), name)
             if "skipped" not in case:
-                for value in case.get("values", [])[-1:]:
+                # unseen lists every value it concerns; the others end with the
+                # observation the anomaly was found at
+                values = case.get("values", [])
+                for value in values if name == "unseen" else values[-1:]:
                     mark(offset_of(value), name)
     return marks
+
+
+def _runs(marks: dict[int, list[str]]) -> list[tuple[int, int, str]]:
+    """(first offset, last offset, label) of each run of consecutive offsets with
+    the same anomalies: one shaded span and one label each, however many offsets."""
+    out: list[tuple[int, int, str]] = []
+    for offset, names in sorted(marks.items()):
+        label = "\n".join(sorted(set(names)))
+        if out and out[-1][1] == offset - 1 and out[-1][2] == label:
+            out[-1] = (out[-1][0], offset, label)
+        else:
+            out.append((offset, offset, label))
+    return out
 
 
 def key_order_plot(history, verdict, key, ax=None):
     """Offsets on x; on y the log as every observation put it together (top row)
     and one row per process: a square where it sent a value, a dot where it polled
     one, coloured by the op's outcome; offsets with an anomaly are shaded red and
-    named."""
+    named (a run of consecutive offsets with the same anomalies once, with its
+    first and last offset)."""
     import matplotlib.pyplot as plt
 
     processes: list[str] = []
@@ -74,10 +91,10 @@ def key_order_plot(history, verdict, key, ax=None):
             [offset], [rows[process]], marker=kind, s=40, color=_TYPE_COLOURS[str(type_)], zorder=3
         )
     bottom = len(rows) + 0.5
-    for offset, names in sorted(_bad_offsets(verdict, key).items()):
-        ax.axvspan(offset - 0.4, offset + 0.4, color=_BAD, alpha=0.18, zorder=1)
-        text = "\n".join(sorted(set(names)))
-        ax.text(offset, bottom, text, color=_BAD, fontsize=7, ha="center", va="top")
+    for first, last, label in _runs(_bad_offsets(verdict, key)):
+        ax.axvspan(first - 0.4, last + 0.4, color=_BAD, alpha=0.18, zorder=1)
+        text = label if first == last else f"{label}\n({first}–{last})"
+        ax.text((first + last) / 2, bottom, text, color=_BAD, fontsize=7, ha="center", va="top")
     ax.set_yticks(range(len(rows) + 1), ["log", *processes])
     ax.set_ylim(bottom + 1.2, -0.5)  # the log on top, the anomalies' names below
     ax.xaxis.get_major_locator().set_params(integer=True)

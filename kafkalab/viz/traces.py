@@ -2,6 +2,8 @@
 
 replication_table(trace)            # a row per step and replica
 replication_graph(trace, step=-1)   # one step: logs, HW, epochs, ISR
+kraft_table(trace, steps)           # a row per step and voter of a KafkaRaft trace
+kraft_picture(trace, steps)         # the same as a grid: voters x steps (matplotlib)
 transactions_table(trace)           # a row per step of a transactions trace
 """
 
@@ -78,6 +80,81 @@ def kraft_table(trace: Trace, steps: list[str] | None = None):
                 }
             )
     return pd.DataFrame(rows).set_index(["step", "voter"])
+
+
+_ROLE_COLOURS = {
+    "unattached": "#f0f0f0",
+    "candidate": "#fde2c8",
+    "leader": "#b7dfb0",
+    "follower": "#dbe9f6",
+    "resigned": "#e0d4ec",
+}
+
+
+def kraft_picture(trace: Trace, steps: list[str] | None = None, title: str = "", ax=None):
+    """A KafkaRaft trace as a grid, voters x steps (matplotlib): each cell is one
+    voter after one step, coloured by its role, with its epoch, its vote (`v:`), the
+    leader it knows (`l:`) and its log as the epochs of its records, a `|` where
+    its HW is. A column is headed by the step's name (from `steps`, e.g.
+    follow_counterexample's); a thick border marks the voters the step changed."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+
+    voters = sorted(trace.states[0]["log"])
+    n = len(trace.states)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(1.05 * n + 0.8, 1.1 * len(voters) + 1.6))
+    for step, state in enumerate(trace.states):
+        before = trace.states[step - 1] if step else None
+        for row, v in enumerate(voters):
+            y = len(voters) - 1 - row
+            changed = before is not None and any(
+                before[k][v] != state[k][v] for k in ("role", "epoch", "votedFor", "log", "hw")
+            )
+            ax.add_patch(
+                Rectangle(
+                    (step + 0.04, y + 0.04),
+                    0.92,
+                    0.92,
+                    facecolor=_ROLE_COLOURS.get(state["role"][v], "white"),
+                    edgecolor="black",
+                    linewidth=2.2 if changed else 0.5,
+                )
+            )
+            records = [f"{e}" for e in state["log"][v]]
+            if state["hw"][v]:
+                records.insert(state["hw"][v], "|")
+            lines = [
+                f"{state['role'][v][:4]} e{state['epoch'][v]}",
+                f"v:{_short(state['votedFor'][v])} l:{_short(state['leader'][v])}",
+                "log " + (" ".join(records) or "-"),
+            ]
+            ax.text(step + 0.5, y + 0.5, "\n".join(lines), ha="center", va="center", fontsize=7)
+    labels = ["initial"] + [
+        (steps[i - 1] if steps is not None else trace.actions[i] or "Next")
+        .replace('"', "")
+        .replace(", ", ",")
+        for i in range(1, n)
+    ]
+    ax.set_xticks(
+        [s + 0.5 for s in range(n)],
+        [f"{s}: {lab}" for s, lab in enumerate(labels)],
+        rotation=45,
+        ha="right",
+        fontsize=7,
+    )
+    ax.set_yticks([len(voters) - 1 - r + 0.5 for r in range(len(voters))], voters)
+    ax.set_xlim(0, n)
+    ax.set_ylim(0, len(voters))
+    ax.set_frame_on(False)
+    ax.tick_params(length=0)
+    ax.set_title(title or "voters x steps (role, epoch; v: vote, l: leader; log epochs, | = HW)")
+    ax.figure.tight_layout()
+    return ax
+
+
+def _short(name: str) -> str:
+    return "-" if name == "none" else name
 
 
 def replication_graph(trace: Trace, step: int = -1, title: str = ""):

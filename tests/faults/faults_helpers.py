@@ -48,3 +48,26 @@ def wait_until(predicate, timeout=30):
             return value
         time.sleep(0.2)
     raise AssertionError("condition not reached in time")
+
+
+def judged(history):
+    """The Jepsen-grade checker's verdict (kafkalab.cluster.checker) on a history of
+    kafkalab.cluster.history, through its adapter."""
+    from kafkalab.cluster import checker
+
+    return checker.check(*checker.from_history(history))
+
+
+def assert_nothing_found(verdict) -> None:
+    """Not one anomaly, not even an allowed one: these readers assign their
+    partitions and read forward (no poll-skip, no nonmonotonic-poll), and every
+    acknowledged record was polled by the end (unseen 0)."""
+    assert not verdict.anomalies, verdict.summary()
+    assert verdict.valid, verdict.summary()
+    assert verdict.unseen_series, "no op the checker could judge"
+    assert not any(verdict.unseen_series[-1][1].values()), verdict.unseen_series[-1]
+
+
+def unseen_values(verdict) -> set[bytes]:
+    """Every value the checker found acknowledged and never polled by the end."""
+    return {v for case in verdict.anomalies.get("unseen", []) for v in case["values"]}

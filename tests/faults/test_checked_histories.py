@@ -2,7 +2,8 @@
 
 Each test records what a librdkafka producer was told (History), reads the
 healed partition back, and lets kafkalab.cluster.history.check say what was
-lost, duplicated, reordered or diverged."""
+lost, duplicated, reordered or diverged, and the Jepsen-grade checker
+(kafkalab.cluster.checker, through its adapter) name the anomaly."""
 
 from __future__ import annotations
 
@@ -11,7 +12,13 @@ import time
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from faults_helpers import controller_isr, wait_until
+from faults_helpers import (
+    assert_nothing_found,
+    controller_isr,
+    judged,
+    unseen_values,
+    wait_until,
+)
 
 from kafkalab.cluster import LocalCluster
 from kafkalab.cluster.history import History, check
@@ -85,6 +92,7 @@ def test_acks_all_loses_nothing_while_the_leader_is_killed_again_and_again(clust
     assert verdict.valid, verdict.summary()
     assert verdict.acknowledged > 500
     assert len(history.replicas[("safe", 0)]) == 3  # three replicas compared byte for byte
+    assert_nothing_found(judged(history))
 
 
 def test_acks_1_loses_acknowledged_records_when_the_leader_dies_and_the_checker_says_so(
@@ -118,6 +126,11 @@ def test_acks_1_loses_acknowledged_records_when_the_leader_dies_and_the_checker_
     lost = {item["value"] for item in verdict.lost}
     assert lost == {b"v-%d" % n for n in range(50, 100)}, verdict.summary()
     assert not verdict.diverged  # lost, but every replica agrees on what is left
+    # Nothing was written after the loss: no read went past it, so the new checker
+    # calls it unseen (acknowledged, never polled), not lost-write.
+    new = judged(history)
+    assert set(new.anomalies) == {"unseen"} and not new.valid, new.summary()
+    assert unseen_values(new) == {b"v-%d" % n for n in range(50, 100)}, new.summary()
 
 
 @pytest.mark.parametrize("rule, loses", [("high-watermark", True), ("fenced-leader-epoch", False)])
@@ -164,10 +177,15 @@ def test_a_follower_truncating_to_its_stale_high_watermark_loses_a_committed_rec
         read_final_log(cluster.bootstrap_servers, "kip101", 0, history)
         record_replicas(cluster, "kip101", 0, history)
         verdict = check(history)
+        new = judged(history)
         if loses:
             assert [item["value"] for item in verdict.lost] == [b"v-5"], verdict.summary()
+            assert set(new.anomalies) == {"unseen"}, new.summary()
+            (case,) = new.anomalies["unseen"]
+            assert case["values"] == [b"v-5"] and case["key"] == ("kip101", 0), new.summary()
         else:
             assert verdict.valid, verdict.summary()
+            assert_nothing_found(new)
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ import time
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from faults_helpers import controller_isr, wait_until
+from faults_helpers import assert_nothing_found, controller_isr, judged, unseen_values, wait_until
 from test_checked_histories import create, leader_of
 
 from kafkalab.client import KafkaProducer
@@ -89,10 +89,16 @@ def test_unclean_leader_election_trades_committed_data_for_availability(cluster,
     wait_until(lambda: controller_isr(cluster, "unclean") == [1, 2, 3], timeout=60)
     read_final_log(cluster.bootstrap_servers, "unclean", 0, history)
     verdict = check(history)
+    new = judged(history)
     if unclean:
         assert len(verdict.lost) == 20, verdict.summary()  # the price of availability
+        # The out-of-sync leader never had them, and nothing was written since: no
+        # read went past them, so they are unseen (not lost-write).
+        assert set(new.anomalies) == {"unseen"}, new.summary()
+        assert unseen_values(new) == {b"v-%d" % n for n in range(20)}, new.summary()
     else:
         assert verdict.valid, verdict.summary()
+        assert_nothing_found(new)
 
 
 def test_preferred_leader_election_gives_leadership_back(cluster):

@@ -7,7 +7,8 @@ producer retries on another connection, its transaction T1 aborts, and T2 begins
 p0. Then the held request is delivered. Under version 1 it aborts T2; the
 producer goes on, writes b2 to p1 and is told T2 committed. The history checker,
 from what the client was told and what read_committed returns, finds b1 of the
-committed T2 lost: a torn transaction (b2 is there). Under version 2 the epoch
+committed T2 lost: a torn transaction (b2 is there); the Jepsen-grade checker
+calls b1 unseen (acknowledged, never polled). Under version 2 the epoch
 was bumped by T1's EndTxn, the held request names an epoch that is over, and the
 history is valid.
 
@@ -26,6 +27,7 @@ import uuid
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
+from faults_helpers import assert_nothing_found, judged
 
 from kafkalab.cluster import LocalCluster
 from kafkalab.cluster.delayed_end_txn import delayed_end_txn, served_transaction_version
@@ -68,6 +70,13 @@ def test_under_transaction_version_1_a_delayed_end_txn_tears_the_next_transactio
     # torn: T2's other record is there, under read_committed
     assert [v for _, v in run.history.committed_finals[(topic, 1)]] == [b"b2"]
     assert run.history.committed_finals[(topic, 0)] == []  # a1 aborted (T1), b1 with it
+    # The Jepsen-grade checker: b1 of the committed T2 was acknowledged and no
+    # read_committed poll ever returned it (none went past it on p0: unseen).
+    new = judged(run.history)
+    assert set(new.anomalies) == {"unseen"}, new.summary()
+    (unseen,) = new.anomalies["unseen"]
+    assert (unseen["key"], unseen["values"]) == ((topic, 0), [b"b1"]), new.summary()
+    assert [w[1] for w in unseen["writers"]] == ["txn T2"], new.summary()
 
 
 def test_under_transaction_version_2_the_delayed_end_txn_is_fenced(cluster):
@@ -81,5 +90,6 @@ def test_under_transaction_version_2_the_delayed_end_txn_is_fenced(cluster):
     run = delayed_end_txn(cluster.bootstrap_servers, cluster.broker_dir, topic, version=2)
     assert run.epochs["T2"] > run.epochs["T1"]  # EndTxn bumped the epoch
     assert run.verdict.valid, run.verdict.summary()
+    assert_nothing_found(judged(run.history))
     assert [v for _, v in run.history.committed_finals[(topic, 0)]] == [b"b1"]
     assert [v for _, v in run.history.committed_finals[(topic, 1)]] == [b"b2"]

@@ -6,7 +6,10 @@ transaction coordinator's broker is SIGKILLed, and a second instance with the sa
 transactional.id finishes the input. Every send names its transaction and its input
 record; a read_committed and a read_uncommitted watcher read the output while it
 runs. The checker finds nothing lost, no aborted read and no duplicate under
-read_committed, and does find both in what the read_uncommitted watcher saw."""
+read_committed, and does find both in what the read_uncommitted watcher saw; the
+Jepsen-grade checker (kafkalab.cluster.checker) finds no anomaly at all, and G1a
+(aborted reads) of exactly the crashed transaction's outputs in the misjudged
+history."""
 
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ from dataclasses import replace
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from faults_helpers import assert_nothing_found, judged
 
 from kafkalab.cluster import LocalCluster
 from kafkalab.cluster.failover import current_leader
@@ -190,6 +194,10 @@ def test_a_crashed_job_restarted_after_a_coordinator_kill_is_exactly_once(tmp_pa
             read_final_log(live, SOURCE, p, history)
     verdict = check(history)
     assert verdict.valid, verdict.summary()
+    # The Jepsen-grade checker: nothing at all, not even an allowed poll-skip (each
+    # job instance and each rewind is a reader of its own; a read_committed watcher
+    # skips only aborted records), and every committed output polled by the end.
+    assert_nothing_found(judged(history))
     crashed_outputs = [
         v for _, v in history.finals[(SINK, 1)] if v.endswith(b"@" + first.txn.encode())
     ]
@@ -208,3 +216,7 @@ def test_a_crashed_job_restarted_after_a_coordinator_kill_is_exactly_once(tmp_pa
     wrong = check(misjudged)
     assert {a["value"] for a in wrong.aborted_read} == set(crashed_outputs)
     assert len(wrong.duplicated_committed) == len(crashed_outputs)
+    wrong_new = judged(misjudged)
+    assert not wrong_new.valid, wrong_new.summary()
+    assert {c["value"] for c in wrong_new.anomalies["G1a"]} == set(crashed_outputs)
+    assert {c["writer"][1] for c in wrong_new.anomalies["G1a"]} == {f"txn {first.txn}"}

@@ -16,7 +16,9 @@ The verdict, Jepsen-style: every input record's output is read exactly once by a
 read_committed reader (nothing lost, nothing duplicated, no record of an aborted
 transaction visible, every committed transaction whole); the group's committed
 offsets are the ends of the input; the three replicas of every partition hold the
-same bytes below the high watermark. Each output names the transaction attempt that
+same bytes below the high watermark. The Jepsen-grade checker
+(kafkalab.cluster.checker), given every attempt as a transactional op with its
+outcome and the read_committed read, finds no anomaly at all. Each output names the transaction attempt that
 wrote it (`out-7@3`), so an aborted attempt's records are told from its retry's."""
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kafkalab.cluster import LocalCluster
+from kafkalab.cluster import LocalCluster, checker
 from kafkalab.cluster.failover import current_leader
 from kafkalab.cluster.history import History, check
 from kafkalab.cluster.workload import record_replicas, wait_for_replicas_in_sync
@@ -64,6 +66,8 @@ class Run:
 
     outcomes: dict[int, str] = field(default_factory=dict)  # attempt -> commit|abort|unknown
     sent: dict[int, int] = field(default_factory=dict)  # attempt -> records produced
+    #: attempt -> (output partition, value) of each record it produced, in order
+    values: dict[int, list[tuple[int, bytes]]] = field(default_factory=dict)
     committed: dict[int, int] = field(default_factory=dict)  # input partition -> next offset
     errors: list[str] = field(default_factory=list)
     killed: list[tuple[str, str, int]] = field(default_factory=list)  # (victim, when, broker)
@@ -234,8 +238,10 @@ def run_job(cluster: LocalCluster, schedule: list[tuple[str, str]]) -> Run:
                     fault = schedule[len(run.killed)]
             try:
                 producer.begin_transaction()
+                run.values[attempt] = []
                 for m in messages:
                     value = b"out-%s@%d" % (m.value(), attempt)
+                    run.values[attempt].append((m.partition(), value))
                     producer.produce(SINK, value, partition=m.partition())
                 run.sent[attempt] = len(messages)
                 if fault and fault[1] == MID_TRANSACTION:
@@ -378,6 +384,27 @@ def exactly_once_anomalies(run: Run, read: list[tuple[int, int, bytes]]) -> dict
     }
 
 
+def checked_history(run: Run, read: list[tuple[int, int, bytes]]) -> checker.History:
+    """The run as ops for the Jepsen-grade checker: each attempt one transactional
+    op of process `job` (ok if it committed, fail if it aborted, info if the job
+    does not know), its sends' offsets unknown (no delivery reports); the
+    read_committed read of SINK one ok poll per partition."""
+    history = checker.History()
+    types = {"commit": checker.OK, "abort": checker.FAIL}
+    for attempt, produced in sorted(run.values.items()):
+        sends = [checker.Send((SINK, p), value) for p, value in produced]
+        kind = types.get(run.outcomes.get(attempt), checker.INFO)
+        history.add(checker.Op("job", kind, sends, transactional=True))
+    for p in range(PARTITIONS):
+        pairs = [(offset, value) for partition, offset, value in read if partition == p]
+        history.add(
+            checker.Op(
+                "final read (read_committed)", checker.OK, [checker.Poll({(SINK, p): pairs})]
+            )
+        )
+    return history
+
+
 def diverged_replicas(cluster: LocalCluster) -> list[dict]:
     """Every partition of the cluster (internal topics too), its replicas in sync
     and compared batch by batch below the high watermark (the history checker's
@@ -427,8 +454,14 @@ def test_consume_transform_produce_runs_exactly_once_through_kills(tmp_path, sch
         assert [(v, w) for v, w, _ in run.killed] == schedule
         bs = cluster.bootstrap_servers
         wait_until_stable(bs)
-        anomalies = exactly_once_anomalies(run, read_committed(bs))
+        read = read_committed(bs)
+        anomalies = exactly_once_anomalies(run, read)
         assert not any(anomalies.values()), "\n".join(
             [run.summary()] + [f"{len(v)} {k}: {v[:5]}" for k, v in anomalies.items() if v]
         )
+        # The Jepsen-grade checker: no aborted read (G1a), no committed output
+        # unread (unseen, lost-write), no duplicate or inconsistent offset; nothing.
+        verdict = checker.check(checked_history(run, read))
+        assert not verdict.anomalies and verdict.valid, verdict.summary()
+        assert not any(verdict.unseen_series[-1][1].values())
         assert diverged_replicas(cluster) == []

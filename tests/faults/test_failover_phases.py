@@ -8,6 +8,7 @@ from collections import Counter
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
+from faults_helpers import assert_nothing_found, judged
 
 from kafkalab.cluster import LocalCluster
 from kafkalab.cluster.failover import LABS_PRODUCER, PHASES, measure_failover
@@ -83,6 +84,7 @@ def test_a_rolling_restart_loses_nothing_and_fails_no_send(cluster):
     verdict = check(history)
     assert verdict.valid, verdict.summary()
     assert verdict.acknowledged == workload.acked > 0
+    assert_nothing_found(judged(history))
     # Each broker asked to be fenced (a controlled shutdown) before it stopped:
     # the controller fenced every one, and no session ran out meanwhile.
     fenced = [

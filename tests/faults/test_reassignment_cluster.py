@@ -22,7 +22,14 @@ from confluent_kafka import ElectionType as ConfluentElectionType
 from confluent_kafka import Producer
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from faults_helpers import controller_isr, partition_state, wait_until
+from faults_helpers import (
+    assert_nothing_found,
+    controller_isr,
+    judged,
+    partition_state,
+    unseen_values,
+    wait_until,
+)
 from kafka import KafkaAdminClient
 from kafka import TopicPartition as KafkaPythonTopicPartition
 from kafka.errors import KafkaConnectionError
@@ -151,6 +158,9 @@ def test_preferred_and_unclean_leader_elections_by_hand(cluster, capsys):
     verdict = check(history)
     assert not verdict.valid
     assert {item["value"] for item in verdict.lost} == {b"v-%d" % n for n in range(50, 100)}
+    new = judged(history)  # nothing written since: unseen, no read went past them
+    assert set(new.anomalies) == {"unseen"}, new.summary()
+    assert unseen_values(new) == {b"v-%d" % n for n in range(50, 100)}, new.summary()
 
 
 def test_a_replica_moved_away_under_acks_all_load_loses_nothing(tmp_path):
@@ -186,6 +196,7 @@ def test_a_replica_moved_away_under_acks_all_load_loses_nothing(tmp_path):
         assert verdict.valid, verdict.summary()
         assert verdict.acknowledged > 500
         assert sorted(history.replicas[("moving", 0)]) == [2, 3]
+        assert_nothing_found(judged(history))
 
 
 def test_a_reassignment_interrupted_by_broker_kills_completes_after_the_restart(

@@ -18,19 +18,14 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kafkalab.client.network_client import BrokerConnection
+from kafkalab.client.network_client import BrokerConnection, NetworkClient
+from kafkalab.cluster.delayed_end_txn import RETRIABLE, HandBuiltProducer
 from kafkalab.errors import Errors
 from kafkalab.protocol.api_keys import ApiKeys
 from kafkalab.records import SimpleRecord, build_batch
 from kafkalab.server.broker import BrokerThread
 
 pytestmark = pytest.mark.timeout(180)
-RETRIABLE = {
-    Errors.COORDINATOR_NOT_AVAILABLE,
-    Errors.COORDINATOR_LOAD_IN_PROGRESS,
-    Errors.NOT_COORDINATOR,
-    Errors.CONCURRENT_TRANSACTIONS,
-}
 
 
 def start(tmp_path_factory, verification: bool) -> BrokerThread:
@@ -83,76 +78,11 @@ def until_done(call, error_of=lambda r: r["error_code"]):
         time.sleep(0.1)
 
 
-class RawTransactionalProducer:
-    """A transactional producer by hand: every request it sends, visible."""
-
-    def __init__(self, conn: BrokerConnection, topic: str) -> None:
-        self.conn, self.topic, self.tid = conn, topic, f"tx-{uuid.uuid4().hex[:8]}"
-        found = until_done(
-            lambda: conn._call(ApiKeys.FIND_COORDINATOR, 1, {"key": self.tid, "key_type": 1})[1]
-        )
-        assert found["error_code"] == 0
-        init = until_done(
-            lambda: conn._call(
-                ApiKeys.INIT_PRODUCER_ID,
-                1,
-                {"transactional_id": self.tid, "transaction_timeout_ms": 60_000},
-            )[1]
-        )
-        assert init["error_code"] == 0
-        self.pid, self.epoch, self.sequence = init["producer_id"], init["producer_epoch"], 0
-
-    def add_partition(self) -> None:
-        body = {
-            "v3_and_below_transactional_id": self.tid,
-            "v3_and_below_producer_id": self.pid,
-            "v3_and_below_producer_epoch": self.epoch,
-            "v3_and_below_topics": [{"name": self.topic, "partitions": [0]}],
-        }
-        answer = self.conn._call(ApiKeys.ADD_PARTITIONS_TO_TXN, 3, body)[1]
-        (result,) = answer["results_by_topic_v3_and_below"][0]["results_by_partition"]
-        assert result["partition_error_code"] == 0
-
-    def produce(self, value: bytes) -> dict:
-        batch = build_batch(
-            [SimpleRecord(value)],
-            producer_id=self.pid,
-            producer_epoch=self.epoch,
-            base_sequence=self.sequence,
-            is_transactional=True,
-        )
-        body = {
-            "transactional_id": self.tid,
-            "acks": -1,
-            "timeout_ms": 10_000,
-            "topics": [
-                {"name": self.topic, "partitions": [{"partition_index": 0, "records": batch}]}
-            ],
-        }
-        (answer,) = self.conn._call(ApiKeys.PRODUCE, 8, body)[1]["responses"][0]["partitions"]
-        if answer["error_code"] == 0:
-            self.sequence += 1
-        return answer
-
-    def end(self, committed: bool) -> None:
-        body = {
-            "transactional_id": self.tid,
-            "producer_id": self.pid,
-            "producer_epoch": self.epoch,
-            "committed": committed,
-        }
-        answer = until_done(lambda: self.conn._call(ApiKeys.END_TXN, 1, body)[1])
-        assert answer["error_code"] == 0
-        # EndTxn is answered at Prepare*; the markers follow
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            (d,) = self.conn._call(
-                ApiKeys.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [self.tid]}
-            )[1]["transaction_states"]
-            if d["transaction_state"].startswith("Complete"):
-                return
-            time.sleep(0.05)
-        raise AssertionError(f"{self.tid}: markers not written in 30 s")
+def ended(producer: HandBuiltProducer, commit: bool) -> dict:
+    """EndTxn, which must succeed; its answer once the markers are written."""
+    answer = producer.end(commit)
+    assert answer["error_code"] == 0, answer
+    return answer
 
 
 def end_offset(conn: BrokerConnection, topic: str, isolation_level: int) -> int:
@@ -178,17 +108,19 @@ def late_write_after_abort(broker: BrokerThread) -> tuple[dict, int, int, int]:
     epoch arrives: (its answer, the end of the log before it, HW, LSO)."""
     topic = make_topic(broker.bootstrap_servers)
     conn = connect(broker.bootstrap_servers)
+    client = NetworkClient(broker.bootstrap_servers)
     try:
-        producer = RawTransactionalProducer(conn, topic)
-        producer.add_partition()
-        assert producer.produce(b"in the transaction")["error_code"] == 0
-        producer.end(committed=False)
+        producer = HandBuiltProducer(client, topic, version=1)
+        producer.add_partition(0)
+        assert producer.produce(0, b"in the transaction")["error_code"] == 0
+        ended(producer, commit=False)
         before = end_offset(conn, topic, 0)
         assert end_offset(conn, topic, 1) == before, "the aborted transaction still holds the LSO"
-        late = producer.produce(b"late, after the abort")
+        late = producer.produce(0, b"late, after the abort")
         return late, before, end_offset(conn, topic, 0), end_offset(conn, topic, 1)
     finally:
         conn.close()
+        client.close()
 
 
 def test_without_verification_a_late_write_hangs_the_partition(unverified):
@@ -256,8 +188,9 @@ def test_the_verify_only_request_is_for_brokers_only(verified):
     client = connect(verified.bootstrap_servers)
     host, port = verified.broker.advertised_endpoints["BROKER"]
     broker_side = connect(f"{host}:{port}")
+    network = NetworkClient(verified.bootstrap_servers)
     try:
-        producer = RawTransactionalProducer(client, topic)
+        producer = HandBuiltProducer(network, topic, version=1)
         request = verify_only_request(producer.tid, producer.pid, producer.epoch, topic)
         for version in (4, 5):
             refused = client._call(ApiKeys.ADD_PARTITIONS_TO_TXN, version, request)[1]
@@ -272,13 +205,14 @@ def test_the_verify_only_request_is_for_brokers_only(verified):
             return p["partition_error_code"]
 
         assert partition_answer() == Errors.INVALID_TXN_STATE  # not added yet
-        producer.add_partition()
+        producer.add_partition(0)
         assert partition_answer() == Errors.NONE
-        producer.end(committed=False)
+        ended(producer, commit=False)
         assert partition_answer() == Errors.INVALID_TXN_STATE
     finally:
         client.close()
         broker_side.close()
+        network.close()
 
 
 def test_with_verification_an_empty_or_cut_batch_is_still_answered_as_corrupt(verified):
@@ -286,8 +220,9 @@ def test_with_verification_an_empty_or_cut_batch_is_still_answered_as_corrupt(ve
     batch, or half a header, gets the log's answer, as without verification."""
     topic = make_topic(verified.bootstrap_servers)
     conn = connect(verified.bootstrap_servers)
+    network = NetworkClient(verified.bootstrap_servers)
     try:
-        producer = RawTransactionalProducer(conn, topic)
+        producer = HandBuiltProducer(network, topic, version=1)
         whole = build_batch(
             [SimpleRecord(b"x")], producer_id=producer.pid, producer_epoch=0, is_transactional=True
         )
@@ -304,3 +239,4 @@ def test_with_verification_an_empty_or_cut_batch_is_still_answered_as_corrupt(ve
             assert p["error_code"] == Errors.CORRUPT_MESSAGE, p
     finally:
         conn.close()
+        network.close()

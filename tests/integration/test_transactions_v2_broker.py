@@ -19,14 +19,20 @@ import uuid
 import pytest
 from confluent_kafka import Consumer
 from kafka.admin import KafkaAdminClient
-from test_transaction_verification_broker import connect, end_offset, make_topic, until_done
+from test_transaction_verification_broker import (
+    connect,
+    end_offset,
+    ended,
+    make_topic,
+    until_done,
+)
 
-from kafkalab.client.network_client import BrokerConnection
+from kafkalab.client.network_client import BrokerConnection, NetworkClient
+from kafkalab.cluster.delayed_end_txn import HandBuiltProducer
 from kafkalab.coordinator.group.coordinator_records import OFFSETS_TOPIC
 from kafkalab.errors import Errors
 from kafkalab.protocol.api_keys import ApiKeys
 from kafkalab.protocol.messages.api_versions import read_features
-from kafkalab.records import SimpleRecord, build_batch
 from kafkalab.server.broker import BrokerThread
 
 pytestmark = pytest.mark.timeout(180)
@@ -50,78 +56,6 @@ def broker(tmp_path_factory):
     b = start(tmp_path_factory)  # transaction.version: the default, 2
     yield b
     b.stop()
-
-
-class ProducerV2:
-    """A transactional producer of version 2 by hand: InitProducerId, Produce v12,
-    EndTxn v5, and no AddPartitionsToTxn."""
-
-    def __init__(self, conn: BrokerConnection, topic: str) -> None:
-        self.conn, self.topic, self.tid = conn, topic, f"tx-{uuid.uuid4().hex[:8]}"
-        until_done(
-            lambda: conn._call(ApiKeys.FIND_COORDINATOR, 1, {"key": self.tid, "key_type": 1})[1]
-        )
-        init = until_done(
-            lambda: conn._call(
-                ApiKeys.INIT_PRODUCER_ID,
-                4,
-                {"transactional_id": self.tid, "transaction_timeout_ms": 60_000},
-            )[1]
-        )
-        assert init["error_code"] == 0
-        self.pid, self.epoch, self.sequence = init["producer_id"], init["producer_epoch"], 0
-
-    def produce(self, value: bytes, epoch: int | None = None, sequence: int | None = None):
-        batch = build_batch(
-            [SimpleRecord(value)],
-            producer_id=self.pid,
-            producer_epoch=self.epoch if epoch is None else epoch,
-            base_sequence=self.sequence if sequence is None else sequence,
-            is_transactional=True,
-        )
-        body = {
-            "transactional_id": self.tid,
-            "acks": -1,
-            "timeout_ms": 10_000,
-            "topics": [
-                {"name": self.topic, "partitions": [{"partition_index": 0, "records": batch}]}
-            ],
-        }
-
-        def send():
-            (p,) = self.conn._call(ApiKeys.PRODUCE, 12, body)[1]["responses"][0]["partitions"]
-            return p
-
-        # the last transaction's markers may still be written: retriable, as for Kafka
-        answer = until_done(
-            send,
-            lambda p: (
-                Errors.CONCURRENT_TRANSACTIONS
-                if p["error_code"] == Errors.NOT_ENOUGH_REPLICAS
-                else p["error_code"]
-            ),
-        )
-        if answer["error_code"] == 0 and epoch is None:
-            self.sequence += 1
-        return answer
-
-    def end(self, committed: bool) -> dict:
-        body = {
-            "transactional_id": self.tid,
-            "producer_id": self.pid,
-            "producer_epoch": self.epoch,
-            "committed": committed,
-        }
-        answer = until_done(lambda: self.conn._call(ApiKeys.END_TXN, 5, body)[1])
-        assert answer["error_code"] == 0, answer
-        self.pid, self.epoch, self.sequence = answer["producer_id"], answer["producer_epoch"], 0
-        return answer
-
-    def describe(self) -> dict:
-        (d,) = self.conn._call(ApiKeys.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [self.tid]})[
-            1
-        ]["transaction_states"]
-        return d
 
 
 def producer_epochs(conn: BrokerConnection, topic: str) -> dict[int, int]:
@@ -185,28 +119,30 @@ def test_each_transaction_bumps_the_epoch_and_adds_its_partition_itself(broker):
     bs = broker.bootstrap_servers
     topic = make_topic(bs)
     conn = connect(bs)
+    client = NetworkClient(bs)
     try:
-        p = ProducerV2(conn, topic)
+        p = HandBuiltProducer(client, topic, version=2)
         pid, first = p.pid, p.epoch
         epochs = []
         for n, commit in enumerate([True, False, True, True]):
-            assert p.produce(b"v%d" % n)["error_code"] == 0
+            assert p.produce(0, b"v%d" % n)["error_code"] == 0
             d = p.describe()
             assert d["transaction_state"] == "Ongoing"  # the leader added the partition
             assert d["topic_partitions"] == [{"name": topic, "partition_indexes": [0]}]
             before = p.epoch
-            ended = p.end(commit)
-            assert (ended["producer_id"], ended["producer_epoch"]) == (pid, before + 1)
+            answer = ended(p, commit)
+            assert (answer["producer_id"], answer["producer_epoch"]) == (pid, before + 1)
             # the marker carries the bumped epoch: the partition's producer state has it
             deadline = time.monotonic() + 10
             while producer_epochs(conn, topic).get(pid) != before + 1:
                 assert time.monotonic() < deadline, producer_epochs(conn, topic)
                 time.sleep(0.05)
-            epochs.append(ended["producer_epoch"])
+            epochs.append(answer["producer_epoch"])
         assert epochs == [first + 1, first + 2, first + 3, first + 4]
         assert read_committed(bs, topic, 3) == [b"v0", b"v2", b"v3"]
     finally:
         conn.close()
+        client.close()
 
 
 def test_a_late_write_of_an_ended_transaction_is_fenced(broker):
@@ -216,20 +152,22 @@ def test_a_late_write_of_an_ended_transaction_is_fenced(broker):
     bs = broker.bootstrap_servers
     topic = make_topic(bs)
     conn = connect(bs)
+    client = NetworkClient(bs)
     try:
-        p = ProducerV2(conn, topic)
+        p = HandBuiltProducer(client, topic, version=2)
         old_epoch = p.epoch
-        assert p.produce(b"first")["error_code"] == 0
-        p.end(False)  # aborted
-        assert p.produce(b"second")["error_code"] == 0  # the next transaction is open
+        assert p.produce(0, b"first")["error_code"] == 0
+        ended(p, False)  # aborted
+        assert p.produce(0, b"second")["error_code"] == 0  # the next transaction is open
         hw = end_offset(conn, topic, 0)
-        late = p.produce(b"late", epoch=old_epoch, sequence=1)
+        late = p.produce(0, b"late", epoch=old_epoch, sequence=1)
         assert late["error_code"] in (Errors.INVALID_PRODUCER_EPOCH, Errors.PRODUCER_FENCED), late
         assert end_offset(conn, topic, 0) == hw, "the late write reached the log"
-        p.end(True)
+        ended(p, True)
         assert read_committed(bs, topic, 1) == [b"second"]
     finally:
         conn.close()
+        client.close()
 
 
 def test_txn_offset_commit_v5_adds_the_offsets_partition(broker):
@@ -237,12 +175,13 @@ def test_txn_offset_commit_v5_adds_the_offsets_partition(broker):
     topic = make_topic(bs)
     group = f"g-{uuid.uuid4().hex[:8]}"
     conn = connect(bs)
+    client = NetworkClient(bs)
     try:
         until_done(
             lambda: conn._call(ApiKeys.FIND_COORDINATOR, 1, {"key": group, "key_type": 0})[1]
         )
-        p = ProducerV2(conn, topic)
-        assert p.produce(b"consumed-and-produced")["error_code"] == 0
+        p = HandBuiltProducer(client, topic, version=2)
+        assert p.produce(0, b"consumed-and-produced")["error_code"] == 0
         body = {
             "transactional_id": p.tid,
             "group_id": group,
@@ -284,7 +223,7 @@ def test_txn_offset_commit_v5_adds_the_offsets_partition(broker):
         }
         assert (topic, 0) in partitions
         assert any(t == OFFSETS_TOPIC for t, _ in partitions), partitions
-        p.end(True)
+        ended(p, True)
         fetch = {"group_id": group, "topics": [{"name": topic, "partition_indexes": [0]}]}
         deadline = time.monotonic() + 10
         while True:
@@ -295,6 +234,7 @@ def test_txn_offset_commit_v5_adds_the_offsets_partition(broker):
         assert o["committed_offset"] == 42
     finally:
         conn.close()
+        client.close()
 
 
 def test_transaction_version_1_is_finalized_when_chosen(tmp_path_factory):

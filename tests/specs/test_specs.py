@@ -42,6 +42,7 @@ from kafkalab.specs.tla import check as builtin_check
 from kafkalab.specs.trace import load_trace
 from kafkalab.specs.trace_actions import KRAFT_ACTIONS
 from kafkalab.viz.traces import (
+    kraft_picture,
     kraft_table,
     replication_graph,
     replication_table,
@@ -117,6 +118,36 @@ def test_stored_kraft_counterexamples_still_break_their_invariant(path):
     steps = follow_counterexample(_kraft_check(path), doc, KRAFT_ACTIONS)
     table = kraft_table(load_trace(doc), steps)
     assert len(table) == 3 * len(doc["states"]) and "Next" not in steps
+
+
+@pytest.mark.parametrize("path", KRAFT_STORED, ids=[p.name for p in KRAFT_STORED])
+def test_a_kraft_trace_is_drawn_as_voters_by_steps(path):
+    """kraft_picture: a cell per voter and state, a column per step headed by the
+    action that takes it, each cell saying the voter's role, epoch and log."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    doc = json.loads(path.read_text())
+    steps = follow_counterexample(_kraft_check(path), doc, KRAFT_ACTIONS)
+    trace = load_trace(doc)
+    ax = kraft_picture(trace, steps)
+    try:
+        assert len(ax.patches) == 3 * len(trace.states)
+        heads = [t.get_text() for t in ax.get_xticklabels()]
+        assert heads[0] == "0: initial" and heads[-1].startswith(f"{len(steps)}: ")
+        assert steps[-1].split("(")[0] in heads[-1]
+        texts = [t.get_text() for t in ax.texts]
+        last = trace.states[-1]
+        assert any(
+            f"lead e{last['epoch'][v]}" in t
+            for v in last["role"]
+            if last["role"][v] == "leader"
+            for t in texts
+        )
+    finally:
+        plt.close(ax.figure)
 
 
 def test_the_kraft_counterexamples_tell_the_bugs_they_stand_for():

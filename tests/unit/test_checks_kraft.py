@@ -55,3 +55,98 @@ def test_next_controllers_are_the_other_voters() -> None:
     assert not kraft.next_controllers({3001, 3002, 3003}, quorum).right  # the killed leader
     assert not kraft.next_controllers({1, 2, 3}, quorum).right  # brokers never lead the quorum
     assert not kraft.next_controllers(..., quorum).right
+
+
+def test_election_ms_is_prospective_to_leader_of_the_winner() -> None:
+    timeline = SimpleNamespace(new_leader=3003, epoch=2, prospective_ms=1700.0, leader_ms=1725.4)
+    assert kraft.election_ms(25.4, timeline).right
+    assert kraft.election_ms(25, timeline).right  # to within 1 ms
+    assert not kraft.election_ms(1725.4, timeline).right  # from the kill: the fetch timeout too
+    assert not kraft.election_ms(10, timeline).right
+    assert not kraft.election_ms(..., timeline).right
+
+
+def test_check_quorum_waits_one_and_a_half_fetch_timeouts() -> None:
+    assert kraft.check_quorum_deadline_ms(1500, 1000).right
+    assert not kraft.check_quorum_deadline_ms(1000, 1000).right  # a follower's timeout
+    assert not kraft.check_quorum_deadline_ms(2000, 1000).right
+    assert not kraft.check_quorum_deadline_ms(..., 1000).right
+
+
+def test_elections_count_the_epochs() -> None:
+    assert kraft.elections(4, {1: 5, 2: 5, 3: 4}, 1).right
+    assert not kraft.elections(5, {1: 5, 2: 5, 3: 4}, 1).right
+    assert kraft.elections(0, {1: 1, 2: 1, 3: 1}, 1).right
+    assert not kraft.elections(..., {1: 1}, 1).right
+
+
+def test_records_lost_if_unclean_are_the_committed_ones_the_lagging_log_lacks() -> None:
+    leader = SimpleNamespace(high_watermark=12)
+    lagging = SimpleNamespace(local_id=3, log=_log(1, 1, 1, 1, 1))
+    assert kraft.records_lost_if_unclean(7, leader, lagging).right
+    assert not kraft.records_lost_if_unclean(0, leader, lagging).right
+    assert not kraft.records_lost_if_unclean(12, leader, lagging).right
+    caught_up = SimpleNamespace(local_id=2, log=_log(*([1] * 12)))
+    assert kraft.records_lost_if_unclean(0, leader, caught_up).right
+    assert not kraft.records_lost_if_unclean(..., leader, lagging).right
+
+
+# -- part 3: the spec ----------------------------------------------------------------------
+
+
+def test_the_first_invariant_a_second_vote_breaks_is_found_by_the_checker() -> None:
+    assert kraft.double_vote_invariant("ElectionSafety").right
+    wrong = kraft.double_vote_invariant("LeaderCompleteness")
+    assert not wrong.right and "not 'LeaderCompleteness'" in wrong.why
+    unknown = kraft.double_vote_invariant("OneVotePerEpoch")  # not an invariant of the spec
+    assert not unknown.right and "ElectionSafety" in unknown.why  # it lists the real ones
+    assert not kraft.double_vote_invariant(...).right
+
+
+def _hw_rule_cases():
+    from kafkalab.specs.replay import random_trace
+    from kafkalab.specs.runner import SPECS_DIR, find_check
+    from kafkalab.specs.tla import load_module
+    from kafkalab.specs.trace import load_trace
+
+    spec = load_module(str(find_check("kraft/correct").module))
+    stored = SPECS_DIR / "kraft" / "counterexamples" / "kraft--hw-before-own-epoch.itf.json"
+    traces = [load_trace(stored)]
+    traces += [random_trace(find_check("kraft/restarts").module, 30, seed) for seed in range(3)]
+    return spec, traces
+
+
+def _majority(offsets: dict) -> int:
+    ranked = sorted(offsets.values(), reverse=True)
+    return ranked[len(ranked) // 2]
+
+
+def test_the_hw_rule_is_kafkas_own_epoch_rule_checked_on_the_spec() -> None:
+    spec, traces = _hw_rule_cases()
+
+    def kafka(log, epoch, offsets, hw):
+        start = sum(1 for e in log if e < epoch)  # where the LeaderChange record is
+        m = _majority(offsets)
+        return m if m > start and m > hw else hw
+
+    def kafka_12619(log, epoch, offsets, hw):  # reaching the epoch start is enough
+        start = sum(1 for e in log if e < epoch)
+        m = _majority(offsets)
+        return m if m >= start and m > hw else hw
+
+    def backwards(log, epoch, offsets, hw):  # forgets that a HW never goes back
+        start = sum(1 for e in log if e < epoch)
+        m = _majority(offsets)
+        return m if m > start else hw
+
+    def no_majority(log, epoch, offsets, hw):  # the leader's own log end alone
+        return max(hw, len(log))
+
+    right = kraft.high_watermark_rule(kafka, spec, traces)
+    assert right.right, right.why
+    bug = kraft.high_watermark_rule(kafka_12619, spec, traces)
+    assert not bug.right and "log [1, 3]" in bug.why  # the counterexample's leader of epoch 3
+    assert not kraft.high_watermark_rule(backwards, spec, traces).right
+    assert not kraft.high_watermark_rule(no_majority, spec, traces).right
+    assert not kraft.high_watermark_rule(lambda *a: ..., spec, traces).right
+    assert not kraft.high_watermark_rule(kafka, spec, []).right  # nothing to check against

@@ -51,3 +51,21 @@ def test_lag_plot_draws_each_process_worst_lag():
     (line,) = ax.get_lines()
     assert (list(line.get_xdata()), list(line.get_ydata())) == ([1.5, 4], [0.0, 1.0])
     assert "worst 1" in ax.get_title()
+
+
+def test_consecutive_offsets_with_the_same_anomalies_are_one_span_and_one_label():
+    """acks=1's shape: v0..v5 acknowledged; after the failover w0, w1 took offsets
+    2, 3 and a reader read up to 3: two runs (2-3 and 4-5), each named once."""
+    h = History()
+    for o in range(6):
+        h.add(Op("p0", OK, [Send(K, b"v%d" % o, o)]))
+    for o, v in ((2, b"w0"), (3, b"w1")):
+        h.add(Op("p1", OK, [Send(K, v, o)]))
+    h.add(Op("c0", OK, [Poll({K: [(0, b"v0"), (1, b"v1"), (2, b"w0"), (3, b"w1")]})]))
+    ax = key_order_plot(h, check(h), K)
+    labels = {t.get_text(): t.get_position()[0] for t in ax.texts}
+    assert labels == {
+        "inconsistent-offsets\nlost-write\nunseen\n(2–3)": 2.5,
+        "unseen\n(4–5)": 4.5,
+    }
+    assert len(ax.patches) == 2

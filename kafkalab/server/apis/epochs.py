@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 
 from kafkalab.errors import Errors, KafkaError
 from kafkalab.protocol.header import RequestHeader
-from kafkalab.server.socket_server import CLOSE_CONNECTION
 
 if TYPE_CHECKING:
     from kafkalab.server.kafka_apis import KafkaApis
@@ -24,7 +23,7 @@ log = logging.getLogger(__name__)
 
 def handle_offset_for_leader_epoch(apis: KafkaApis, header: RequestHeader, body: dict) -> Any:
     if not apis.hears(body["replica_id"]):
-        return CLOSE_CONNECTION
+        return apis.unheard(body["replica_id"])
     topics = []
     for topic in body["topics"]:
         partitions = []

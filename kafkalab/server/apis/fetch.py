@@ -43,7 +43,6 @@ from kafkalab.server.fetch_session import (
     PartitionResult,
     SessionlessFetchContext,
 )
-from kafkalab.server.socket_server import CLOSE_CONNECTION
 from kafkalab.storage.unified_log import FetchIsolation
 
 if TYPE_CHECKING:
@@ -65,7 +64,7 @@ def fetch_isolation(body: dict) -> FetchIsolation:
 def handle_fetch(apis: KafkaApis, header: RequestHeader, body: dict) -> Any:
     replica_id = body["replica_id"]
     if not apis.hears(replica_id):
-        return CLOSE_CONNECTION
+        return apis.unheard(replica_id)
     rm = apis.replica_manager
     # A negative partition_max_bytes asks for nothing: read as 0 (so at most the one
     # whole batch a consumer needs to make progress), never handed to the log as is.
