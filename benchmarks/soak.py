@@ -87,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         "read_gaps": len(report.read_gaps),
         "read_all": report.read_all,
         "read_errors": report.read_errors,
+        "read_fetch_state": report.read_fetch_state,
         "failover_ms": {
             "p50": percentile(fo, 50),
             "p99": percentile(fo, 99),

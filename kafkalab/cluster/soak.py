@@ -229,7 +229,10 @@ def percentile(values: Sequence[float], q: float) -> float | None:
 
 class ReadAlong:
     """A thread with a librdkafka consumer assigned to one partition from offset 0,
-    recording every record it reads into the history (as reader `name`)."""
+    recording every record it reads into the history (as reader `name`). From
+    librdkafka's statistics (every 2 s) it keeps the partition's fetch state and
+    leader as the client saw them last: where a consumer that stopped reading
+    stopped (offset-query, validate-epoch-wait, active...)."""
 
     def __init__(
         self,
@@ -249,16 +252,28 @@ class ReadAlong:
                 "group.id": f"kafkalab-{name}",
                 "enable.auto.commit": False,
                 "auto.offset.reset": "earliest",
+                "statistics.interval.ms": 2000,
+                "stats_cb": self._on_stats,
                 **(config or {}),
             }
         )
         self.consumer.assign([TopicPartition(topic, partition, 0)])
+        #: librdkafka's last word on the partition: "<fetch_state>, leader <id>"
+        self.fetch_state = ""
         self.read = 0
         self.last_offset = -1
         self.gaps: list[tuple[int, int]] = []  # (last offset read, next offset read)
         self.errors: Counter[str] = Counter()  # client-side errors seen (transient ones too)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name=name)
+
+    def _on_stats(self, stats: str) -> None:
+        import json
+
+        p = json.loads(stats).get("topics", {}).get(self.topic, {}).get("partitions", {})
+        p = p.get(str(self.partition))
+        if p:
+            self.fetch_state = f"{p.get('fetch_state')}, leader {p.get('leader')}"
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -322,6 +337,7 @@ class SoakReport:
     read_gaps: list[tuple[int, int]] = field(default_factory=list)
     read_errors: dict[str, int] = field(default_factory=dict)  # the read-along client's
     read_all: bool = False  # the consumer read up to the last record of the final log
+    read_fetch_state: str = ""  # the read-along client's own, at the end (librdkafka's stats)
     high_watermark: int = 0
     replicas_compared: int = 0
     batches_compared: int = 0
@@ -434,7 +450,8 @@ class SoakReport:
                 "read along",
                 f"{self.read:,} ({len(self.read_gaps)} gaps"
                 + "".join(f", {name} x{n}" for name, n in sorted(self.read_errors.items()))
-                + ")",
+                + ")"
+                + ("" if self.read_all else f"; not all: fetch state {self.read_fetch_state}"),
             ),
             (
                 "failover (leader kill -> ack)",
@@ -997,6 +1014,7 @@ def _read_back(soak: Soak, history: History, reader: ReadAlong, report: SoakRepo
         reader.stop()
     report.read, report.read_gaps = reader.read, list(reader.gaps)
     report.read_errors = dict(reader.errors)
+    report.read_fetch_state = reader.fetch_state
     replicas = history.replicas.get((topic, 0), {})
     report.replicas_compared = len(replicas)
     report.batches_compared = min((len(b) for b in replicas.values()), default=0)
