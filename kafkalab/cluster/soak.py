@@ -4,6 +4,8 @@
     print(report.table())
     assert report.valid
 
+    kafkalab soak --faults 100 --seed 0 [--controllers 3] [--overlap] [--kinds KIND...]
+
 A three-broker cluster (RF=3, min.insync.replicas=2, the labs' fast failover
 timeouts) takes a steady idempotent acks=all librdkafka load (ProducerWorkload)
 while a consumer reads along from offset 0. One fault at a time, each kind
@@ -69,9 +71,11 @@ anomaly (per process for poll-skip and nonmonotonic-poll).
 
 from __future__ import annotations
 
+import argparse
 import bisect
 import math
 import random
+import sys
 import threading
 import time
 from collections import Counter
@@ -1036,3 +1040,49 @@ def judge(history: History) -> tuple[checker.Verdict, int]:
         1 for op in ops.ops if op.type == checker.OK and op.process == checker.PRODUCER
     )
     return checker.check(ops, checker.Settings()), acknowledged
+
+
+def _main(args: argparse.Namespace) -> int:
+    try:
+        kinds = parse_kinds(args.kinds) if args.kinds else default_kinds(args.controllers)
+        report = run_soak(
+            faults=args.faults,
+            seed=args.seed,
+            kinds=kinds,
+            rate=args.rate,
+            controllers=args.controllers,
+            overlap=args.overlap,
+        )
+    except ValueError as e:  # an unknown kind, a controller kind without a quorum
+        print(f"kafkalab soak: {e}", file=sys.stderr)
+        return 2
+    print(report.table())
+    return 0 if report.valid else 1
+
+
+def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "soak",
+        help="many faults in a row on a local cluster under load, then the checker's verdict",
+        description="A soak (kafkalab.cluster.soak): faults chosen by a seed on a "
+        "three-broker cluster under an acks=all load; prints one line a fault and the "
+        "report; exits 1 when the verdict is not valid. benchmarks/soak.py runs the "
+        "same and keeps the results.",
+    )
+    parser.add_argument("--faults", type=int, default=100, help="how many faults (100)")
+    parser.add_argument("--seed", type=int, default=0, help="chooses the faults (0)")
+    parser.add_argument(
+        "--kinds",
+        nargs="+",
+        metavar="KIND",
+        help="fault kinds (default: all but leader-pause, and the controller kinds with "
+        f"--controllers 3): {', '.join(k.value for k in ALL_KINDS)}",
+    )
+    parser.add_argument("--rate", type=float, default=200, help="records per second (200)")
+    parser.add_argument(
+        "--controllers", type=int, default=1, help="1 (the default) or 3: a KRaft quorum"
+    )
+    parser.add_argument(
+        "--overlap", action="store_true", help="some faults inside another (OVERLAPS)"
+    )
+    parser.set_defaults(func=_main)

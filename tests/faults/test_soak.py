@@ -7,6 +7,9 @@ regression test of its own."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -78,6 +81,19 @@ def test_overlaps_pair_only_what_leaves_a_majority_and_follow_the_seed():
 def test_controller_faults_need_a_quorum():
     with pytest.raises(ValueError, match="need a quorum"):
         run_soak(faults=1, kinds=["controller-kill"])
+
+
+def test_kafkalab_soak_on_the_command_line():
+    """`kafkalab soak` as a user runs it: one controller kill on a quorum, the report
+    printed, exit 0 for a valid verdict; 2 for a controller kind without a quorum."""
+    run = [sys.executable, "-m", "kafkalab", "soak", "--faults", "1", "--kinds", "controller-kill"]
+    refused = subprocess.run(run, capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "need a quorum" in refused.stderr, refused.stderr
+    done = subprocess.run([*run, "--controllers", "3"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "controller-kill controller 300" in done.stdout, done.stdout
+    verdict = [line for line in done.stdout.splitlines() if line.startswith("verdict")]
+    assert verdict and verdict[-1].split() == ["verdict", "valid"], done.stdout
 
 
 def test_percentile_is_the_nearest_rank():
