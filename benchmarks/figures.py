@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from kafkalab.cluster.soak import ALL_KINDS
+from kafkalab.cluster.soak import BROKER_KINDS
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -49,7 +49,7 @@ class Figure:
     code_at: str | None = None  # measure an older commit's kafkalab/ (a "before")
 
 
-SIX_KINDS = tuple(kind.value for kind in ALL_KINDS)  # the soak's every fault kind
+SIX_KINDS = tuple(kind.value for kind in BROKER_KINDS)  # the soak's every broker fault kind
 BEFORE_VALIDATOR = "0ced080"  # the last commit before the LogValidator walked records
 BEFORE_QUORUM_OF_ONE = "cf4f59f"  # the last commit whose single controller wrote directly
 PRODUCE_AB = {
@@ -111,6 +111,11 @@ FIGURES = (
         "soak-1000",
         "Soak, 60 faults at 1,000 records/s",
         ("soak.py", "--faults", "60", "--seed", "9", "--rate", "1000", "--kinds", *SIX_KINDS),
+    ),
+    Figure(
+        "soak-quorum",
+        "Soak, 100 mixed faults on a controller quorum, overlapping",
+        ("soak.py", "--faults", "100", "--seed", "0", "--controllers", "3", "--overlap"),
     ),
     Figure("fuzz", "Fuzz", ("fuzz_protocol.py", "--frames", "1000000", "--seed", "1")),
     Figure("spark", "Spark", ("bench_spark.py",)),

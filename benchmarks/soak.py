@@ -1,4 +1,4 @@
-"""Soak: many faults in a row under an acks=all load, then the history checker's verdict.
+"""Soak: many faults in a row under an acks=all load, then the Jepsen-grade checker's verdict.
 
 Run on purpose (it takes minutes; not part of `make bench`); CI runs a slice
 (tests/faults/test_soak.py). See kafkalab/cluster/soak.py for the faults.
@@ -6,6 +6,7 @@ Run on purpose (it takes minutes; not part of `make bench`); CI runs a slice
     .venv/bin/python benchmarks/soak.py                              # 100 faults of every kind, seed 0
     .venv/bin/python benchmarks/soak.py --kinds leader-kill --faults 100
     .venv/bin/python benchmarks/soak.py --faults 10 --seed 7 --kinds leader-kill power-failure
+    .venv/bin/python benchmarks/soak.py --controllers 3 --overlap    # a quorum, its faults, overlaps
 
 Prints one line per fault, then the report; writes benchmarks/results/soak.json;
 exits 1 when the verdict is not valid.
@@ -18,7 +19,7 @@ import json
 import os
 import sys
 
-from kafkalab.cluster.soak import ALL_KINDS, FAULT_KINDS, percentile, run_soak
+from kafkalab.cluster.soak import ALL_KINDS, default_kinds, percentile, run_soak
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,39 +30,75 @@ def main(argv: list[str] | None = None) -> int:
         "--kinds",
         nargs="+",
         choices=[k.value for k in ALL_KINDS],  # the strings, so --help and errors show them
-        default=[k.value for k in FAULT_KINDS],
-        help="fault kinds (default: all but leader-pause)",
+        help="fault kinds (default: all but leader-pause; the controller kinds too with "
+        "--controllers 3)",
     )
     parser.add_argument("--rate", type=float, default=200, help="records per second (200)")
+    parser.add_argument(
+        "--controllers",
+        type=int,
+        default=1,
+        help="1 (a single controller, the default) or 3 (a KRaft quorum: its faults join)",
+    )
+    parser.add_argument(
+        "--overlap",
+        action="store_true",
+        help="start some faults while the one before is still in force (soak.OVERLAPS)",
+    )
     args = parser.parse_args(argv)
+    default = [k.value for k in default_kinds(args.controllers)]
+    args.kinds = args.kinds or default
     print(
         f"== soak: {args.faults} faults ({', '.join(args.kinds)}), seed {args.seed}, "
-        f"{args.rate:g} records/s acks=all",
+        f"{args.rate:g} records/s acks=all, {args.controllers} controller(s)"
+        + (", overlapping" if args.overlap else ""),
         flush=True,
     )
-    report = run_soak(faults=args.faults, seed=args.seed, kinds=args.kinds, rate=args.rate)
+    report = run_soak(
+        faults=args.faults,
+        seed=args.seed,
+        kinds=args.kinds,
+        rate=args.rate,
+        controllers=args.controllers,
+        overlap=args.overlap,
+    )
     print(report.table())
     v = report.verdict
-    fo = report.failovers_ms
+    fo, cfo = report.failovers_ms, report.controller_failovers_ms
     result = {
         "faults": args.faults,
         "seed": args.seed,
         "kinds": args.kinds,
         "survived": report.survived,
+        "controllers": args.controllers,
+        "overlap": args.overlap,
         "by_kind": report.by_kind,
+        "overlapped": [list(pair) for pair in report.overlapped],
         "acknowledged": report.acknowledged,
         "failed_sends": report.failed_sends,
-        "lost": None if v is None else len(v.lost),
-        "duplicated": None if v is None else len(v.duplicated),
-        "reordered": None if v is None else len(v.reordered),
-        "moved": None if v is None else len(v.moved),
+        "lost": None if v is None else len(report.anomalies("lost-write")),
+        "duplicated": None if v is None else len(report.anomalies("duplicate")),
+        "unseen": None if v is None else sum(c["count"] for c in report.anomalies("unseen")),
+        "poll_skip": report.per_process("poll-skip"),
+        "nonmonotonic_poll": report.per_process("nonmonotonic-poll"),
+        "anomalies": None if v is None else {n: len(c) for n, c in v.anomalies.items()},
+        "checker_valid": None if v is None else v.valid,
         "read": report.read,
         "read_gaps": len(report.read_gaps),
+        "read_all": report.read_all,
+        "read_errors": report.read_errors,
+        "read_fetch_state": report.read_fetch_state,
         "failover_ms": {
             "p50": percentile(fo, 50),
             "p99": percentile(fo, 99),
             "max": max(fo, default=None),
             "n": len(fo),
+        },
+        "controller_failover_ms": {
+            "p50": percentile(cfo, 50),
+            "p99": percentile(cfo, 99),
+            "max": max(cfo, default=None),
+            "n": len(cfo),
         },
         "byte_identical": report.byte_identical,
         "high_watermark": report.high_watermark,
@@ -71,7 +108,10 @@ def main(argv: list[str] | None = None) -> int:
     }
     out = os.path.join(os.path.dirname(__file__), "results")
     os.makedirs(out, exist_ok=True)
-    name = "soak.json" if args.kinds == list(FAULT_KINDS) else f"soak-{'-'.join(args.kinds)}.json"
+    name = "soak.json" if args.kinds == default else f"soak-{'-'.join(args.kinds)}.json"
+    if args.controllers > 1 or args.overlap:
+        name = name.replace("soak", f"soak-quorum{args.controllers}", 1)
+        name = name.replace(".json", "-overlap.json" if args.overlap else ".json")
     with open(os.path.join(out, name), "w") as f:
         json.dump(result, f, indent=2)
     return 0 if report.valid else 1

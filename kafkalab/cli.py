@@ -17,6 +17,8 @@ an `add_subcommand(subparsers)` function that sets `func` on its parser:
     kafkalab metadata-quorum ...     kafkalab.cluster.metadata_quorum  (kafka-metadata-quorum.sh)
     kafkalab cluster up|down|kill..  kafkalab.cluster.cli  (a local cluster and its faults)
     kafkalab specs check|show|replay kafkalab.specs.cli  (the TLA+ specs)
+    kafkalab soak [--controllers 3] [--overlap]
+                                     kafkalab.cluster.soak  (many faults, then the checker)
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ _VERB_MODULES = (
     "kafkalab.cluster.metadata_quorum",
     "kafkalab.cluster.cli",
     "kafkalab.specs.cli",
+    "kafkalab.cluster.soak",
 )
 
 

@@ -1,8 +1,10 @@
-"""A soak: many faults in a row on a live cluster, then the history checker's verdict.
+"""A soak: many faults in a row on a live cluster, then the Jepsen-grade checker's verdict.
 
     report = run_soak(faults=100, seed=0)          # random kinds, chosen by the seed
     print(report.table())
     assert report.valid
+
+    kafkalab soak --faults 100 --seed 0 [--controllers 3] [--overlap] [--kinds KIND...]
 
 A three-broker cluster (RF=3, min.insync.replicas=2, the labs' fast failover
 timeouts) takes a steady idempotent acks=all librdkafka load (ProducerWorkload)
@@ -28,34 +30,72 @@ and, only when asked for (EXTRA_KINDS):
                      `pause_s` later: a zombie leader that wakes up believing it
                      still leads, with producers' requests in its sockets
 
+With a KRaft quorum of controllers (`run_soak(controllers=3)`, `benchmarks/soak.py
+--controllers 3`; the quorum's timeouts SOAK_QUORUM_PROPS) the default mix adds
+its faults (CONTROLLER_KINDS), each watched through DescribeQuorum:
+
+    controller-kill           SIGKILL the active controller; timed: the kill -> a
+                              successor leads in a higher epoch -> the next acks=all
+                              record acknowledged; then it is started again
+    controller-pause          SIGSTOP the active controller until the others elect
+                              a successor (past the fetch timeout), SIGCONT: it must
+                              come back a follower, caught up with the new leader
+    controller-power-failure  SIGKILL a controller (the active one or a standby,
+                              chosen by the seed) and cut its metadata log back to
+                              its recovery point; the active one is succeeded
+    quorum-partition          cut the active controller from both other voters,
+                              both ways: they elect a successor and it resigns
+                              (check-quorum: no fetch from a majority); healed,
+                              it follows
+
+With `overlap=True` (`--overlap`) some neighbouring faults of the schedule run
+one inside the other: the second starts while the first is in force, and the
+first is healed after it (`overlaps(plan, seed)` picks them; OVERLAPS lists the
+pairs and why: at most one broker out of the ISR and at most one controller out
+at a time, so both the partition, RF=3 with min.insync.replicas=2, and a quorum
+of three keep a majority that makes progress).
+
 After each fault the soak waits until the broker is back and the partition is
-fully replicated again (a fault that never heals is a hang: the soak stops and
-says where). At the end the load stops, the healed partition is read back,
-every replica's batches below the high watermark are compared byte for byte,
-and `check` judges the whole history: nothing acknowledged may be lost,
-duplicated or reordered, the consumer may read only what stays, in order.
+fully replicated again (with a quorum, every voter caught up too) (a fault that never heals is a hang: the soak stops and
+says where). At the end the load stops, the healed partition is read back and
+every replica's batches below the high watermark are compared byte for byte
+(`kafkalab.cluster.history.check`). The whole history (every send with its
+outcome: ok, or unknown when the client gave up; every record the consumer
+read; the final read) is judged by the Jepsen-grade checker
+(`kafkalab.cluster.checker`, see `judge`): no lost write, no duplicate, nothing
+acknowledged unseen at the end, no poll-skip or nonmonotonic-poll of the
+read-along consumer, no anomaly outside the allowed set. `SoakReport.valid`
+needs that verdict valid AND byte-identical replicas; its table counts each
+anomaly (per process for poll-skip and nonmonotonic-poll).
 """
 
 from __future__ import annotations
 
+import argparse
+import bisect
 import math
 import random
+import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
+from kafkalab.cluster import checker
 from kafkalab.cluster.failover import LABS_FAILOVER, LABS_PRODUCER, current_leader, read_timeline
 from kafkalab.cluster.history import History, Verdict, check
 from kafkalab.cluster.local_cluster import LocalCluster
+from kafkalab.cluster.metadata_quorum import describe_quorum
 from kafkalab.cluster.workload import (
     ProducerWorkload,
     read_final_log,
     record_replicas,
     wait_for_replicas_in_sync,
 )
+from kafkalab.errors import KafkaError
 from kafkalab.kinds import Kind
+from kafkalab.server.link_faults import uncut
 
 
 class FaultKind(Kind):
@@ -68,6 +108,12 @@ class FaultKind(Kind):
     LINK_CUT = "link-cut"
     ROLLING_RESTART = "rolling-restart"
     LEADER_PAUSE = "leader-pause"
+    # A controller quorum's faults (run_soak(controllers=3)); the target is a
+    # controller's node id.
+    CONTROLLER_KILL = "controller-kill"
+    CONTROLLER_PAUSE = "controller-pause"
+    CONTROLLER_POWER_FAILURE = "controller-power-failure"
+    QUORUM_PARTITION = "quorum-partition"
 
 
 #: The default mix.
@@ -80,12 +126,60 @@ FAULT_KINDS = (
 )
 #: Kinds a soak applies only when asked for (`kinds=`): not in the default mix.
 EXTRA_KINDS = (FaultKind.LEADER_PAUSE,)
-ALL_KINDS = FAULT_KINDS + EXTRA_KINDS
+#: Every fault of brokers.
+BROKER_KINDS = FAULT_KINDS + EXTRA_KINDS
+#: The faults of a controller quorum: in the default mix with controllers=3.
+CONTROLLER_KINDS = (
+    FaultKind.CONTROLLER_KILL,
+    FaultKind.CONTROLLER_PAUSE,
+    FaultKind.CONTROLLER_POWER_FAILURE,
+    FaultKind.QUORUM_PARTITION,
+)
+ALL_KINDS = BROKER_KINDS + CONTROLLER_KINDS
+
+#: The pairs (outer, inner) that may overlap (`run_soak(overlap=True)`): the inner
+#: fault starts while the outer is in force. With RF=3 and min.insync.replicas=2 a
+#: partition makes progress with two brokers in its ISR, and a quorum of three with
+#: two voters; so a pair may take at most one broker and at most one controller out:
+#:   - a follower paused or cut from the leader, while any controller fault runs:
+#:     one broker out of the ISR, one voter (or the active controller) out;
+#:   - any controller fault in force (the killed, paused, powered-off or
+#:     partitioned voter stays so) while a broker fault runs (a leader kill, a
+#:     follower pause, a power failure, a link cut): partitions elect and shrink
+#:     their ISR through the new active controller;
+#:   - a link cut between the leader and a follower while the leader is killed:
+#:     the cut follower may still be in the ISR (an ISR member has everything
+#:     acknowledged, so it may lead), whoever leads next has a link to the third
+#:     broker, and the killed leader comes back as a follower.
+#: Not paired: two broker faults that take two brokers out of the ISR at once (two
+#: pauses, a pause and a power failure: acks=all would stop, not progress), two
+#: controller faults (a quorum of three loses its majority), a rolling restart or
+#: a leader pause (each already moves leaders and takes brokers out in turn).
+_ONE_BROKER_OUT = (FaultKind.FOLLOWER_PAUSE, FaultKind.LINK_CUT)
+_UNDER_A_CONTROLLER_FAULT = (
+    FaultKind.LEADER_KILL,
+    FaultKind.FOLLOWER_PAUSE,
+    FaultKind.POWER_FAILURE,
+    FaultKind.LINK_CUT,
+)
+OVERLAPS = frozenset(
+    [(outer, inner) for outer in _ONE_BROKER_OUT for inner in CONTROLLER_KINDS]
+    + [(outer, inner) for outer in CONTROLLER_KINDS for inner in _UNDER_A_CONTROLLER_FAULT]
+    + [(FaultKind.LINK_CUT, FaultKind.LEADER_KILL)]
+)
 
 #: Broker settings of the soak on top of LABS_FAILOVER's: a follower that cannot
 #: fetch leaves the ISR after 2 s (Kafka's default, 30 s, would hold every acks=all
 #: write for 30 s on each cut link).
 SOAK_BROKER_PROPS = {"replica.lag.time.max.ms": "2000"}
+
+#: A quorum's timeouts in the soak: those of kafkalab's quorum tests and the labs'
+#: row of the controller failover figures (Kafka's defaults: 1000, 2000, 2000).
+SOAK_QUORUM_PROPS = {
+    "controller.quorum.election.timeout.ms": "500",
+    "controller.quorum.fetch.timeout.ms": "1000",
+    "controller.quorum.request.timeout.ms": "800",
+}
 
 #: librdkafka logs every refused connection (level 3) and closed one (level 4 to
 #: 6); a soak kills brokers on purpose, so its clients log only critical errors.
@@ -98,6 +192,11 @@ def parse_kinds(kinds: Sequence[str]) -> tuple[FaultKind, ...]:
     return tuple(FaultKind.parse(k, "fault kind") for k in kinds)
 
 
+def default_kinds(controllers: int = 1) -> tuple[FaultKind, ...]:
+    """The default mix: with a controller quorum, its faults too."""
+    return FAULT_KINDS + (CONTROLLER_KINDS if controllers > 1 else ())
+
+
 def schedule(faults: int, seed: int, kinds: Sequence[str] = FAULT_KINDS) -> list[FaultKind]:
     """The kinds of the soak's faults, in order: `random.Random(seed)` choosing
     among `kinds` (the brokers each fault hits are chosen by a second generator,
@@ -105,6 +204,23 @@ def schedule(faults: int, seed: int, kinds: Sequence[str] = FAULT_KINDS) -> list
     choices = list(parse_kinds(kinds))
     rng = random.Random(seed)
     return [rng.choice(choices) for _ in range(faults)]
+
+
+def overlaps(plan: Sequence[str], seed: int) -> list[int]:
+    """Where a plan's faults overlap: each index i where fault i + 1 starts while
+    fault i is in force. Wherever two neighbours form a pair of OVERLAPS (and
+    neither already overlaps another), a third generator of the seed decides,
+    heads or tails; so the plan itself does not depend on it."""
+    kinds = parse_kinds(plan)
+    rng = random.Random(f"overlaps-{seed}")
+    out, i = [], 0
+    while i < len(kinds) - 1:
+        if (kinds[i], kinds[i + 1]) in OVERLAPS and rng.random() < 0.5:
+            out.append(i)
+            i += 2
+        else:
+            i += 1
+    return out
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
@@ -117,7 +233,10 @@ def percentile(values: Sequence[float], q: float) -> float | None:
 
 class ReadAlong:
     """A thread with a librdkafka consumer assigned to one partition from offset 0,
-    recording every record it reads into the history (as reader `name`)."""
+    recording every record it reads into the history (as reader `name`). From
+    librdkafka's statistics (every 2 s) it keeps the partition's fetch state and
+    leader as the client saw them last: where a consumer that stopped reading
+    stopped (offset-query, validate-epoch-wait, active...)."""
 
     def __init__(
         self,
@@ -137,16 +256,28 @@ class ReadAlong:
                 "group.id": f"kafkalab-{name}",
                 "enable.auto.commit": False,
                 "auto.offset.reset": "earliest",
+                "statistics.interval.ms": 2000,
+                "stats_cb": self._on_stats,
                 **(config or {}),
             }
         )
         self.consumer.assign([TopicPartition(topic, partition, 0)])
+        #: librdkafka's last word on the partition: "<fetch_state>, leader <id>"
+        self.fetch_state = ""
         self.read = 0
         self.last_offset = -1
         self.gaps: list[tuple[int, int]] = []  # (last offset read, next offset read)
         self.errors: Counter[str] = Counter()  # client-side errors seen (transient ones too)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name=name)
+
+    def _on_stats(self, stats: str) -> None:
+        import json
+
+        p = json.loads(stats).get("topics", {}).get(self.topic, {}).get("partitions", {})
+        p = p.get(str(self.partition))
+        if p:
+            self.fetch_state = f"{p.get('fetch_state')}, leader {p.get('leader')}"
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -189,6 +320,8 @@ class FaultRecord:
     was_leader: bool
     seconds: float  # the fault applied -> fully replicated again
     failover_ms: float | None = None
+    #: the number of the fault in force while this one ran (an overlap), if any
+    during: int | None = None
 
 
 @dataclass
@@ -196,6 +329,7 @@ class SoakReport:
     faults: int  # asked for
     seed: int
     kinds: tuple[FaultKind, ...]
+    controllers: int = 1
     records: list[FaultRecord] = field(default_factory=list)
     error: str | None = None  # why the soak stopped early (a hang, a failed step)
     sent: int = 0
@@ -207,10 +341,14 @@ class SoakReport:
     read_gaps: list[tuple[int, int]] = field(default_factory=list)
     read_errors: dict[str, int] = field(default_factory=dict)  # the read-along client's
     read_all: bool = False  # the consumer read up to the last record of the final log
+    read_fetch_state: str = ""  # the read-along client's own, at the end (librdkafka's stats)
     high_watermark: int = 0
     replicas_compared: int = 0
     batches_compared: int = 0
-    verdict: Verdict | None = None
+    #: the Jepsen-grade checker's verdict on every op of the history
+    verdict: checker.Verdict | None = None
+    #: kafkalab.cluster.history's verdict: its replica comparison, byte for byte
+    final_log: Verdict | None = None
     elapsed_s: float = 0.0
 
     @property
@@ -224,13 +362,34 @@ class SoakReport:
 
     @property
     def failovers_ms(self) -> list[float]:
-        return [r.failover_ms for r in self.records if r.failover_ms is not None]
+        """Leader kill -> the first record its successor acknowledged, each."""
+        return [
+            r.failover_ms
+            for r in self.records
+            if r.kind == FaultKind.LEADER_KILL and r.failover_ms is not None
+        ]
+
+    @property
+    def controller_failovers_ms(self) -> list[float]:
+        """Active controller killed -> a successor leads in a higher epoch and the
+        next acks=all record is acknowledged, each."""
+        return [
+            r.failover_ms
+            for r in self.records
+            if r.kind == FaultKind.CONTROLLER_KILL and r.failover_ms is not None
+        ]
+
+    @property
+    def overlapped(self) -> list[tuple[FaultKind, FaultKind]]:
+        """(outer, inner) of each overlap applied."""
+        kinds = {r.number: r.kind for r in self.records}
+        return [(kinds[r.during], r.kind) for r in self.records if r.during is not None]
 
     @property
     def byte_identical(self) -> bool:
         return (
-            self.verdict is not None
-            and not self.verdict.diverged
+            self.final_log is not None
+            and not self.final_log.diverged
             and self.replicas_compared > 1
             and self.batches_compared > 0
         )
@@ -241,13 +400,22 @@ class SoakReport:
             self.error is None
             and self.survived == self.faults
             and self.verdict is not None
-            and self.verdict.valid
+            and self.verdict.valid  # the checker's: every anomaly found is allowed
             and self.acknowledged > 0
             and self.failed_sends == 0  # a send the client gave up on is a failure too
             and self.byte_identical
             and not self.read_gaps
             and self.read_all
         )
+
+    def anomalies(self, name: str) -> list[dict]:
+        """The checker's cases of anomaly `name` (none before it judged)."""
+        return [] if self.verdict is None else self.verdict.anomalies.get(name, [])
+
+    def per_process(self, name: str) -> dict[str, int]:
+        """How many cases of a per-process anomaly (poll-skip, nonmonotonic-poll)
+        each process had."""
+        return dict(Counter(case["process"] for case in self.anomalies(name)))
 
     def rows(self) -> list[tuple[str, str]]:
         v = self.verdict
@@ -256,27 +424,62 @@ class SoakReport:
         def ms(x: float | None) -> str:
             return "-" if x is None else f"{x:,.0f} ms"
 
+        def count(name: str) -> str:
+            return "-" if v is None else str(len(self.anomalies(name)))
+
+        def by_process(name: str) -> str:
+            counts = self.per_process(name)
+            return ", ".join(f"{p} {n}" for p, n in sorted(counts.items())) or "0"
+
         kinds = ", ".join(f"{k} {n}" for k, n in self.by_kind.items()) or "-"
+        shown = {"lost-write", "duplicate", "unseen", "poll-skip", "nonmonotonic-poll"}
+        others = "-"
+        if v is not None:
+            rest = {n: len(c) for n, c in v.anomalies.items() if n not in shown}
+            others = ", ".join(f"{n} {c}" for n, c in sorted(rest.items())) or "none"
+        unseen = sum(case["count"] for case in self.anomalies("unseen"))
         return [
             ("faults survived", f"{self.survived} of {self.faults} (seed {self.seed})"),
             ("by kind", kinds),
             ("records sent", f"{self.sent:,}"),
             ("acknowledged", f"{self.acknowledged:,}"),
             ("failed sends / unknown", f"{self.failed_sends} / {self.unknown}"),
-            ("lost", "-" if v is None else str(len(v.lost))),
-            ("duplicated", "-" if v is None else str(len(v.duplicated))),
-            ("reordered", "-" if v is None else str(len(v.reordered))),
-            ("moved", "-" if v is None else str(len(v.moved))),
+            ("lost (lost-write)", count("lost-write")),
+            ("duplicated", count("duplicate")),
+            ("unseen at the end", "-" if v is None else str(unseen)),
+            ("poll-skip", "-" if v is None else by_process("poll-skip")),
+            ("nonmonotonic-poll", "-" if v is None else by_process("nonmonotonic-poll")),
+            ("other anomalies", others),
             (
                 "read along",
                 f"{self.read:,} ({len(self.read_gaps)} gaps"
                 + "".join(f", {name} x{n}" for name, n in sorted(self.read_errors.items()))
-                + ")",
+                + ")"
+                + ("" if self.read_all else f"; not all: fetch state {self.read_fetch_state}"),
             ),
             (
                 "failover (leader kill -> ack)",
                 f"p50 {ms(percentile(fo, 50))}, p99 {ms(percentile(fo, 99))}, "
                 f"max {ms(max(fo, default=None))} (n={len(fo)})",
+            ),
+            *(
+                [
+                    (
+                        "controller failover (kill -> new epoch -> ack)",
+                        f"p50 {ms(percentile(cfo, 50))}, p99 {ms(percentile(cfo, 99))}, "
+                        f"max {ms(max(cfo, default=None))} (n={len(cfo)})",
+                    )
+                ]
+                if (cfo := self.controller_failovers_ms)
+                else []
+            ),
+            (
+                "overlapping",
+                ", ".join(
+                    f"{inner} during {outer} x{n}"
+                    for (outer, inner), n in sorted(Counter(self.overlapped).items())
+                )
+                or "none",
             ),
             (
                 "replicas below the HW",
@@ -285,6 +488,7 @@ class SoakReport:
                 f"HW {self.high_watermark:,}",
             ),
             ("elapsed", f"{self.elapsed_s:,.0f} s"),
+            ("checker", "-" if v is None else ("valid" if v.valid else "INVALID")),
             (
                 "verdict",
                 ("valid" if self.valid else "INVALID") + (f": {self.error}" if self.error else ""),
@@ -297,6 +501,8 @@ class SoakReport:
         lines = [f"{k:<{width}}  {v}" for k, v in rows]
         if self.verdict is not None and not self.verdict.valid:
             lines.append(self.verdict.summary())
+        if self.final_log is not None and not self.final_log.valid:
+            lines.append("history.check (final log, replicas): " + self.final_log.summary())
         return "\n".join(lines)
 
 
@@ -307,7 +513,8 @@ def diagnose(cluster: LocalCluster, topic: str, lines: int = 3) -> str:
 
     with pd.option_context("display.width", 200, "display.max_columns", None):
         out = [str(cluster.describe(topic))]
-    for name, process in [("controller", cluster.controller), *cluster.brokers.items()]:
+    processes = [*cluster.controllers.items()] or [("controller", cluster.controller)]
+    for name, process in [*processes, *cluster.brokers.items()]:
         if process is None:
             continue
         warnings = [x.rstrip() for x in process.output if " WARNING " in x or " ERROR " in x]
@@ -317,6 +524,20 @@ def diagnose(cluster: LocalCluster, topic: str, lines: int = 3) -> str:
 
 def _log(line: str) -> None:
     print(line, flush=True)
+
+
+class Applied:
+    """A fault in force: the node it hit (-1: every broker), whether that node led
+    (the partition, or the quorum for a controller fault), and its failover time
+    in ms where one is measured."""
+
+    def __init__(self, target: int, was_leader: bool, failover_ms: float | None = None):
+        self.target, self.was_leader, self.failover_ms = target, was_leader, failover_ms
+
+
+#: A fault: given the partition's current leader, a generator that applies the fault,
+#: yields once while it is in force, and heals it when resumed.
+Fault = Callable[["Soak", int], Iterator[Applied]]
 
 
 class Soak:
@@ -334,6 +555,8 @@ class Soak:
     ) -> None:
         self.cluster, self.topic, self.workload, self.rng = cluster, topic, workload, rng
         self.pause_s, self.cut_s, self.recovery_timeout_s = pause_s, cut_s, recovery_timeout_s
+        #: controllers SIGSTOPped now (asked nothing: they would never answer)
+        self.paused: set[int] = set()
 
     def leader(self, not_in: Sequence[int] = ()) -> int:
         deadline = time.monotonic() + self.recovery_timeout_s
@@ -348,76 +571,172 @@ class Soak:
     def followers(self, leader: int) -> list[int]:
         return [b for b in sorted(self.cluster.brokers) if b != leader]
 
-    def apply(self, number: int, kind: str) -> FaultRecord:
-        """Apply one fault of `kind` and wait until the partition is fully replicated."""
+    def apply(self, number: int, kind: str, inner: str | None = None) -> list[FaultRecord]:
+        """Apply one fault of `kind` and wait until the partition is fully replicated
+        (and a quorum whole: every voter caught up). With `inner`, fault number + 1 of
+        kind `inner` runs while this one is in force (an overlap: OVERLAPS says which
+        pairs may); this one is healed after it. Returns the faults' records."""
         kind = FaultKind.parse(kind, "fault kind")
         start = time.monotonic()
-        leader = self.leader()
-        target, failover_ms = self._FAULTS[kind](self, leader)
+        outer = self._FAULTS[kind](self, self.leader())
+        applied = next(outer)
+        try:
+            if inner is not None:
+                inner = FaultKind.parse(inner, "fault kind")
+                if (kind, inner) not in OVERLAPS:
+                    raise ValueError(f"{inner} does not overlap {kind} (see OVERLAPS)")
+                inner_start = time.monotonic()
+                run = self._FAULTS[inner](self, self.leader())
+                inner_applied = next(run)
+                _finish(run)
+        except BaseException:
+            outer.close()  # what is in a finally (a SIGCONT, a healed link) runs
+            raise
+        _finish(outer)
+        self.healed()
+        now = time.monotonic()
+        records = [
+            FaultRecord(
+                number, kind, applied.target, applied.was_leader, now - start, applied.failover_ms
+            )
+        ]
+        if inner is not None:
+            records.append(
+                FaultRecord(
+                    number + 1,
+                    inner,
+                    inner_applied.target,
+                    inner_applied.was_leader,
+                    now - inner_start,
+                    inner_applied.failover_ms,
+                    during=number,
+                )
+            )
+        return records
+
+    def healed(self) -> None:
+        """Every broker back and the partition fully replicated; with a quorum, every
+        voter caught up with an active controller that runs."""
         self.cluster.wait_fully_replicated(self.recovery_timeout_s)
-        return FaultRecord(
-            number, kind, target, target == leader, time.monotonic() - start, failover_ms
-        )
+        if self.cluster.controllers:
+            self.quorum_whole()
 
-    # Each fault: given the current leader, apply it; return the broker it hit (-1:
-    # every broker) and the failover time in ms where it is measured.
+    # Each fault: given the current leader, apply it, yield an Applied while it is in
+    # force, heal it when resumed. What must be undone even when the soak fails (a
+    # SIGSTOP, a cut link) is undone in a finally.
 
-    def _leader_kill(self, leader: int) -> tuple[int, float | None]:
-        return leader, self.kill_leader(leader)
+    def _leader_kill(self, leader: int) -> Iterator[Applied]:
+        failover_ms = self.kill_leader(leader)
+        yield Applied(leader, True, failover_ms)
+        self.cluster.restart(leader)
 
-    def _follower_pause(self, leader: int) -> tuple[int, float | None]:
+    def _follower_pause(self, leader: int) -> Iterator[Applied]:
         target = self.rng.choice(self.followers(leader))
         self.cluster.pause(target)
         try:
             time.sleep(self.pause_s)
+            yield Applied(target, False)
         finally:
             self.cluster.resume(target)
-        return target, None
 
-    def _power_failure(self, leader: int) -> tuple[int, float | None]:
+    def _power_failure(self, leader: int) -> Iterator[Applied]:
         target = self.rng.choice(sorted(self.cluster.brokers))
         self.cluster.power_failure(target)
         if target == leader:
             self.leader(not_in=[target])
         else:
             time.sleep(self.pause_s)
+        yield Applied(target, target == leader)
         self.cluster.restart(target)
-        return target, None
 
-    def _link_cut(self, leader: int) -> tuple[int, float | None]:
+    def _link_cut(self, leader: int) -> Iterator[Applied]:
         target = self.rng.choice(self.followers(leader))
         self.cluster.cut_link(leader, target)
         try:
             time.sleep(self.cut_s)
+            yield Applied(target, False)
         finally:
-            self.cluster.heal_links()
-        return target, None
+            self.heal_link(leader, target)
 
-    def _leader_pause(self, leader: int) -> tuple[int, float | None]:
+    def _leader_pause(self, leader: int) -> Iterator[Applied]:
         self.cluster.pause(leader)
         try:
             self.leader(not_in=[leader])  # fenced and replaced while it sleeps
             time.sleep(self.pause_s)
+            yield Applied(leader, True)
         finally:
             self.cluster.resume(leader)
-        return leader, None
 
-    def _rolling_restart(self, leader: int) -> tuple[int, float | None]:
+    def _rolling_restart(self, leader: int) -> Iterator[Applied]:
         self.cluster.rolling_restart(self.recovery_timeout_s)
-        return -1, None
+        yield Applied(-1, False)
 
-    _FAULTS: dict[FaultKind, Callable[[Soak, int], tuple[int, float | None]]] = {
+    # Controller faults (a quorum): the target is a controller's node id.
+
+    def _controller_kill(self, leader: int) -> Iterator[Applied]:
+        active, epoch = self.active_controller()
+        killed_ms = time.time() * 1000
+        self.cluster.kill(active)
+        self.successor(active, epoch)
+        first = self.first_ack_after(time.time() * 1000, f"controller {active} was killed")
+        yield Applied(active, True, first - killed_ms)
+        self.cluster.restart(active)
+
+    def _controller_pause(self, leader: int) -> Iterator[Applied]:
+        active, epoch = self.active_controller()
+        self.cluster.pause(active)
+        self.paused.add(active)
+        try:
+            # Past the fetch timeout the other voters elect one of them.
+            successor = self.successor(active, epoch)
+            yield Applied(active, True)
+        finally:
+            self.cluster.resume(active)
+            self.paused.discard(active)
+        self.follows(active, successor.leader_epoch)
+
+    def _controller_power_failure(self, leader: int) -> Iterator[Applied]:
+        active, epoch = self.active_controller()
+        target = self.rng.choice(self.cluster.controller_ids)
+        self.cluster.power_failure(target)
+        if target == active:
+            self.successor(active, epoch)
+        else:
+            time.sleep(self.pause_s)
+        yield Applied(target, target == active)
+        self.cluster.restart(target)
+
+    def _quorum_partition(self, leader: int) -> Iterator[Applied]:
+        active, epoch = self.active_controller()
+        others = [c for c in self.cluster.controller_ids if c != active]
+        for other in others:
+            self.cluster.cut_link(active, other)
+        try:
+            successor = self.successor(active, epoch)
+            self.resigned(active)  # check-quorum: it heard no fetch from a majority
+            yield Applied(active, True)
+        finally:
+            for other in others:
+                self.heal_link(active, other)
+        self.follows(active, successor.leader_epoch)
+
+    _FAULTS: dict[FaultKind, Fault] = {
         FaultKind.LEADER_KILL: _leader_kill,
         FaultKind.FOLLOWER_PAUSE: _follower_pause,
         FaultKind.POWER_FAILURE: _power_failure,
         FaultKind.LINK_CUT: _link_cut,
         FaultKind.LEADER_PAUSE: _leader_pause,
         FaultKind.ROLLING_RESTART: _rolling_restart,
+        FaultKind.CONTROLLER_KILL: _controller_kill,
+        FaultKind.CONTROLLER_PAUSE: _controller_pause,
+        FaultKind.CONTROLLER_POWER_FAILURE: _controller_power_failure,
+        FaultKind.QUORUM_PARTITION: _quorum_partition,
     }
 
     def kill_leader(self, leader: int) -> float:
-        """SIGKILL the leader, start it again once a successor acknowledged a
-        record; return the kill -> that first acknowledgement, in ms."""
+        """SIGKILL the leader and wait until a successor acknowledged a record;
+        return the kill -> that first acknowledgement, in ms (the caller starts the
+        broker again)."""
         acks = self.workload.ack_times_ms
         seen = len(acks)
         killed_ms = time.time() * 1000
@@ -425,9 +744,8 @@ class Soak:
         self.leader(not_in=[leader])
         # An ack in flight at the kill came from the old leader: the first one that
         # counts comes after the successor applied its leadership (its own record).
-        first = None
         deadline = time.monotonic() + self.recovery_timeout_s
-        while first is None and time.monotonic() < deadline:
+        while time.monotonic() < deadline:
             time.sleep(0.1)
             later = [t for t in acks[seen:] if t > killed_ms + 50]
             if not later:
@@ -435,19 +753,117 @@ class Soak:
             timeline = read_timeline(self.cluster, self.topic, 0, leader, killed_ms, None)
             applied = timeline.leader_applied_ms or timeline.elected_ms or killed_ms
             first = next((t for t in later if t > applied), None)
-        self.cluster.restart(leader)
-        if first is None:
-            raise TimeoutError(
-                f"no record acknowledged within {self.recovery_timeout_s} s of killing "
-                f"leader {leader}"
+            if first is not None:
+                return first - killed_ms
+        raise TimeoutError(
+            f"no record acknowledged within {self.recovery_timeout_s} s of killing leader {leader}"
+        )
+
+    def heal_link(self, a: int, b: int) -> None:
+        """Undo `cluster.cut_link(a, b)` (both ways), and only that cut: another
+        fault's cut stays (LocalCluster.heal_links heals every link)."""
+        for sender, receiver in ((a, b), (b, a)):
+            uncut(self.cluster.node_dir(receiver), {sender})
+
+    # The quorum, asked with DescribeQuorum (never a paused voter: it would not answer)
+
+    def quorum(self, voters: Sequence[int] | None = None, timeout_s: float | None = None):
+        """The leader's DescribeQuorum answer, asking `voters` (default: every voter
+        not paused); KafkaError when none leads within `timeout_s`."""
+        ids = [c for c in self.cluster.controller_ids if c not in self.paused]
+        addresses = [_address(self.cluster, c) for c in (ids if voters is None else voters)]
+        return describe_quorum(
+            addresses, self.recovery_timeout_s if timeout_s is None else timeout_s
+        )
+
+    def active_controller(self) -> tuple[int, int]:
+        q = self.quorum()
+        return q.leader_id, q.leader_epoch
+
+    def _until(self, what: str, condition: Callable[[], object]):
+        deadline = time.monotonic() + self.recovery_timeout_s
+        while True:
+            try:
+                got = condition()
+            except KafkaError:
+                got = None
+            if got:
+                return got
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{what} within {self.recovery_timeout_s} s")
+            time.sleep(0.05)
+
+    def successor(self, old: int, epoch: int):
+        """Wait until a controller other than `old` leads in an epoch above `epoch`."""
+        return self._until(
+            f"no controller but {old} leads in an epoch above {epoch}",
+            lambda: (q := self.quorum()).leader_id != old and q.leader_epoch > epoch and q,
+        )
+
+    def leads(self, node: int) -> bool:
+        """Does `node` itself answer DescribeQuorum as the leader?"""
+        try:
+            return self.quorum([node], timeout_s=0.3).leader_id == node
+        except KafkaError:
+            return False
+
+    def resigned(self, node: int) -> None:
+        self._until(f"controller {node} still leads", lambda: not self.leads(node))
+
+    def quorum_whole(self):
+        """Wait until an active controller leads and every voter's log reaches the
+        high watermark; return the leader's DescribeQuorum answer."""
+
+        def whole():
+            q = self.quorum()
+            voters = {r.replica_id: r for r in q.current_voters}
+            return (
+                set(voters) == set(self.cluster.controller_ids)
+                and all(r.log_end_offset >= q.high_watermark for r in voters.values())
+                and q
             )
-        return first - killed_ms
+
+        return self._until("the quorum is not whole again", whole)
+
+    def follows(self, node: int, epoch: int) -> None:
+        """Wait until `node` is a follower again: caught up with a leader other than
+        itself in `epoch` (or with whoever won a later election) and not leading."""
+
+        def following():
+            q = self.quorum_whole()
+            return (q.leader_id != node or q.leader_epoch > epoch) and (
+                q.leader_id == node or not self.leads(node)
+            )
+
+        self._until(f"controller {node} does not follow", following)
+
+    def first_ack_after(self, after_ms: float, since: str) -> float:
+        """The first acknowledgement of the load later than `after_ms` (wall clock)."""
+        acks = self.workload.ack_times_ms  # appended in order, by the wall clock
+
+        def first():
+            i = bisect.bisect_right(acks, after_ms)
+            return acks[i] if i < len(acks) else None
+
+        return self._until(f"no record acknowledged after {since}", first)
+
+
+def _finish(run: Iterator[Applied]) -> None:
+    """Resume a fault past its one yield: it heals."""
+    for _ in run:
+        raise RuntimeError("a fault yields once")
+
+
+def _address(cluster: LocalCluster, controller: int) -> tuple[str, int]:
+    listener = cluster.controllers[controller].props["listeners"].split("//", 1)[1]
+    host, port = listener.rsplit(":", 1)
+    return host, int(port)
 
 
 def run_soak(
     faults: int = 100,
     seed: int = 0,
-    kinds: Sequence[str] = FAULT_KINDS,
+    kinds: Sequence[str] | None = None,
     topic: str = "soak",
     rate: float = 200,
     settle_s: float = 0.5,
@@ -457,16 +873,26 @@ def run_soak(
     base_dir=None,
     cluster_kwargs: dict | None = None,
     log: Callable[[str], None] = _log,
+    controllers: int = 1,
+    overlap: bool = False,
 ) -> SoakReport:
-    """`faults` faults of `kinds` (in the order `schedule` gives) under load;
-    `settle_s` of load between two faults. Returns the report; never raises for
-    what the soak finds (a hang or a failed step is `report.error`)."""
+    """`faults` faults of `kinds` (in the order `schedule` gives; default
+    `default_kinds(controllers)`) under load; `settle_s` of load between two
+    faults. `controllers=3` runs a KRaft quorum (with SOAK_QUORUM_PROPS) and
+    allows its fault kinds; `overlap` lets the pairs `overlaps` picks run one
+    inside the other. Returns the report; never raises for what the soak finds
+    (a hang or a failed step is `report.error`); ValueError for a controller
+    fault kind without a quorum."""
+    kinds = parse_kinds(default_kinds(controllers) if kinds is None else kinds)
+    if controllers < 2 and set(kinds) & set(CONTROLLER_KINDS):
+        raise ValueError("controller fault kinds need a quorum: controllers=3")
     plan = schedule(faults, seed, kinds)
+    inner_at = set(overlaps(plan, seed)) if overlap else set()
     rng = random.Random(f"targets-{seed}")
-    report = SoakReport(faults=faults, seed=seed, kinds=parse_kinds(kinds))
+    report = SoakReport(faults=faults, seed=seed, kinds=kinds, controllers=controllers)
     began = time.monotonic()
     history = History()
-    settings = _cluster_settings(cluster_kwargs)
+    settings = _cluster_settings(cluster_kwargs, controllers)
     with LocalCluster(brokers=3, base_dir=base_dir, **settings) as cluster:
         _create_topic(cluster, topic)
         workload = ProducerWorkload(
@@ -489,7 +915,7 @@ def run_soak(
         reader.start()
         try:
             time.sleep(settle_s)
-            _apply_faults(soak, plan, report, reader, settle_s, began, log)
+            _apply_faults(soak, plan, inner_at, report, reader, settle_s, began, log)
         finally:
             report.unknown = workload.stop(recovery_timeout_s)
             report.sent, report.failed_sends = workload.sent, workload.failed
@@ -498,10 +924,16 @@ def run_soak(
     return report
 
 
-def _cluster_settings(cluster_kwargs: dict | None) -> dict:
+def _cluster_settings(cluster_kwargs: dict | None, controllers: int = 1) -> dict:
     """LocalCluster's settings: the labs' failover timeouts, the soak's broker
-    properties, then the caller's."""
+    properties (and, with a quorum, its controller properties), then the caller's."""
     settings = {**LABS_FAILOVER, **(cluster_kwargs or {})}
+    if controllers > 1:
+        settings["controllers"] = controllers
+        settings["controller_props"] = {
+            **SOAK_QUORUM_PROPS,
+            **(cluster_kwargs or {}).get("controller_props", {}),
+        }
     settings["broker_props"] = {
         **LABS_FAILOVER["broker_props"],
         **SOAK_BROKER_PROPS,
@@ -525,32 +957,47 @@ def _create_topic(cluster: LocalCluster, topic: str) -> None:
 def _apply_faults(
     soak: Soak,
     plan: list[FaultKind],
+    outer_at: set[int],
     report: SoakReport,
     reader: ReadAlong,
     settle_s: float,
     began: float,
     log: Callable[[str], None],
 ) -> None:
-    """Apply the plan's faults in order, each recorded and logged; the first that
-    fails (a hang, a failed step) is `report.error` and ends the soak."""
+    """Apply the plan's faults in order (fault i + 1 inside fault i for each i in
+    `outer_at`), each recorded and logged; the first that fails (a hang, a failed
+    step) is `report.error` and ends the soak."""
     faults, workload = report.faults, soak.workload
-    for number, kind in enumerate(plan, 1):
+    i = 0
+    while i < len(plan):
+        number, kind = i + 1, plan[i]
+        inner = plan[i + 1] if i in outer_at else None
+        name = kind if inner is None else f"{kind} + {inner}"
         try:
-            record = soak.apply(number, kind)
+            records = soak.apply(number, kind, inner)
         except Exception as e:  # a hang or a failed step ends the soak
-            report.error = f"fault {number} ({kind}): {type(e).__name__}: {e}"
-            log(f"[{number:>4}/{faults}] {kind}: FAILED: {report.error}")
+            report.error = f"fault {number} ({name}): {type(e).__name__}: {e}"
+            log(f"[{number:>4}/{faults}] {name}: FAILED: {report.error}")
             log(diagnose(soak.cluster, soak.topic))
             return
-        report.records.append(record)
-        fo = "" if record.failover_ms is None else f", failover {record.failover_ms:,.0f} ms"
-        where = "all" if record.target < 0 else f"broker {record.target}"
-        role = " (leader)" if record.was_leader else ""
-        log(
-            f"[{number:>4}/{faults}] {kind:<15} {where}{role}: healed in "
-            f"{record.seconds:.1f} s{fo}; acknowledged {workload.acked:,}, "
-            f"read {reader.read:,}, {time.monotonic() - began:,.0f} s"
-        )
+        report.records.extend(records)
+        for record in records:
+            fo = "" if record.failover_ms is None else f", failover {record.failover_ms:,.0f} ms"
+            where = (
+                "all"
+                if record.target < 0
+                else f"controller {record.target}"
+                if record.target in soak.cluster.controllers
+                else f"broker {record.target}"
+            )
+            role = " (leader)" if record.was_leader else ""
+            during = "" if record.during is None else f" (during {record.during})"
+            log(
+                f"[{record.number:>4}/{faults}] {record.kind:<15} {where}{role}{during}: "
+                f"healed in {record.seconds:.1f} s{fo}; acknowledged {workload.acked:,}, "
+                f"read {reader.read:,}, {time.monotonic() - began:,.0f} s"
+            )
+        i += len(records)
         time.sleep(settle_s)
 
 
@@ -571,8 +1018,71 @@ def _read_back(soak: Soak, history: History, reader: ReadAlong, report: SoakRepo
         reader.stop()
     report.read, report.read_gaps = reader.read, list(reader.gaps)
     report.read_errors = dict(reader.errors)
+    report.read_fetch_state = reader.fetch_state
     replicas = history.replicas.get((topic, 0), {})
     report.replicas_compared = len(replicas)
     report.batches_compared = min((len(b) for b in replicas.values()), default=0)
-    report.verdict = check(history)
-    report.acknowledged = report.verdict.acknowledged
+    report.final_log = check(history)
+    report.verdict, report.acknowledged = judge(history)
+
+
+def judge(history: History) -> tuple[checker.Verdict, int]:
+    """The Jepsen-grade checker's verdict on a soak's history, and how many sends
+    were acknowledged. The history is converted by `checker.from_history`: every
+    acknowledged send an ok op of the producer, every send the client gave up on
+    an unknown one, every record the read-along consumer read an ok poll of its
+    own, the final read one more. It is judged strictly (`Settings()`, not the
+    adapter's poll-skip allowance): the read-along consumer is assigned its
+    partition from offset 0 and never seeks, so a skip or a step back in what it
+    reads is an anomaly, as is anything unseen at the end."""
+    ops, _ = checker.from_history(history)
+    acknowledged = sum(
+        1 for op in ops.ops if op.type == checker.OK and op.process == checker.PRODUCER
+    )
+    return checker.check(ops, checker.Settings()), acknowledged
+
+
+def _main(args: argparse.Namespace) -> int:
+    try:
+        kinds = parse_kinds(args.kinds) if args.kinds else default_kinds(args.controllers)
+        report = run_soak(
+            faults=args.faults,
+            seed=args.seed,
+            kinds=kinds,
+            rate=args.rate,
+            controllers=args.controllers,
+            overlap=args.overlap,
+        )
+    except ValueError as e:  # an unknown kind, a controller kind without a quorum
+        print(f"kafkalab soak: {e}", file=sys.stderr)
+        return 2
+    print(report.table())
+    return 0 if report.valid else 1
+
+
+def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "soak",
+        help="many faults in a row on a local cluster under load, then the checker's verdict",
+        description="A soak (kafkalab.cluster.soak): faults chosen by a seed on a "
+        "three-broker cluster under an acks=all load; prints one line a fault and the "
+        "report; exits 1 when the verdict is not valid. benchmarks/soak.py runs the "
+        "same and keeps the results.",
+    )
+    parser.add_argument("--faults", type=int, default=100, help="how many faults (100)")
+    parser.add_argument("--seed", type=int, default=0, help="chooses the faults (0)")
+    parser.add_argument(
+        "--kinds",
+        nargs="+",
+        metavar="KIND",
+        help="fault kinds (default: all but leader-pause, and the controller kinds with "
+        f"--controllers 3): {', '.join(k.value for k in ALL_KINDS)}",
+    )
+    parser.add_argument("--rate", type=float, default=200, help="records per second (200)")
+    parser.add_argument(
+        "--controllers", type=int, default=1, help="1 (the default) or 3: a KRaft quorum"
+    )
+    parser.add_argument(
+        "--overlap", action="store_true", help="some faults inside another (OVERLAPS)"
+    )
+    parser.set_defaults(func=_main)

@@ -54,10 +54,19 @@ broken connection, or an answer thrown away by a cut link), is an event in the
 broker's events.jsonl (`controller_leader`, `controller_unreachable`): a failover's
 timeline shows when each broker found the new leader, and that it asked the dead one
 no more after that.
+
+A controller that accepts a connection and never answers (SIGSTOPped, hung) counts as
+unreachable after `request_timeout_ms` (REQUEST_TIMEOUT_MS, Kafka's default for
+controller.quorum.request.timeout.ms; a Fetch's MaxWaitMs on top): the connection is
+closed and the leader forgotten, as for a broken connection. Without it every broker
+waited on a paused active controller until it woke up, never learning of the
+successor the other voters had elected (the soak's controller-pause with a leader
+kill inside it: the partition had no leader for as long as the pause lasted).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -79,6 +88,7 @@ log = logging.getLogger(__name__)
 QUORUM_METADATA_FETCH_VERSION = 12
 #: A controller whose id the broker does not know (bootstrap servers only).
 UNKNOWN_ID = -1
+REQUEST_TIMEOUT_MS = 2000
 
 
 def parse_bootstrap_servers(value: str) -> list[tuple[str, int]]:
@@ -309,10 +319,12 @@ class ControllerChannel:
         client_id: Callable[[], str] | None = None,
         leader: KnownLeader | None = None,
         hears: Callable[[int], bool] | None = None,
+        request_timeout_ms: int = REQUEST_TIMEOUT_MS,
     ) -> None:
         """`leader`: the broker's KnownLeader (a channel of its own when not given).
         `hears(node_id)`: False while a cut link makes the broker deaf to that
-        controller (its answers are thrown away; see link_faults.py)."""
+        controller (its answers are thrown away; see link_faults.py).
+        `request_timeout_ms`: how long a controller may stay silent on a request."""
         endpoints = [
             a if isinstance(a, ControllerEndpoint) else ControllerEndpoint(UNKNOWN_ID, *a)
             for a in addresses
@@ -325,6 +337,7 @@ class ControllerChannel:
         self.endpoints = endpoints
         self.addresses = [(e.host, e.port) for e in endpoints]
         self.hears = hears or (lambda node_id: True)
+        self.request_timeout_s = request_timeout_ms / 1000
         self._connections = [
             InterBrokerConnection(e.host, e.port, schemas, client_id) for e in endpoints
         ]
@@ -341,12 +354,24 @@ class ControllerChannel:
             tried.add(index)
             endpoint = self.endpoints[index]
             try:
-                response = await self._connections[index].request(api_key, version, body)
+                response = await asyncio.wait_for(
+                    self._connections[index].request(api_key, version, body),
+                    self.request_timeout_s + body.get("max_wait_ms", 0) / 1000,
+                )
                 if endpoint.node_id != UNKNOWN_ID and not self.hears(endpoint.node_id):
                     raise KafkaError(
                         Errors.NETWORK_EXCEPTION,
                         f"{endpoint}: its answer is thrown away (a cut link)",
                     )
+            except TimeoutError:
+                self._connections[index].close()  # a late answer must not be read as the next one's
+                last = KafkaError(
+                    Errors.REQUEST_TIMED_OUT,
+                    f"controller {endpoint} did not answer {api_key.name} "
+                    f"within {self.request_timeout_s:g} s",
+                )
+                self.leader.refused(index, "unreachable")
+                continue
             except KafkaError as e:
                 last = e
                 self.leader.refused(index, "unreachable")
