@@ -17,8 +17,10 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from faults_helpers import partition_state, wait_until
 
+from kafkalab.client.network_client import BrokerConnection
 from kafkalab.cluster import LocalCluster
 from kafkalab.cluster.local_cluster import SINGLE_CONTROLLER_ID
+from kafkalab.protocol.api_keys import ApiKeys
 from kafkalab.server.controller_channel import read_controller_state
 from kafkalab.server.events import read_events
 
@@ -64,8 +66,15 @@ def _alive(cluster, asking: int) -> set[int]:
 
 
 def _knows(cluster, broker: int, topic: str) -> bool:
-    md = AdminClient({"bootstrap.servers": _bootstrap(cluster, broker)}).list_topics(timeout=10)
-    return topic in md.topics and not md.topics[topic].error
+    """Does `broker` itself know `topic`? Asked of that broker alone (librdkafka's
+    list_topics may ask any broker it has learned of, which would know it)."""
+    host, port = _bootstrap(cluster, broker).rsplit(":", 1)
+    conn = BrokerConnection(host, int(port))
+    try:
+        md = conn._call(ApiKeys.METADATA, 1, {"topics": None})[1]
+    finally:
+        conn.close()
+    return any(t["name"] == topic and t["error_code"] == 0 for t in md["topics"])
 
 
 def _fenced_since(cluster, broker: int, since_ms: float) -> bool:
