@@ -40,6 +40,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafkalab.cluster import LocalCluster
+from kafkalab.cluster.failover import LABS_QUORUM
 from kafkalab.cluster.metadata_quorum import describe_quorum
 from kafkalab.server.controller_channel import parse_bootstrap_servers
 
@@ -47,11 +48,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 POLL_S = 0.02
 
 SETTINGS = {
-    "labs": {
-        "controller.quorum.election.timeout.ms": "500",
-        "controller.quorum.fetch.timeout.ms": "1000",
-        "controller.quorum.request.timeout.ms": "800",
-    },
+    "labs": LABS_QUORUM,
     "kafka": {
         "controller.quorum.election.timeout.ms": "1000",
         "controller.quorum.fetch.timeout.ms": "2000",

@@ -43,6 +43,13 @@ LABS_FAILOVER = {
     "session_timeout_ms": 500,
     "broker_props": {"broker.heartbeat.interval.ms": "100"},
 }
+#: A KRaft quorum's timeouts in the labs, the quorum tests and the soak (the labs' row
+#: of the controller failover figures); Kafka's defaults are 1000, 2000 and 2000.
+LABS_QUORUM = {
+    "controller.quorum.election.timeout.ms": "500",
+    "controller.quorum.fetch.timeout.ms": "1000",
+    "controller.quorum.request.timeout.ms": "800",
+}
 #: librdkafka learns of a dead leader's successor from metadata. Told nothing by
 #: the dead broker, it asks again on its own timers: about once a second (its
 #: topic scan) by default; `topic.metadata.refresh.interval.ms=100` makes it ask

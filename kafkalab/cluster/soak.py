@@ -31,7 +31,7 @@ and, only when asked for (EXTRA_KINDS):
                      still leads, with producers' requests in its sockets
 
 With a KRaft quorum of controllers (`run_soak(controllers=3)`, `benchmarks/soak.py
---controllers 3`; the quorum's timeouts SOAK_QUORUM_PROPS) the default mix adds
+--controllers 3`; the quorum's timeouts LABS_QUORUM) the default mix adds
 its faults (CONTROLLER_KINDS), each watched through DescribeQuorum:
 
     controller-kill           SIGKILL the active controller; timed: the kill -> a
@@ -83,7 +83,13 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from kafkalab.cluster import checker
-from kafkalab.cluster.failover import LABS_FAILOVER, LABS_PRODUCER, current_leader, read_timeline
+from kafkalab.cluster.failover import (
+    LABS_FAILOVER,
+    LABS_PRODUCER,
+    LABS_QUORUM,
+    current_leader,
+    read_timeline,
+)
 from kafkalab.cluster.history import History, Verdict, check
 from kafkalab.cluster.local_cluster import LocalCluster
 from kafkalab.cluster.metadata_quorum import describe_quorum
@@ -173,13 +179,6 @@ OVERLAPS = frozenset(
 #: write for 30 s on each cut link).
 SOAK_BROKER_PROPS = {"replica.lag.time.max.ms": "2000"}
 
-#: A quorum's timeouts in the soak: those of kafkalab's quorum tests and the labs'
-#: row of the controller failover figures (Kafka's defaults: 1000, 2000, 2000).
-SOAK_QUORUM_PROPS = {
-    "controller.quorum.election.timeout.ms": "500",
-    "controller.quorum.fetch.timeout.ms": "1000",
-    "controller.quorum.request.timeout.ms": "800",
-}
 
 #: librdkafka logs every refused connection (level 3) and closed one (level 4 to
 #: 6); a soak kills brokers on purpose, so its clients log only critical errors.
@@ -878,7 +877,7 @@ def run_soak(
 ) -> SoakReport:
     """`faults` faults of `kinds` (in the order `schedule` gives; default
     `default_kinds(controllers)`) under load; `settle_s` of load between two
-    faults. `controllers=3` runs a KRaft quorum (with SOAK_QUORUM_PROPS) and
+    faults. `controllers=3` runs a KRaft quorum (with LABS_QUORUM) and
     allows its fault kinds; `overlap` lets the pairs `overlaps` picks run one
     inside the other. Returns the report; never raises for what the soak finds
     (a hang or a failed step is `report.error`); ValueError for a controller
@@ -931,7 +930,7 @@ def _cluster_settings(cluster_kwargs: dict | None, controllers: int = 1) -> dict
     if controllers > 1:
         settings["controllers"] = controllers
         settings["controller_props"] = {
-            **SOAK_QUORUM_PROPS,
+            **LABS_QUORUM,
             **(cluster_kwargs or {}).get("controller_props", {}),
         }
     settings["broker_props"] = {

@@ -14,6 +14,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from faults_helpers import partition_state, wait_until
 
 from kafkalab.cluster import LocalCluster
+from kafkalab.cluster.failover import LABS_QUORUM
 from kafkalab.cluster.local_cluster import CONTROLLER_ID_BASE
 
 
@@ -25,11 +26,7 @@ def cluster(tmp_path):
         base_dir=tmp_path,
         session_timeout_ms=3000,
         broker_props={"replica.lag.time.max.ms": "2000"},
-        controller_props={
-            "controller.quorum.election.timeout.ms": "500",
-            "controller.quorum.fetch.timeout.ms": "1000",
-            "controller.quorum.request.timeout.ms": "800",
-        },
+        controller_props=LABS_QUORUM,
     ) as c:
         yield c
 

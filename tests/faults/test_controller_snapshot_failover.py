@@ -15,6 +15,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from faults_helpers import partition_state, wait_until
 
 from kafkalab.cluster import LocalCluster
+from kafkalab.cluster.failover import LABS_QUORUM
 from kafkalab.server.quorum_meta_log_listener import METADATA_IMAGE_DIR
 
 
@@ -26,9 +27,7 @@ def cluster(tmp_path):
         base_dir=tmp_path,
         session_timeout_ms=6000,
         controller_props={
-            "controller.quorum.election.timeout.ms": "500",
-            "controller.quorum.fetch.timeout.ms": "1000",
-            "controller.quorum.request.timeout.ms": "800",
+            **LABS_QUORUM,
             "metadata.log.max.record.bytes.between.snapshots": "4000",
             "metadata.log.segment.bytes": "8192",
         },

@@ -18,6 +18,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from faults_helpers import controller_isr, partition_state, wait_until
 
 from kafkalab.cluster import LocalCluster
+from kafkalab.cluster.failover import LABS_QUORUM
 from kafkalab.cluster.history import History, check
 from kafkalab.cluster.local_cluster import CONTROLLER_ID_BASE
 from kafkalab.cluster.workload import (
@@ -97,9 +98,7 @@ def test_a_controller_losing_power_in_a_quorum_keeps_the_quorum_safe(tmp_path):
         session_timeout_ms=3000,
         controller_props={
             **LAZYFS,
-            "controller.quorum.election.timeout.ms": "500",
-            "controller.quorum.fetch.timeout.ms": "1000",
-            "controller.quorum.request.timeout.ms": "800",
+            **LABS_QUORUM,
         },
     ) as cluster:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
