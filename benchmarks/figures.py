@@ -51,6 +51,7 @@ class Figure:
 
 SIX_KINDS = tuple(kind.value for kind in BROKER_KINDS)  # the soak's every broker fault kind
 BEFORE_VALIDATOR = "0ced080"  # the last commit before the LogValidator walked records
+BEFORE_QUORUM_OF_ONE = "cf4f59f"  # the last commit whose single controller wrote directly
 PRODUCE_AB = {
     "KAFKALAB_BENCH_RUNS": "7",
     "KAFKALAB_BENCH_PHASES": "produce",
@@ -86,6 +87,11 @@ FIGURES = (
         "controller-failover",
         "Cluster and Failover, the active controller killed",
         ("bench_controller_failover.py", "--kills", "20"),
+    ),
+    Figure(
+        "controller-path",
+        "Cluster and Failover, the single controller as a quorum of one",
+        ("bench_controller_path.py", "--before", BEFORE_QUORUM_OF_ONE, "--rounds", "5"),
     ),
     Figure("groups", "Consumer groups", ("bench_groups.py",)),
     Figure("transactions", "Transactions", ("bench_transactions.py",)),

@@ -5,20 +5,27 @@
     kafkalab cluster kill 3001 --dir /tmp/k3           # SIGKILL controller 3001 (a voter)
     kafkalab cluster kill 2 --dir /tmp/k3              # SIGKILL broker 2
     kafkalab cluster power-failure 2 --dir /tmp/k3     # SIGKILL + lose what was not fsynced
+    kafkalab cluster up --lazyfs --dir /tmp/k3         # every node keeps a durability ledger,
+    kafkalab cluster power-failure 2 --lose-unsynced --seed 1 --dir /tmp/k3
+                                                       # so that every file loses what was not
+                                                       # fsynced (torn writes with a seed)
     kafkalab cluster stop 3 --dir /tmp/k3              # SIGSTOP (a hung broker)
     kafkalab cluster continue 3 --dir /tmp/k3          # SIGCONT
     kafkalab cluster restart 2 --dir /tmp/k3           # gracefully: leaderships move first
     kafkalab cluster restart --all --dir /tmp/k3       # a rolling restart
     kafkalab cluster cut 1 2 --dir /tmp/k3             # brokers 1 and 2 stop hearing each other
     kafkalab cluster cut 1 2 --one-way --dir /tmp/k3   # only 1 -> 2: broker 2 stops hearing 1
+    kafkalab cluster cut 2 3001 --one-way --dir /tmp/k3  # controller 3001 stops hearing broker 2
     kafkalab cluster cut 1 2 --mode drop --dir /tmp/k3 # dropped, not refused: timeouts
     kafkalab cluster isolate-clients 1 --mode drop --client-id-prefix p1- --dir /tmp/k3
                                                        # broker 1 stops hearing clients p1-*
     kafkalab cluster heal --dir /tmp/k3                # every link back, every client
     kafkalab cluster clock 2 --step -3600 --dir /tmp/k3  # broker 2's wall clock an hour back
     kafkalab cluster clock 2 --skew 1.5 --dir /tmp/k3  # ... or running 1.5x fast (--reset)
-    kafkalab cluster status --dir /tmp/k3              # processes, the quorum, every partition
-                                                       # replica, the reassignments in progress
+    kafkalab cluster status --dir /tmp/k3              # processes, the quorum (and the
+                                                       # controller each broker talks to),
+                                                       # every partition replica, the
+                                                       # reassignments in progress
     kafkalab cluster down --dir /tmp/k3                # no process is left behind
 
 The processes run in the background; DIR/cluster.json remembers them (pids,
@@ -27,10 +34,17 @@ addresses, properties), and each one's output is in its data directory.
 With --controllers 3 (or 5) the controllers are a KRaft quorum, voters with node ids
 3001, 3002, ...: kill, power-failure, stop, continue and restart take a controller's
 id as they take a broker's, and status shows the quorum as DescribeQuorum answers it
-(leader, epoch, high watermark, each voter's log end offset and lag). The default
-stays one controller process, as before. `cut` takes controllers too: between two
-controllers it cuts their Raft traffic; between a broker and a controller (both ways
-only) the controller drops that broker's requests.
+(leader, epoch, high watermark, each voter's log end offset and lag) and which
+controller each broker talks to (the leader it follows: the brokers follow the
+quorum's leader hints, kafkalab/server/controller_channel.py). The default
+stays one controller process, as before (node id 3001 for `cut`). `cut` takes
+controllers too: between two controllers it cuts their Raft traffic; a controller
+deaf to a broker (`cut BROKER CONTROLLER --one-way`) drops that broker's requests, so
+its heartbeats never arrive and it is fenced after the session timeout; a broker deaf
+to a controller (`cut CONTROLLER BROKER --one-way`) throws that controller's answers
+away: its heartbeats arrive and keep it unfenced, but it learns nothing and its
+metadata goes stale. Both ways, both. (Between a broker and a controller a cut is
+refused in --mode drop too: link_faults.py.)
 """
 
 from __future__ import annotations
@@ -54,10 +68,10 @@ from kafkalab.cluster.local_cluster import (
     under_replicated,
 )
 from kafkalab.controller.metadata_image import MetadataImage
-from kafkalab.controller.quorum_controller import METADATA_TOPIC
 from kafkalab.records import iter_batches
 from kafkalab.server.broker import BrokerProcess
 from kafkalab.server.clock import read_clock, reset_clock, skew_clock, step_clock
+from kafkalab.server.controller_channel import read_controller_state
 from kafkalab.server.link_faults import (
     CutMode,
     cut,
@@ -66,6 +80,8 @@ from kafkalab.server.link_faults import (
     read_clients_cut,
     read_cuts,
 )
+from kafkalab.server.quorum_meta_log_listener import metadata_image_log_dir
+from kafkalab.storage import durability_ledger
 
 STATE_FILE = "cluster.json"
 
@@ -83,6 +99,12 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
         help="1: one controller process (the default); 3 or 5: a KRaft quorum",
     )
     up.add_argument("--broker-prop", action="append", default=[], metavar="KEY=VALUE")
+    up.add_argument(
+        "--lazyfs",
+        action="store_true",
+        help="every broker and controller keeps a durability ledger "
+        "(kafkalab.lazyfs.enable=true), for power-failure --lose-unsynced",
+    )
     for name in ("status", "down"):
         verbs.add_parser(name)
     cut = verbs.add_parser(
@@ -124,6 +146,16 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
     ):
         verb = verbs.add_parser(name, help=what + " (or a quorum controller, by its id)")
         verb.add_argument("broker", type=int)
+        if name == "power-failure":
+            verb.add_argument(
+                "--lose-unsynced",
+                action="store_true",
+                help="lazyfs's power failure: every file back to its last fsync, renames "
+                "whose directory was not fsynced undone (needs `up --lazyfs`)",
+            )
+            verb.add_argument(
+                "--seed", type=int, help="with --lose-unsynced: keep torn writes, chosen by it"
+            )
     restart = verbs.add_parser(
         "restart", help="restart a broker gracefully (a controlled shutdown), or --all in turn"
     )
@@ -181,10 +213,12 @@ def _up(args: argparse.Namespace, directory: Path) -> int:
         # Every process is gone (killed, or the machine restarted): start again
         # on the same data, as brokers restarting after a crash would.
     props = dict(item.split("=", 1) for item in args.broker_prop)
+    lazyfs = {durability_ledger.LAZYFS_ENABLE_CONFIG: "true"} if args.lazyfs else {}
     cluster = LocalCluster(
         brokers=args.brokers,
         base_dir=directory,
-        broker_props=props,
+        broker_props={**lazyfs, **props},
+        controller_props=lazyfs,
         outlive_parent=True,
         controllers=args.controllers,
     )
@@ -199,6 +233,7 @@ def _up(args: argparse.Namespace, directory: Path) -> int:
             "controller": {
                 "pid": cluster.controller.process.pid,
                 "address": cluster.controller.bootstrap_servers,
+                "props": cluster.controller.props,
             },
             "brokers": {
                 str(b): {"pid": p.process.pid, "address": p.bootstrap_servers, "props": p.props}
@@ -266,7 +301,7 @@ def _status(args: argparse.Namespace, directory: Path, state: dict) -> int:
         print(
             f"controller\t{state['controller']['address']}\t"
             f"{process_state(state['controller']['pid'])}"
-            f"{_clock_line(directory / 'controller')}"
+            f"{_cuts_line(directory / 'controller')}"
         )
     for b, info in sorted(brokers.items()):
         line = _cuts_line(Path(info["props"]["log.dirs"]))
@@ -278,6 +313,8 @@ def _status(args: argparse.Namespace, directory: Path, state: dict) -> int:
     if controllers:
         print()
         print("\n".join(_quorum_lines(controllers)))
+        print()
+        print("\n".join(_brokers_controller_lines(brokers)))
     if rows:
         print()
         print("\t".join(DESCRIBE_COLUMNS))
@@ -300,7 +337,7 @@ def reassignments_in_progress(
     controller's metadata log holds in progress: its files replayed, so it answers
     with brokers down too."""
     image = MetadataImage()
-    for path in sorted((controller_dir / f"{METADATA_TOPIC}-0").glob("*.log")):
+    for path in sorted(metadata_image_log_dir(controller_dir).glob("*.log")):
         for batch in iter_batches(path.read_bytes()):
             for r in batch.records:
                 image.replay(json.loads(r.value))
@@ -314,19 +351,14 @@ def reassignments_in_progress(
 
 def _cut(args: argparse.Namespace, directory: Path, state: dict) -> int:
     brokers = _brokers(state)
-    controllers = _controllers(state)
+    controllers = _controllers(state) or _single_controller(state)
     nodes = {**brokers, **controllers}
     for b in (args.a, args.b):
         if b not in nodes:
             print(f"no broker or controller {b}; nodes: {sorted(nodes)}", file=sys.stderr)
             return 1
-    if args.one_way and (args.a in controllers) != (args.b in controllers):
-        print("cut: between a broker and a controller only both ways", file=sys.stderr)
-        return 1
     pairs = [(args.a, args.b)] if args.one_way else [(args.a, args.b), (args.b, args.a)]
     for sender, receiver in pairs:
-        if receiver in brokers and sender in controllers:
-            continue  # the controller's side drops that broker's requests
         cut(Path(nodes[receiver]["props"]["log.dirs"]), {sender}, args.mode)
         kind = "controller" if receiver in controllers else "broker"
         sender_kind = "controller" if sender in controllers else "broker"
@@ -347,8 +379,35 @@ def _isolate_clients(args: argparse.Namespace, directory: Path, state: dict) -> 
     return 0
 
 
+def _brokers_controller_lines(brokers: dict[int, dict]) -> list[str]:
+    """Which controller each broker talks to, as it last wrote (controller_channel.py's
+    controller-channel.json): the leader it follows (or "-" while it looks for one),
+    the epoch that leader was named in, the controllers it cannot reach."""
+    lines = ["broker\tcontroller\tepoch\tunreachable"]
+    for b, info in sorted(brokers.items()):
+        state = read_controller_state(Path(info["props"]["log.dirs"]))
+        if state is None:
+            lines.append(f"{b}\t?\t\t")
+            continue
+        leader = state["leader"] if state["leader"] is not None else "-"
+        lines.append(f"{b}\t{leader}\t{state['epoch']}\t{','.join(state['unreachable'])}")
+    return lines
+
+
+def _single_controller(state: dict) -> dict[int, dict]:
+    """The single controller by its node id, for `cut` (none in a state written
+    before its properties were kept)."""
+    info = state.get("controller") or {}
+    if "props" not in info:
+        return {}
+    return {int(info["props"].get("node.id", SINGLE_CONTROLLER_ID)): info}
+
+
 def _heal(args: argparse.Namespace, directory: Path, state: dict) -> int:
-    for info in [*_brokers(state).values(), *_controllers(state).values()]:
+    for info in [
+        *_brokers(state).values(),
+        *(_controllers(state) or _single_controller(state)).values(),
+    ]:
         heal(Path(info["props"]["log.dirs"]))
     print("every link restored")
     return 0
@@ -460,6 +519,8 @@ def _broker_signal(args: argparse.Namespace, directory: Path, state: dict) -> in
         _signal(info["pid"], signal.SIGKILL)
         while process_state(info["pid"]) != ProcessState.DOWN:
             time.sleep(0.05)
+        if args.lose_unsynced:
+            return _lose_unsynced(args, info, f"broker {args.broker}")
         cut = cut_to_recovery_points(Path(info["props"]["log.dirs"]))
         for partition, removed in cut.items():
             print(f"  {partition}: {removed} bytes written after the last fsync are gone")
@@ -480,6 +541,8 @@ def _controller_signal(args: argparse.Namespace, info: dict) -> int:
         if args.verb == "power-failure":
             while process_state(info["pid"]) != ProcessState.DOWN:
                 time.sleep(0.05)
+            if args.lose_unsynced:
+                return _lose_unsynced(args, info, f"controller {args.broker}")
             removed = cut_to_recovery_point(Path(info["props"]["log.dirs"]))
             print(f"  __cluster_metadata-0: {removed} bytes written after the last fsync are gone")
     elif args.verb == "stop":
@@ -487,6 +550,25 @@ def _controller_signal(args: argparse.Namespace, info: dict) -> int:
     elif args.verb == "continue":
         _signal(info["pid"], signal.SIGCONT)
     print(f"controller {args.broker}: {args.verb} done")
+    return 0
+
+
+def _lose_unsynced(args: argparse.Namespace, info: dict, who: str) -> int:
+    """power-failure --lose-unsynced of a killed node: its durability ledger decides."""
+    ledger = durability_ledger.ledger_dir_for(Path(info["props"]["log.dirs"].split(",")[0]))
+    if not (ledger / "roots.json").exists():
+        print(
+            f"{who} keeps no durability ledger ({ledger}): start the cluster with "
+            "`kafkalab cluster up --lazyfs`; it was killed, nothing was cut",
+            file=sys.stderr,
+        )
+        return 1
+    report = durability_ledger.power_failure(ledger, seed=args.seed)
+    for path, lost in sorted(report.cut.items()):
+        print(f"  {path}: {lost} bytes not fsynced are gone")
+    for path, kept in sorted(report.torn.items()):
+        print(f"  {path}: a torn write, {kept} bytes of it kept")
+    print(f"{who}: power-failure --lose-unsynced done")
     return 0
 
 

@@ -21,9 +21,10 @@ that needs the new controller:
                              committed by a majority: its high watermark is known
     activation               -> the QuorumController on it applied everything committed
                              and activated (every broker's session timer restarts)
-    brokers on the new leader -> every running broker's heartbeat reached it (brokers try
-                             the controllers in turn: a dead one, a standby answering
-                             NOT_CONTROLLER, then the leader)
+    brokers on the new leader -> every running broker's heartbeat reached it (brokers go
+                             to the leader the controllers name in their metadata Fetch
+                             answers; before one is named they try the controllers in
+                             turn: controller_channel.py)
     topic created            -> a CreateTopics sent through a broker from the moment of
                              the kill, retried, succeeded (the new controller wrote and
                              committed the topic)
@@ -34,7 +35,7 @@ The first five phases are one voter's chain, each starting where the previous
 ended. The last three run side by side from the activation (`AFTER` names the
 phase each starts from): the brokers' heartbeats find the new leader on their own
 timers (broker.heartbeat.interval.ms), while a CreateTopics that a broker forwards
-tries every controller at once, so the topic and its first record can come before
+goes at once to the leader it knows (or tries every controller), so the topic and its first record can come before
 the last broker's heartbeat. The picture draws them as overlapping bars.
 
 The partitions of existing topics keep their leaders through all of it: an acks=all

@@ -43,6 +43,7 @@ from kafkalab.server.link_faults import (
     release_requests,
 )
 from kafkalab.server.replica_state import read_replica_state
+from kafkalab.storage import durability_ledger
 from kafkalab.storage.checkpoint_file import (
     RECOVERY_POINT_OFFSET_CHECKPOINT,
     OffsetCheckpointFile,
@@ -188,11 +189,12 @@ class LocalCluster:
         """`outlive_parent`: the processes keep running when this Python process
         ends (`kafkalab cluster up`); by default they stop with it.
 
-        `controllers`: 1 (the default) is the single controller process kafkalab has
-        always run; more make a KRaft quorum (controller.quorum.voters): voters with
+        `controllers`: 1 (the default) is a single controller process, a KRaft quorum
+        of one (node id 3001, the only voter); more make a quorum of several
+        (controller.quorum.voters): voters with
         node ids CONTROLLER_ID_BASE + 1, + 2, ... (`controller_ids`), each in
-        `<base>/controller-<id>`, brokers given all of them as
-        controller.quorum.bootstrap.servers. Every fault verb (kill, pause, resume,
+        `<base>/controller-<id>`, brokers given them as controller.quorum.voters
+        (and controller.quorum.bootstrap.servers). Every fault verb (kill, pause, resume,
         restart, power_failure) takes a controller's id as it takes a broker's."""
         self._own_dir = base_dir is None
         self.base_dir = Path(base_dir or tempfile.mkdtemp(prefix="kafkalab-cluster-"))
@@ -210,6 +212,8 @@ class LocalCluster:
         #: a quorum's voters by node id (empty with a single controller)
         self.controllers: dict[int, BrokerProcess] = {}
         self.brokers: dict[int, BrokerProcess] = {}
+        #: what the last `power_failure(..., lose_unsynced=True)` did to the files
+        self.last_power_failure: durability_ledger.PowerFailure | None = None
 
     def _props(self, broker_id: int) -> dict[str, str]:
         assert self.controller is not None
@@ -221,6 +225,9 @@ class LocalCluster:
             "inter.broker.listener.name": "BROKER",
             "log.dirs": str(self.base_dir / f"broker-{broker_id}"),
             "controller.quorum.bootstrap.servers": self.controller_bootstrap_servers,
+            # the controllers' ids and endpoints, as Kafka's brokers in a static quorum
+            # have them: the leader a controller names is found at its endpoint
+            "controller.quorum.voters": self.quorum_voters,
             "broker.heartbeat.interval.ms": "250",
             "default.replication.factor": str(min(3, self.n)),
             **self.broker_props,
@@ -238,6 +245,18 @@ class LocalCluster:
                             for c in self.controller_ids)  # fmt: skip
         assert self.controller is not None
         return self.controller.bootstrap_servers
+
+    @property
+    def quorum_voters(self) -> str:
+        """`controller.quorum.voters`: `id@host:port,...` (a single controller: its
+        SINGLE_CONTROLLER_ID at its address)."""
+        if not self.controllers:
+            assert self.controller is not None
+            return f"{SINGLE_CONTROLLER_ID}@{self.controller.bootstrap_servers}"
+        return ",".join(
+            f"{c}@{self.controllers[c].props['listeners'].split('//', 1)[1]}"
+            for c in self.controller_ids
+        )
 
     def _start_quorum(self) -> None:
         """Voters on ports chosen now (each voter's address is in every voter's
@@ -276,10 +295,17 @@ class LocalCluster:
         return self.describe_quorum(timeout_s).leader_id
 
     def _process(self, node_id: int) -> BrokerProcess:
-        """A broker's process, or a quorum controller's."""
+        """A broker's process, or a controller's (a quorum's voter, or the single
+        controller by SINGLE_CONTROLLER_ID)."""
         if node_id in self.controllers:
             return self.controllers[node_id]
+        if self._is_single_controller(node_id):
+            assert self.controller is not None
+            return self.controller
         return self.brokers[node_id]
+
+    def _is_single_controller(self, node_id: int) -> bool:
+        return node_id == SINGLE_CONTROLLER_ID and not self.controllers
 
     def start(self) -> LocalCluster:
         if self.n_controllers > 1:
@@ -289,6 +315,7 @@ class LocalCluster:
             return self
         self.controller = BrokerProcess(
             {
+                "node.id": str(SINGLE_CONTROLLER_ID),  # the only voter of its quorum
                 "listeners": "CONTROLLER://127.0.0.1:0",
                 "log.dirs": str(self.base_dir / "controller"),
                 "broker.session.timeout.ms": str(self.session_timeout_ms),
@@ -354,9 +381,6 @@ class LocalCluster:
     def broker_dir(self, broker_id: int) -> Path:
         return self.base_dir / f"broker-{broker_id}"
 
-    def _is_single_controller(self, node_id: int) -> bool:
-        return node_id == SINGLE_CONTROLLER_ID and not self.controllers
-
     def node_dir(self, node_id: int) -> Path:
         """A broker's log dir, or a controller's data dir (where its link-faults.json
         and clock.json live): a quorum's voter, or the single controller by
@@ -375,10 +399,12 @@ class LocalCluster:
         b -> a too. See kafkalab.server.link_faults for what each direction means.
         `mode`: "refuse" (the connection closed at once) or "drop" (requests never
         answered: the sender waits for its request timeout).
-        Either may be a quorum controller: between two controllers the cut is of
-        their Raft traffic; between a broker and a controller the controller drops
-        that broker's requests (a broker cannot be made deaf to one controller: cut
-        it both ways)."""
+        Either may be a controller (a quorum's voter, or the single one by
+        SINGLE_CONTROLLER_ID): between two controllers the cut is of their Raft
+        traffic; a controller deaf to a broker drops its requests (its heartbeats
+        never arrive: fenced after the session timeout), a broker deaf to a
+        controller throws its answers away (its heartbeats arrive, it learns
+        nothing: its metadata goes stale)."""
         for sender, receiver in [(a, b), (b, a)] if both_ways else [(a, b)]:
             cut(self.node_dir(receiver), {sender}, mode)
 
@@ -401,6 +427,8 @@ class LocalCluster:
             heal(self.broker_dir(broker_id))
         for controller in self.controllers.values():
             heal(controller.dir)
+        if not self.controllers and self.controller is not None:
+            heal(self.controller.dir)
 
     def clock_step(self, node_id: int, seconds: float) -> None:
         """Step a broker's or controller's wall clock by `seconds` (negative: back;
@@ -445,11 +473,32 @@ class LocalCluster:
         rows = [r for r in rows if topic is None or r["topic"] == topic]
         return pd.DataFrame(rows, columns=DESCRIBE_COLUMNS)
 
-    def power_failure(self, broker_id: int) -> dict[str, int]:
+    def power_failure(
+        self, broker_id: int, *, lose_unsynced: bool = False, seed: int | None = None
+    ) -> dict[str, int]:
         """SIGKILL the broker, then cut each of its logs back to its recovery point:
         what the broker knew it had fsynced (Kafka's recovery-point-offset-checkpoint).
         Everything written after it is gone, as after a power cut with data still in
-        the page cache. Returns {partition: bytes cut}. Restart it with `restart`."""
+        the page cache. Returns {partition: bytes cut}. Restart it with `restart`.
+
+        `lose_unsynced=True` is lazyfs's power failure instead: every file of the node
+        (segments, indexes, checkpoints, producer snapshots, quorum-state, the KRaft
+        log) goes back to its last fsync, renames and new files whose directory was
+        not fsynced are undone (kafkalab.storage.durability_ledger); the node must run
+        with `kafkalab.lazyfs.enable=true`. With a `seed`, a log file may keep part of
+        what was written after its fsync (a torn write). Returns {file: bytes lost};
+        `last_power_failure` has the whole report (removed, torn)."""
+        if lose_unsynced:
+            node = self._process(broker_id)
+            ledger = durability_ledger.ledger_dir_for(node.dir)
+            if not (ledger / "roots.json").exists():
+                raise ValueError(
+                    f"node {broker_id} keeps no durability ledger: start it with "
+                    f"{durability_ledger.LAZYFS_ENABLE_CONFIG}=true"
+                )
+            node.kill()
+            self.last_power_failure = durability_ledger.power_failure(ledger, seed=seed)
+            return self.last_power_failure.cut
         if broker_id in self.controllers:
             controller = self.controllers[broker_id]
             controller.kill()

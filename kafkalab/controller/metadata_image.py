@@ -19,6 +19,11 @@ import uuid
 from dataclasses import dataclass, field
 
 #: ConfigRecord resource types (Kafka: ConfigResource.Type).
+#: kafkalab's marker (not a Kafka record type): the records after it, up to its
+#: `end_offset`, are a snapshot of the image at that offset (MetadataImage.write_records),
+#: written where a controller loaded a KRaft snapshot into its metadata log; replaying
+#: it empties the image, so the records after it rebuild it whole.
+SNAPSHOT_RECORD = "MetadataSnapshotRecord"
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
 
@@ -85,15 +90,102 @@ class MetadataImage:
         #: the cluster-wide default (ConfigRecords of resource type BROKER).
         self.broker_configs: dict[str, dict[str, str]] = {}
 
+    def write_records(self) -> list[dict]:
+        """The image as the records that rebuild it, replayed into an empty image
+        (Kafka: MetadataImage.write(ImageWriter), what a snapshot holds): each broker's
+        registration (its broker epoch kept, Fenced as it is now), each topic with its configs
+        and its partitions as they are now (a reassignment in progress as a
+        PartitionChangeRecord after its PartitionRecord), the brokers' dynamic configs,
+        the next producer id."""
+        out: list[dict] = []
+        for b in self.brokers.values():
+            record: dict = {
+                "type": "RegisterBrokerRecord",
+                "broker_id": b.broker_id,
+                "host": b.host,
+                "port": b.port,
+                "incarnation_id": b.incarnation_id,
+                "broker_epoch": b.broker_epoch,
+            }
+            if b.endpoints:
+                record["endpoints"] = [[n, h, p] for n, (h, p) in b.endpoints.items()]
+            if not b.fenced:
+                record["fenced"] = False
+            out.append(record)
+        for t in self.topics.values():
+            out.append({"type": "TopicRecord", "name": t.name, "topic_id": str(t.topic_id)})
+            out += [
+                {"type": "ConfigRecord", "topic": t.name, "name": k, "value": v}
+                for k, v in t.configs.items()
+            ]
+            for p, part in t.partitions.items():
+                out.append(
+                    {
+                        "type": "PartitionRecord",
+                        "topic": t.name,
+                        "partition": p,
+                        "replicas": list(part.replicas),
+                        "isr": list(part.isr),
+                        "leader": part.leader,
+                        "leader_epoch": part.leader_epoch,
+                        "partition_epoch": part.partition_epoch,
+                    }
+                )
+                if part.adding_replicas or part.removing_replicas:
+                    out.append(
+                        {
+                            "type": "PartitionChangeRecord",
+                            "topic": t.name,
+                            "partition": p,
+                            "isr": list(part.isr),
+                            "leader": part.leader,
+                            "leader_epoch": part.leader_epoch,
+                            "partition_epoch": part.partition_epoch,
+                            "adding_replicas": list(part.adding_replicas),
+                            "removing_replicas": list(part.removing_replicas),
+                        }
+                    )
+        for name, configs in self.broker_configs.items():
+            out += [
+                {
+                    "type": "ConfigRecord",
+                    "resource_type": BROKER_RESOURCE,
+                    "resource_name": name,
+                    "name": k,
+                    "value": v,
+                }
+                for k, v in configs.items()
+            ]
+        if self.next_producer_id:
+            out.append(
+                {
+                    "type": "ProducerIdsRecord",
+                    "broker_id": -1,
+                    "broker_epoch": -1,
+                    "next_producer_id": self.next_producer_id,
+                }
+            )
+        return out
+
     def replay(self, r: dict) -> None:
         kind = r["type"]
-        if kind == "RegisterBrokerRecord":
+        if kind == SNAPSHOT_RECORD:
+            # what follows, up to r["end_offset"], is the whole image: start empty
+            # (in place: a QuorumController holds these dicts)
+            self.brokers.clear()
+            self.topics.clear()
+            self.broker_configs.clear()
+            self.next_producer_id = 0
+        elif kind == "RegisterBrokerRecord":
             self.brokers[r["broker_id"]] = BrokerRegistration(
                 r["broker_id"],
                 r["host"],
                 r["port"],
                 r["incarnation_id"],
                 r["broker_epoch"],
+                # Kafka's RegisterBrokerRecord.Fenced (default true): a snapshot writes
+                # an unfenced broker as one record
+                fenced=r.get("fenced", True),
                 endpoints={name: (host, port) for name, host, port in r.get("endpoints", ())},
             )
         elif kind == "UnfenceBrokerRecord":

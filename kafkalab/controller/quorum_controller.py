@@ -17,6 +17,11 @@ configuration_control_manager), ProducerIdsRecord. Values are JSON, so `kafkalab
 RemovingReplicas: present only when they change); `partition_reassignment.py` works
 out the steps.
 
+With a KRaft quorum the controller's image is also a snapshot's records
+(`snapshot_records`: a MetadataSnapshotRecord naming the metadata log offset, then
+MetadataImage.write_records), and `load_snapshot` makes a controller that installed
+another's snapshot continue the same offsets (kafkalab/server/quorum_meta_log_listener.py).
+
 Sans-IO: methods take the time in ms and return results; the network layer
 (and the labs, by hand) call them.
 
@@ -45,6 +50,7 @@ from typing import Any
 
 from kafkalab.controller import configuration_control_manager as config_control
 from kafkalab.controller.metadata_image import (
+    SNAPSHOT_RECORD,
     BrokerRegistration,
     MetadataImage,
     PartitionRegistration,
@@ -120,30 +126,47 @@ class QuorumController:
         self.topics: dict[str, TopicInfo] = self.image.topics
         self._rng = random.Random(seed)
         self.log = UnifiedLog(Path(directory) / f"{METADATA_TOPIC}-0", LogConfig(retention_ms=-1))
+        #: Where the snapshot this log starts with ends (its log start offset if none):
+        #: a fetch from inside it must start over from the log start (load_snapshot).
+        self.snapshot_end_offset = self.log.log_start_offset
         for _, record in self.records_since(0):
             self._replay(record)
         self.log.update_high_watermark(self.log.log_end_offset)
-        #: With a controller quorum (kafkalab/server/quorum_meta_log_listener.py): called
-        #: with every batch before it is written, to append it to Raft (it raises
-        #: NOT_CONTROLLER on a controller that is not active); the high watermark of
-        #: this log then moves only as Raft commits. None: a single controller, whose
-        #: every flushed write is committed.
+        #: On a KRaft quorum (kafkalab/server/quorum_meta_log_listener.py, the
+        #: controller process always): called with every batch before it is written,
+        #: to append it to Raft (it raises NOT_CONTROLLER on a controller that is not
+        #: active); the high watermark of this log then moves only as Raft commits,
+        #: and this log is not flushed (Raft's is). None: a QuorumController on its
+        #: own (by hand, in tests and labs), whose every flushed write is committed.
         self.record_sink: Callable[[tuple[dict, ...]], None] | None = None
 
     # -- the metadata log --------------------------------------------------------------------
 
     def _write(self, *records: dict) -> int:
-        """Append records as one batch, flush, then apply them. Returns the offset
-        of the first one (a broker's epoch is the offset of its registration)."""
-        if self.record_sink is not None:
-            self.record_sink(records)
+        """Append records as one batch, flush, then apply them (on a quorum, the
+        record sink appends them to Raft's log first, which is flushed instead).
+        Returns the offset of the first one (a broker's epoch is the offset of its
+        registration)."""
+        if self.record_sink is None:
+            return self._append(records, flush=True)
+        self.record_sink(records)  # durable in Raft's log before it goes on
+        return self._append(records, flush=False)
+
+    def apply_committed(self, records: list[dict] | tuple[dict, ...]) -> None:
+        """Records the quorum committed that this controller did not write (another
+        controller's, or its own before a restart): appended to this log and
+        applied. Not flushed: Raft's log holds them, and this log is rebuilt from
+        it at every start."""
+        self._append(tuple(records), flush=False)
+
+    def _append(self, records: tuple[dict, ...], flush: bool) -> int:
         now = self.clock() if self.clock is not None else None  # None: the real time
         batch = build_batch(
             [SimpleRecord(json.dumps(r, sort_keys=True).encode(), timestamp=now) for r in records]
         )
         info = self.log.append_as_leader(batch, origin=AppendOrigin.COORDINATOR)
-        self.log.flush()  # nothing is acknowledged that could be lost
-        if self.record_sink is None:
+        if flush:  # a controller on its own: nothing is acknowledged that could be lost
+            self.log.flush()
             self.log.update_high_watermark(self.log.log_end_offset)
         for record in records:
             self._replay(record)
@@ -172,7 +195,56 @@ class QuorumController:
         return self.log.log_end_offset
 
     def _replay(self, r: dict) -> None:
+        if r["type"] == SNAPSHOT_RECORD:
+            self.snapshot_end_offset = r["end_offset"]
         self.image.replay(r)
+
+    # -- snapshots (KIP-630) -----------------------------------------------------------------
+
+    def snapshot_records(self) -> list[dict]:
+        """The image as records, for a KRaft snapshot of this controller at its high
+        watermark: a MetadataSnapshotRecord naming the metadata log offset the image
+        is at, then the records that rebuild it (MetadataImage.write_records). Only
+        committed state: refused while uncommitted records are applied."""
+        if self.log.high_watermark != self.log.log_end_offset:
+            raise KafkaError(
+                Errors.NOT_CONTROLLER,
+                "uncommitted records are applied: snapshot once they commit",
+            )
+        end = self.log.log_end_offset
+        return [{"type": SNAPSHOT_RECORD, "end_offset": end}, *self.image.write_records()]
+
+    def load_snapshot(self, records: list[dict]) -> None:
+        """Become the state of a KRaft snapshot (snapshot_records of another
+        controller, at its metadata log offset `end_offset`): this metadata log is
+        emptied and holds the snapshot's records, placed so that the last one is at
+        end_offset - 1. Every offset from end_offset on means what it means on every
+        controller (the next record, a broker epoch); below it the log holds the image
+        instead of its history, so a fetch from inside it starts over at the log start
+        (whose MetadataSnapshotRecord empties the fetcher's image)."""
+        if not records or records[0].get("type") != SNAPSHOT_RECORD:
+            raise ValueError("a metadata snapshot starts with its MetadataSnapshotRecord")
+        end = records[0]["end_offset"]
+        start = end - len(records)
+        if start < 0:
+            raise ValueError(f"{len(records)} snapshot records do not fit below offset {end}")
+        self.log.truncate_fully_and_start_at(start)
+        batch = build_batch(
+            [SimpleRecord(json.dumps(r, sort_keys=True).encode()) for r in records],
+            base_offset=start,
+        )
+        self.log.append_as_follower(batch)
+        self.log.flush()
+        self.log.update_high_watermark(end)
+        self._rebuild()
+
+    def _rebuild(self) -> None:
+        self.image = MetadataImage()
+        self.brokers = self.image.brokers
+        self.topics = self.image.topics
+        self.snapshot_end_offset = self.log.log_start_offset
+        for _, record in self.records_since(0):
+            self._replay(record)
 
     # -- brokers -----------------------------------------------------------------------------
 
@@ -934,16 +1006,20 @@ class QuorumController:
             },
         }
 
+    def reset_to(self, offset: int) -> None:
+        """Cut the metadata log at `offset` (all of it committed) and rebuild the
+        image from what stays (a controller of a quorum at start: Raft replays the
+        rest)."""
+        self.log.truncate_to(offset)
+        self.log.update_high_watermark(offset)
+        self._rebuild()
+
     def revert_to_committed(self) -> None:
         """Drop the records past the high watermark and rebuild the image from the log
         (a controller that stops being active: its uncommitted writes may never
         commit; Kafka reverts to its last committed snapshot in renounce())."""
         self.log.truncate_to(self.log.high_watermark)
-        self.image = MetadataImage()
-        self.brokers = self.image.brokers
-        self.topics = self.image.topics
-        for _, record in self.records_since(0):
-            self._replay(record)
+        self._rebuild()
 
     def close(self) -> None:
         self.log.close()

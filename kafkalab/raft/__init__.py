@@ -9,8 +9,9 @@ KafkaRaft spec's traces replay onto it (kafkalab/specs/kraft_replay.py); its bro
 variants switch on QuorumConfig.defects (KAFKA-12619, KAFKA-10527; off by default).
 
     kafka_raft_client   KafkaRaftClient: poll(now_ms), handle(message, now_ms), the
-                        handlers of Vote, BeginQuorumEpoch, EndQuorumEpoch and Fetch,
-                        append, resign, describe_quorum; the LeaderChange record
+                        handlers of Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch and
+                        FetchSnapshot, append, resign, describe_quorum,
+                        create_snapshot; the LeaderChange record
     quorum_state        QuorumState and the EpochStates (Unattached with its vote,
                         Prospective, Candidate, Follower, Resigned), the transition
                         table as data, restart from the store and the log
@@ -20,7 +21,11 @@ variants switch on QuorumConfig.defects (KAFKA-12619, KAFKA-10527; off by defaul
     quorum_state_store  the `quorum-state` file (Kafka's JSON, fsynced before a
                         vote is granted), ElectionState
     raft_log            RaftLog: an in-memory log of (offset, epoch, record) with
-                        truncation and the leader-epoch history for DivergingEpoch
+                        truncation and the leader-epoch history for DivergingEpoch;
+                        its snapshots and log start offset (KIP-630)
+    snapshot            a snapshot's bytes (SnapshotHeader, the records, SnapshotFooter
+                        as record batches) and its file name
+                        `<end offset>-<epoch>.checkpoint`
     kafka_metadata_log  KafkaMetadataLog: the same log on disk, `__cluster_metadata-0`
                         (a UnifiedLog, its leader-epoch-checkpoint, flush() fsyncs and
                         checkpoints the recovery point); cut_to_recovery_point, a
@@ -48,8 +53,12 @@ The client on the network is kafkalab/server/kafka_raft_manager.py (Kafka's
 KafkaRaftManager lives in core too): this package stays sans-IO but for the log
 and the `quorum-state` file.
 
-Not in this step: snapshots and FetchSnapshot (KIP-630; the log starts at offset 0
-and is kept whole), dynamic voters (KIP-853; the voter set is static, kraft.version
+Snapshots (KIP-630): the state machine snapshots its state at a committed offset,
+the log drops the entries below (its log start offset moves up), and a follower
+whose Fetch lies below the leader's log start is answered a SnapshotId and
+fetches the snapshot (FetchSnapshot, in chunks) before it fetches on.
+
+Not in this step: dynamic voters (KIP-853; the voter set is static, kraft.version
 0), observers (only voters fetch), and the wiring: the QuorumController on this client, sockets between
 controllers, `kafkalab cluster --controllers 3`, DescribeQuorum on the wire and the
 lab. Those are the next steps of issue 25; the TLA+ spec lives in specs/kraft/.

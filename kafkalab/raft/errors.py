@@ -12,10 +12,12 @@ from __future__ import annotations
 from kafkalab.errors import Errors, KafkaErrorWithCode
 
 __all__ = [
+    "CorruptSnapshotError",
     "IllegalQuorumStateTransition",
     "NotLeaderError",
     "QuorumStateStoreError",
     "RaftError",
+    "SnapshotNotFoundError",
     "TruncationBelowHighWatermarkError",
 ]
 
@@ -23,6 +25,21 @@ __all__ = [
 class RaftError(KafkaErrorWithCode):
     """Base of every error kafkalab.raft raises on purpose (UNKNOWN_SERVER_ERROR on
     the wire unless a subclass says otherwise)."""
+
+
+class CorruptSnapshotError(RaftError):
+    """A snapshot's bytes are not whole record batches from a SnapshotHeader to a
+    SnapshotFooter (a torn or foreign file): do not load it; delete the file and let
+    the voter fetch the leader's snapshot again (FetchSnapshot)."""
+
+    code = Errors.CORRUPT_MESSAGE
+
+
+class SnapshotNotFoundError(RaftError):
+    """A snapshot was asked for that this voter does not hold (or no longer: a newer
+    one replaced it): fetch again from the offset the leader names."""
+
+    code = Errors.SNAPSHOT_NOT_FOUND
 
 
 class IllegalQuorumStateTransition(RaftError):

@@ -24,17 +24,37 @@ Reopening reads every batch back (recovery drops a torn tail), then truncates
 the leader-epoch history to what the log holds (UnifiedLog does). The high
 watermark is not persisted (Kafka does not either): a restarted voter learns it
 from the leader.
+
+Snapshots (KIP-630) are files in the partition directory, named as Kafka names
+them (Snapshots.filenameFromSnapshotId): `<end offset, 20 digits>-<epoch, 10
+digits>.checkpoint`, record batches from a SnapshotHeader to a SnapshotFooter
+(kafkalab/raft/snapshot.py). One is written as `.checkpoint.part`, fsynced, renamed
+and the directory fsynced (FileRawSnapshotWriter.freeze), so a `.checkpoint` is
+always whole; a `.part` found at start is a snapshot torn by a crash and is deleted.
+Moving the log start offset to a snapshot (deleteBeforeSnapshot) deletes the older
+snapshots and the segments wholly below it (a segment holding the snapshot's end
+offset stays, its prefix unread). At start the latest snapshot sets the log start
+offset; if the log does not hold that snapshot's end offset and epoch (a follower
+that installed a leader's snapshot crashed before its log was emptied, or a power
+failure cut the log below it) the log is emptied and starts at the snapshot's end
+(Kafka: truncateToLatestSnapshot).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from kafkalab.raft.raft_log import LogEntry, RaftLog
+from kafkalab.raft.raft_log import LogEntry, OffsetAndEpoch, RaftLog, ValidOffsetAndEpochKind
 from kafkalab.raft.raft_wire import METADATA_PARTITION, METADATA_TOPIC
 from kafkalab.raft.record_serde import decode_entries, encode_batch
-from kafkalab.storage.checkpoint_file import RECOVERY_POINT_OFFSET_CHECKPOINT, OffsetCheckpointFile
+from kafkalab.raft.snapshot import PARTIAL_SUFFIX, parse_snapshot_filename, snapshot_filename
+from kafkalab.storage.checkpoint_file import (
+    RECOVERY_POINT_OFFSET_CHECKPOINT,
+    OffsetCheckpointFile,
+    fsync_dir,
+)
 from kafkalab.storage.log_config import LogConfig
 from kafkalab.storage.unified_log import UnifiedLog, cut_to
 
@@ -46,18 +66,98 @@ class KafkaMetadataLog(RaftLog):
     """The Raft log of one voter in `directory` (its metadata.log.dir): the partition
     directory `__cluster_metadata-0` and the recovery-point checkpoint beside it."""
 
-    def __init__(self, directory: str | Path) -> None:
+    def __init__(self, directory: str | Path, segment_bytes: int | None = None) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self._checkpoint = OffsetCheckpointFile(self.directory / RECOVERY_POINT_OFFSET_CHECKPOINT)
         recovery_point = self._checkpoint.read().get(_TP, 0)
+        config = LogConfig(retention_ms=-1)
+        if segment_bytes is not None:  # Kafka: metadata.log.segment.bytes
+            config = LogConfig(retention_ms=-1, segment_bytes=segment_bytes)
         self.unified_log = UnifiedLog(
-            self.directory / METADATA_LOG_DIR,
-            LogConfig(retention_ms=-1),
-            recovery_point=recovery_point,
+            self.directory / METADATA_LOG_DIR, config, recovery_point=recovery_point
         )
         super().__init__()
         self._entries = list(self._read_all())
+        self._start = self._entries[0].offset if self._entries else self.unified_log.log_end_offset
+        self._recover_snapshots()
+
+    # -- snapshots on disk -----------------------------------------------------------------
+
+    @property
+    def partition_dir(self) -> Path:
+        return self.directory / METADATA_LOG_DIR
+
+    def snapshot_path(self, snapshot_id: OffsetAndEpoch) -> Path:
+        return self.partition_dir / snapshot_filename(snapshot_id)
+
+    def _recover_snapshots(self) -> None:
+        """Kafka: KafkaMetadataLog.recoverSnapshots and truncateToLatestSnapshot. Torn
+        `.part` files go; the latest snapshot sets the log start offset."""
+        found: list[OffsetAndEpoch] = []
+        for path in sorted(self.partition_dir.iterdir()):
+            parsed = parse_snapshot_filename(path.name)
+            if parsed is None:
+                continue
+            snapshot_id, partial = parsed
+            if partial:
+                path.unlink()  # a snapshot torn by a crash before its rename
+            else:
+                found.append(snapshot_id)
+        fsync_dir(self.partition_dir)
+        for snapshot_id in found:
+            self._snapshots[snapshot_id] = b""  # the bytes stay in the file
+        latest = self.latest_snapshot_id
+        if latest is None:
+            return
+        holds = (
+            self._start <= latest.offset <= self.end_offset
+            and self.validate_offset_and_epoch(latest.offset, latest.epoch).kind
+            is ValidOffsetAndEpochKind.VALID
+        )
+        if holds:
+            self.delete_before_snapshot(latest)
+        else:
+            self._truncate_fully_and_start_at(latest)
+
+    def read_snapshot(self, snapshot_id: OffsetAndEpoch) -> bytes | None:
+        if snapshot_id not in self._snapshots:
+            return None
+        return self.snapshot_path(snapshot_id).read_bytes()
+
+    def _store_snapshot(self, snapshot_id: OffsetAndEpoch, data: bytes) -> None:
+        """Write `.checkpoint.part`, fsync, rename to `.checkpoint`, fsync the directory
+        (Kafka: FileRawSnapshotWriter.append/freeze)."""
+        final = self.snapshot_path(snapshot_id)
+        part = final.with_name(final.name + PARTIAL_SUFFIX)
+        with open(part, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(part, final)
+        fsync_dir(self.partition_dir)
+        self._snapshots[snapshot_id] = b""
+
+    def _drop_snapshot(self, snapshot_id: OffsetAndEpoch) -> None:
+        super()._drop_snapshot(snapshot_id)
+        self.snapshot_path(snapshot_id).unlink(missing_ok=True)
+
+    def delete_before_snapshot(self, snapshot_id: OffsetAndEpoch) -> bool:
+        """Move the log start offset to the snapshot; segments wholly below it go
+        (Kafka: deleteBeforeSnapshot, then the log's retention pass)."""
+        moved = super().delete_before_snapshot(snapshot_id)
+        log = self.unified_log
+        if snapshot_id.offset > log.log_start_offset:
+            log.update_high_watermark(snapshot_id.offset)
+            log.maybe_increment_log_start_offset(snapshot_id.offset)
+            log.delete_old_segments()
+        fsync_dir(self.partition_dir)
+        return moved
+
+    def _truncate_fully_and_start_at(self, snapshot_id: OffsetAndEpoch) -> None:
+        super()._truncate_fully_and_start_at(snapshot_id)
+        self.unified_log.truncate_fully_and_start_at(snapshot_id.offset)
+        self._checkpoint.write({_TP: self.unified_log.recovery_point})
 
     def _read_all(self) -> tuple[LogEntry, ...]:
         out: list[LogEntry] = []
@@ -97,9 +197,9 @@ class KafkaMetadataLog(RaftLog):
         return new
 
     def append_as_follower(self, entries: Sequence[LogEntry]) -> None:
-        before = self.end_offset
+        held = len(self._entries)
         super().append_as_follower(entries)
-        self._write(self._entries[before:])
+        self._write(self._entries[held:])
 
     def _write(self, entries: Sequence[LogEntry]) -> None:
         """One batch an entry, so that Raft may truncate at any offset (UnifiedLog cuts

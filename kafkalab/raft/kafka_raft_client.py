@@ -11,9 +11,13 @@ reorder and duplicate them.
                               handle_vote_request, handle_vote_response,
                               handle_begin_quorum_epoch(_response),
                               handle_end_quorum_epoch(_response),
-                              handle_fetch_request, handle_fetch_response); returns
+                              handle_fetch_request, handle_fetch_response,
+                              handle_fetch_snapshot_request(_response)); returns
                               the response, if a request, and what poll sends next
     append(records, now_ms)   the leader appends records in its epoch
+    create_snapshot(end_offset, records)
+                              a snapshot of the state machine at a committed offset
+                              (KIP-630); the log drops the entries below it
     resign(now_ms)            the leader steps down gracefully (EndQuorumEpoch)
     describe_quorum(now_ms)   what DescribeQuorum answers
 
@@ -35,6 +39,23 @@ whose log does not hold that epoch up to that offset answers DivergingEpoch and
 the follower truncates (RaftLog.truncate_to_end_offset), never below its high
 watermark. The high watermark rule and check-quorum are LeaderState's.
 
+Snapshots (KIP-630): the state machine hands create_snapshot its state at a
+committed offset (as records, written between a SnapshotHeader and a
+SnapshotFooter, kafkalab/raft/snapshot.py); the log keeps it and drops the
+entries below, so its log start offset moves up. A follower whose Fetch lies
+before what the leader can check (below its log start, or in an epoch older than
+its oldest snapshot) is answered a SnapshotId instead of records; it then sends
+FetchSnapshot (SnapshotId, Position) until it holds all Size bytes, installs the
+snapshot (its log becomes the snapshot, starting at its end offset, unless it
+already holds that point) and fetches on from there (Kafka:
+handleFetchSnapshotRequest, handleFetchSnapshotResponse).
+
+A sole voter (a single controller: a quorum of one, as `kafka-storage format
+--standalone` makes one) runs no timed election: it turns Prospective as it is
+built and its first poll makes it Candidate and then Leader, a majority of one
+(Kafka: KafkaRaftClient.initialize). Its high watermark is its own flushed log end
+(every append is flushed before it counts), and it never resigns by check-quorum.
+
 Requests are tracked per destination with their correlation id (Kafka:
 RequestManager): one in flight to each voter, forgotten after the request
 timeout or when the voter changes state, and a response that is not the one
@@ -48,7 +69,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from kafkalab.errors import Errors
-from kafkalab.raft.errors import NotLeaderError, TruncationBelowHighWatermarkError
+from kafkalab.raft.errors import (
+    CorruptSnapshotError,
+    NotLeaderError,
+    TruncationBelowHighWatermarkError,
+)
 from kafkalab.raft.leader_state import LeaderState
 from kafkalab.raft.quorum_config import QuorumConfig
 from kafkalab.raft.quorum_state import (
@@ -70,6 +95,8 @@ from kafkalab.raft.raft_message import (
     EndQuorumEpochResponse,
     FetchRequest,
     FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     RaftMessage,
     RaftRequestData,
     RaftResponseData,
@@ -115,6 +142,11 @@ class KafkaRaftClient:
         self.cluster_id = cluster_id
         self.quorum = QuorumState(local_id, voters, store, self.config, rng)
         self.quorum.initialize(log.end_offset_and_epoch(), now_ms)
+        if self.quorum.is_only_voter and not isinstance(self.quorum.state, CandidateState):
+            # Kafka: KafkaRaftClient.initialize. A sole voter waits for no election
+            # timeout (nobody else could lead): it starts its election now, and the
+            # first poll takes it, holding a majority of one, to Candidate and Leader.
+            self.quorum.transition_to_prospective(now_ms)
         # offsets below are committed; 0 until learnt (Kafka keeps it unknown after a
         # restart too: the high watermark is not persisted)
         self.high_watermark = 0
@@ -127,6 +159,9 @@ class KafkaRaftClient:
         self._outstanding: dict[int, _Outstanding] = {}
         self._next_correlation_id = 0
         self._state_seen = self._state_key()
+        # snapshots this voter installed from its leader (the state machine reloads
+        # from log.latest_snapshot_id when it grows)
+        self.snapshots_installed = 0
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -210,6 +245,18 @@ class KafkaRaftClient:
             if now_ms >= state.fetch_deadline_ms:
                 self.quorum.transition_to_prospective(now_ms)
                 return []
+            if state.fetching_snapshot is not None:
+                snapshot_id, written = state.fetching_snapshot
+                req = FetchSnapshotRequest(
+                    self.local_id,
+                    state.epoch,
+                    snapshot_id,
+                    len(written),
+                    self.config.fetch_snapshot_max_bytes,
+                    self.cluster_id,
+                )
+                out.append(self._send(state.leader_id, req, now_ms))
+                return [m for m in out if m is not None]
             fetch = FetchRequest(
                 self.local_id,
                 state.epoch,
@@ -357,6 +404,8 @@ class KafkaRaftClient:
             return BeginQuorumEpochResponse(err, leader, epoch)
         if isinstance(data, EndQuorumEpochRequest):
             return EndQuorumEpochResponse(err, leader, epoch)
+        if isinstance(data, FetchSnapshotRequest):
+            return FetchSnapshotResponse(err, leader, epoch)
         return FetchResponse(err, leader, epoch, self.high_watermark)
 
     def _handle_request(self, message: RaftMessage, now_ms: int) -> RaftResponseData:
@@ -370,6 +419,8 @@ class KafkaRaftClient:
                     return BeginQuorumEpochResponse(bad, self.leader_id, self.epoch)
                 if isinstance(data, EndQuorumEpochRequest):
                     return EndQuorumEpochResponse(bad, self.leader_id, self.epoch)
+                if isinstance(data, FetchSnapshotRequest):
+                    return FetchSnapshotResponse(bad, self.leader_id, self.epoch)
                 return FetchResponse(bad, self.leader_id, self.epoch)
         if isinstance(data, VoteRequest):
             return self.handle_vote_request(data, now_ms)
@@ -377,6 +428,8 @@ class KafkaRaftClient:
             return self.handle_begin_quorum_epoch(data, now_ms)
         if isinstance(data, EndQuorumEpochRequest):
             return self.handle_end_quorum_epoch(data, now_ms)
+        if isinstance(data, FetchSnapshotRequest):
+            return self.handle_fetch_snapshot_request(data, now_ms)
         assert isinstance(data, FetchRequest)
         return self.handle_fetch_request(data, now_ms)
 
@@ -392,6 +445,8 @@ class KafkaRaftClient:
             self.handle_end_quorum_epoch_response(source, data, now_ms)
         elif isinstance(data, FetchResponse) and isinstance(request, FetchRequest):
             self.handle_fetch_response(source, data, request, now_ms)
+        elif isinstance(data, FetchSnapshotResponse) and isinstance(request, FetchSnapshotRequest):
+            self.handle_fetch_snapshot_response(source, data, request, now_ms)
 
     def _maybe_transition(self, leader_id: int, epoch: int, now_ms: int) -> bool:
         """A peer told of `epoch` and its leader (Kafka: maybeTransition): move to it if
@@ -565,6 +620,8 @@ class KafkaRaftClient:
         valid = self.log.validate_offset_and_epoch(req.fetch_offset, req.last_fetched_epoch)
         if valid.kind is ValidOffsetAndEpochKind.DIVERGING:
             return answer(Errors.NONE, high_watermark=hw, diverging_epoch=valid.offset_and_epoch)
+        if valid.kind is ValidOffsetAndEpochKind.SNAPSHOT:
+            return answer(Errors.NONE, high_watermark=hw, snapshot_id=valid.offset_and_epoch)
         if state.update_replica_state(
             req.replica_id, req.fetch_offset, now_ms, self.log.end_offset
         ):
@@ -589,6 +646,10 @@ class KafkaRaftClient:
             return
         state.last_fetch_ms = now_ms
         state.fetch_deadline_ms = now_ms + state.fetch_timeout_ms
+        if resp.snapshot_id is not None:
+            # our log ends before what the leader keeps: fetch its snapshot instead
+            state.fetching_snapshot = (resp.snapshot_id, bytearray())
+            return
         if resp.diverging_epoch is not None:
             target = self.log.truncation_offset_for(resp.diverging_epoch)
             if target < self.high_watermark:
@@ -601,3 +662,119 @@ class KafkaRaftClient:
             self.log.flush()  # a voter flushes before its next Fetch reports the offset
         if resp.high_watermark >= 0:
             self._set_high_watermark(min(resp.high_watermark, self.log.end_offset))
+
+    # -- FetchSnapshot (KIP-630) ---------------------------------------------------------------
+
+    def handle_fetch_snapshot_request(
+        self, req: FetchSnapshotRequest, now_ms: int
+    ) -> FetchSnapshotResponse:
+        """A follower's FetchSnapshot: up to max_bytes of the snapshot from `position`
+        (Kafka: handleFetchSnapshotRequest). SNAPSHOT_NOT_FOUND if this leader no longer
+        holds it, POSITION_OUT_OF_RANGE if the position is not inside it."""
+        q = self.quorum
+        state = q.state
+
+        def answer(error: Errors, **kw: object) -> FetchSnapshotResponse:
+            return FetchSnapshotResponse(error, q.leader_id, q.epoch, **kw)  # type: ignore[arg-type]
+
+        if req.current_leader_epoch < q.epoch:
+            return answer(Errors.FENCED_LEADER_EPOCH)
+        if req.current_leader_epoch > q.epoch:
+            return answer(Errors.UNKNOWN_LEADER_EPOCH)
+        if not isinstance(state, LeaderState):
+            return answer(Errors.NOT_LEADER_OR_FOLLOWER)
+        if req.max_bytes <= 0 or req.position < 0:
+            return answer(Errors.INVALID_REQUEST)
+        state.update_check_quorum_for_following_voter(req.replica_id, now_ms)
+        data = self.log.read_snapshot(req.snapshot_id)
+        if data is None:
+            return answer(Errors.SNAPSHOT_NOT_FOUND)
+        if req.position >= len(data):
+            return answer(Errors.POSITION_OUT_OF_RANGE)
+        chunk = data[
+            req.position : req.position + min(req.max_bytes, self.config.fetch_snapshot_max_bytes)
+        ]
+        return answer(
+            Errors.NONE,
+            snapshot_id=req.snapshot_id,
+            size=len(data),
+            position=req.position,
+            data=bytes(chunk),
+        )
+
+    def handle_fetch_snapshot_response(
+        self, source: int, resp: FetchSnapshotResponse, req: FetchSnapshotRequest, now_ms: int
+    ) -> None:
+        """Append the chunk to the snapshot being fetched; with the last byte, check it
+        (a header first, a footer last) and install it: the log becomes the snapshot,
+        and the next poll fetches on from its end offset."""
+        if self._maybe_transition(resp.leader_id, resp.leader_epoch, now_ms):
+            return
+        state = self.quorum.state
+        if (
+            not isinstance(state, FollowerState)
+            or state.leader_id != source
+            or resp.leader_epoch != state.epoch
+            or state.fetching_snapshot is None
+        ):
+            return
+        snapshot_id, written = state.fetching_snapshot
+        if resp.error_code in (Errors.SNAPSHOT_NOT_FOUND, Errors.POSITION_OUT_OF_RANGE):
+            state.fetching_snapshot = None  # the leader moved on: Fetch again to learn where
+            return
+        if (
+            resp.error_code != Errors.NONE
+            or resp.snapshot_id != snapshot_id
+            or req.snapshot_id != snapshot_id
+            or resp.position != len(written)
+        ):
+            return
+        state.last_fetch_ms = now_ms
+        state.fetch_deadline_ms = now_ms + state.fetch_timeout_ms
+        written.extend(resp.data)
+        if len(written) < resp.size:
+            return
+        state.fetching_snapshot = None
+        from kafkalab.raft.snapshot import decode_snapshot  # noqa: PLC0415 (import cycle)
+
+        try:
+            decode_snapshot(written)
+        except CorruptSnapshotError:
+            return  # never install a torn snapshot: the next Fetch starts over
+        self.log.install_snapshot(snapshot_id, bytes(written))
+        self.snapshots_installed += 1
+        self._set_high_watermark(snapshot_id.offset)  # a snapshot holds committed records only
+
+    # -- snapshots -----------------------------------------------------------------------------
+
+    def create_snapshot(
+        self,
+        end_offset: int,
+        records: Sequence[object],
+        last_contained_log_timestamp: int = -1,
+        delete_before: bool = True,
+    ) -> OffsetAndEpoch:
+        """Snapshot the state machine's state after every record below `end_offset`
+        (written as `records`), which must be committed: at most the high watermark,
+        above the log start (Kafka: KafkaRaftClient.createSnapshot, whose log refuses an
+        offset above the high watermark). With `delete_before` the log drops the
+        entries below it at once (Kafka does so once its retention allows). The id."""
+        if end_offset > self.high_watermark:
+            raise ValueError(
+                f"cannot snapshot at {end_offset}: above the high watermark {self.high_watermark}"
+            )
+        if end_offset <= self.log.log_start_offset:
+            raise ValueError(
+                f"cannot snapshot at {end_offset}: the log already starts at "
+                f"{self.log.log_start_offset}"
+            )
+        from kafkalab.raft.snapshot import encode_snapshot  # noqa: PLC0415 (import cycle)
+
+        epoch = self.log.read(end_offset - 1, 1)[0].epoch
+        snapshot_id = OffsetAndEpoch(end_offset, epoch)
+        self.log.create_snapshot(
+            snapshot_id, encode_snapshot(snapshot_id, records, last_contained_log_timestamp)
+        )
+        if delete_before:
+            self.log.delete_before_snapshot(snapshot_id)
+        return snapshot_id

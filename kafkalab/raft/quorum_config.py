@@ -14,6 +14,8 @@ Defaults are Kafka's `controller.quorum.*` defaults:
     request_timeout_ms       controller.quorum.request.timeout.ms (2000): an unanswered
                              request is forgotten and may be sent again
     fetch_max_entries        how many entries one Fetch response carries (Kafka bounds bytes)
+    fetch_snapshot_max_bytes how many bytes of a snapshot one FetchSnapshot response
+                             carries (Kafka: KafkaRaftClient.MAX_FETCH_SIZE_BYTES, 8 MiB)
     pre_vote                 True (Kafka 4.x, KIP-996): a voter whose timeout expires asks
                              for pre-votes (Prospective) before it bumps the epoch. False is
                              a teaching switch that turns KIP-996 off, as before Kafka 4.0: it
@@ -53,6 +55,7 @@ class QuorumConfig:
     fetch_max_entries: int = 100
     pre_vote: bool = True
     check_quorum: bool = True
+    fetch_snapshot_max_bytes: int = 8 * 1024 * 1024
     defects: frozenset[str] = field(default_factory=frozenset)
 
     def __post_init__(self) -> None:
@@ -61,6 +64,10 @@ class QuorumConfig:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
         if self.fetch_max_entries <= 0:
             raise ValueError(f"fetch_max_entries must be > 0, got {self.fetch_max_entries}")
+        if self.fetch_snapshot_max_bytes <= 0:
+            raise ValueError(
+                f"fetch_snapshot_max_bytes must be > 0, got {self.fetch_snapshot_max_bytes}"
+            )
         unknown = set(self.defects) - DEFECTS
         if unknown:
             raise ValueError(f"unknown defects {sorted(unknown)}; known: {sorted(DEFECTS)}")

@@ -212,7 +212,11 @@ class CandidateState:
 @dataclass
 class FollowerState:
     """Follows `leader_id` in `epoch`. `last_fetch_ms` is when it last fetched from the
-    leader successfully (None: not since it became follower, or the leader resigned)."""
+    leader successfully (None: not since it became follower, or the leader resigned).
+    `fetching_snapshot`: the id and the bytes so far of the leader's snapshot it
+    fetches (KIP-630) instead of Fetch, after the leader answered a SnapshotId
+    (Kafka: FollowerState.fetchingSnapshot; dropped with the state, as Kafka closes
+    the partial snapshot on a transition)."""
 
     epoch: int
     leader_id: int
@@ -220,6 +224,7 @@ class FollowerState:
     fetch_deadline_ms: int
     voted_id: int = NOT_VOTED
     last_fetch_ms: int | None = None
+    fetching_snapshot: tuple[OffsetAndEpoch, bytearray] | None = None
     name: StateName = field(default=StateName.FOLLOWER, init=False)
 
     def election_state(self, voters: frozenset[int]) -> ElectionState:
@@ -323,6 +328,11 @@ class QuorumState:
     @property
     def leader_id(self) -> int:
         return self.state.leader_id
+
+    @property
+    def is_only_voter(self) -> bool:
+        """This voter is the whole quorum (Kafka: QuorumState.isOnlyVoter)."""
+        return self.voters == {self.local_id}
 
     @property
     def majority(self) -> int:

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Protocol
 
 from kafkalab.raft.errors import QuorumStateStoreError
+from kafkalab.storage import durability_ledger
 from kafkalab.storage.checkpoint_file import fsync_dir
 
 QUORUM_STATE_FILE = "quorum-state"  # Kafka: FileQuorumStateStore.DEFAULT_FILE_NAME
@@ -169,6 +170,7 @@ class FileQuorumStateStore:
                 f.write(line)
                 f.flush()
                 os.fsync(f.fileno())
+                durability_ledger.file_synced(tmp, f.fileno())
             os.replace(tmp, self.path)
             fsync_dir(self.path.parent)
         except OSError as e:

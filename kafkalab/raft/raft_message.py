@@ -2,9 +2,11 @@
 
 Kafka's schemas (clients/src/main/resources/common/message/): VoteRequest and
 VoteResponse (api key 52), BeginQuorumEpochRequest/Response (53),
-EndQuorumEpochRequest/Response (54), DescribeQuorumResponse (55), and Fetch (1)
+EndQuorumEpochRequest/Response (54), DescribeQuorumResponse (55), Fetch (1)
 with the fields KRaft uses (ReplicaId, CurrentLeaderEpoch, FetchOffset,
-LastFetchedEpoch; in the answer CurrentLeader, HighWatermark, DivergingEpoch).
+LastFetchedEpoch; in the answer CurrentLeader, HighWatermark, DivergingEpoch,
+SnapshotId), and FetchSnapshotRequest/Response (59, KIP-630: SnapshotId,
+Position, MaxBytes; in the answer Size, Position and the bytes).
 Each holds the one partition of the metadata topic (`__cluster_metadata-0`)
 flattened: the Topics/Partitions arrays of the wire carry exactly one entry for
 KRaft. Field names are the JSONs' in snake_case, as of Kafka 4.0: VoteRequest v2
@@ -91,6 +93,30 @@ class FetchResponse:
     high_watermark: int = -1
     diverging_epoch: OffsetAndEpoch | None = None  # DivergingEpoch {EndOffset, Epoch}
     records: tuple[LogEntry, ...] = ()
+    snapshot_id: OffsetAndEpoch | None = None  # SnapshotId: fetch this snapshot instead
+
+
+@dataclass(frozen=True)
+class FetchSnapshotRequest:
+    """A follower asks for `max_bytes` of the snapshot `snapshot_id` from `position`."""
+
+    replica_id: int
+    current_leader_epoch: int
+    snapshot_id: OffsetAndEpoch
+    position: int
+    max_bytes: int = 0x7FFFFFFF
+    cluster_id: str | None = None
+
+
+@dataclass(frozen=True)
+class FetchSnapshotResponse:
+    error_code: Errors
+    leader_id: int  # CurrentLeader.LeaderId
+    leader_epoch: int  # CurrentLeader.LeaderEpoch
+    snapshot_id: OffsetAndEpoch = OffsetAndEpoch(-1, -1)
+    size: int = -1  # the whole snapshot's size in bytes
+    position: int = -1  # where `data` starts in it
+    data: bytes = b""  # UnalignedRecords: a slice, not cut at a batch boundary
 
 
 @dataclass(frozen=True)
@@ -116,8 +142,20 @@ class DescribeQuorumResponse:
     observers: tuple[ReplicaState, ...] = field(default_factory=tuple)
 
 
-RaftRequestData = VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest
-RaftResponseData = VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse | FetchResponse
+RaftRequestData = (
+    VoteRequest
+    | BeginQuorumEpochRequest
+    | EndQuorumEpochRequest
+    | FetchRequest
+    | FetchSnapshotRequest
+)
+RaftResponseData = (
+    VoteResponse
+    | BeginQuorumEpochResponse
+    | EndQuorumEpochResponse
+    | FetchResponse
+    | FetchSnapshotResponse
+)
 
 
 @dataclass(frozen=True)
@@ -132,5 +170,10 @@ class RaftMessage:
     @property
     def is_request(self) -> bool:
         return isinstance(
-            self.data, VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest
+            self.data,
+            VoteRequest
+            | BeginQuorumEpochRequest
+            | EndQuorumEpochRequest
+            | FetchRequest
+            | FetchSnapshotRequest,
         )

@@ -4,7 +4,9 @@
 kafkalab.raft is sans-IO and speaks RaftMessage data (raft_message.py); a controller
 puts them on sockets as Kafka's requests: VoteRequest v2, BeginQuorumEpochRequest
 v1, EndQuorumEpochRequest v1, FetchRequest v16 (ReplicaState, LastFetchedEpoch,
-ClusterId; the topic named by its id, Kafka's METADATA_TOPIC_ID) and
+ClusterId; the topic named by its id, Kafka's METADATA_TOPIC_ID; the answer's
+SnapshotId), FetchSnapshotRequest v1 (KIP-630; the answer's bytes are the
+snapshot's from Position, not cut at a batch boundary) and
 DescribeQuorumResponse v2, each with the one topic `__cluster_metadata` and its
 partition 0 (schemas: kafkalab/protocol/messages/raft.py and fetch.py). A Fetch
 response's Records are the entries as record batches (record_serde.py).
@@ -37,6 +39,8 @@ from kafkalab.raft.raft_message import (
     EndQuorumEpochResponse,
     FetchRequest,
     FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     RaftRequestData,
     RaftResponseData,
     ReplicaState,
@@ -55,6 +59,7 @@ WIRE_VERSIONS: dict[ApiKeys, int] = {
     ApiKeys.END_QUORUM_EPOCH: 1,
     ApiKeys.FETCH: 16,
     ApiKeys.DESCRIBE_QUORUM: 2,
+    ApiKeys.FETCH_SNAPSHOT: 1,
 }
 
 FETCH_MAX_WAIT_MS = 500  # Kafka: controller.quorum.fetch... uses the fetch timeout / 2
@@ -81,6 +86,8 @@ def api_key_of(data: RaftRequestData | RaftResponseData) -> ApiKeys:
         return ApiKeys.END_QUORUM_EPOCH
     if isinstance(data, FetchRequest | FetchResponse):
         return ApiKeys.FETCH
+    if isinstance(data, FetchSnapshotRequest | FetchSnapshotResponse):
+        return ApiKeys.FETCH_SNAPSHOT
     raise TypeError(f"not a KRaft message: {data!r}")
 
 
@@ -134,6 +141,29 @@ def request_to_body(data: RaftRequestData) -> tuple[ApiKeys, int, dict[str, Any]
                 }
             ),
             "leader_endpoints": [],
+        }
+    elif isinstance(data, FetchSnapshotRequest):
+        body = {
+            "cluster_id": data.cluster_id,
+            "replica_id": data.replica_id,
+            "max_bytes": data.max_bytes,
+            "topics": [
+                {
+                    "name": METADATA_TOPIC,
+                    "partitions": [
+                        {
+                            "partition": METADATA_PARTITION,
+                            "current_leader_epoch": data.current_leader_epoch,
+                            "snapshot_id": {
+                                "end_offset": data.snapshot_id.offset,
+                                "epoch": data.snapshot_id.epoch,
+                            },
+                            "position": data.position,
+                            "replica_directory_id": uuid.UUID(int=0),
+                        }
+                    ],
+                }
+            ],
         }
     else:
         body = {
@@ -205,6 +235,17 @@ def request_from_body(key: ApiKeys, body: dict[str, Any]) -> RaftRequestData:
             p["last_fetched_epoch"],
             cluster_id,
         )
+    if key == ApiKeys.FETCH_SNAPSHOT:
+        p = _one(body)
+        sid = p["snapshot_id"]
+        return FetchSnapshotRequest(
+            body["replica_id"],
+            p["current_leader_epoch"],
+            OffsetAndEpoch(sid["end_offset"], sid["epoch"]),
+            p["position"],
+            body["max_bytes"],
+            cluster_id,
+        )
     raise ValueError(f"api key {key} is not a KRaft request")
 
 
@@ -237,7 +278,40 @@ def response_to_body(data: RaftResponseData) -> dict[str, Any]:
                 }
             ),
         }
+    if isinstance(data, FetchSnapshotResponse):
+        return {
+            "throttle_time_ms": 0,
+            "error_code": Errors.NONE,
+            "topics": [
+                {
+                    "name": METADATA_TOPIC,
+                    "partitions": [
+                        {
+                            "index": METADATA_PARTITION,
+                            "error_code": data.error_code,
+                            "snapshot_id": {
+                                "end_offset": data.snapshot_id.offset,
+                                "epoch": data.snapshot_id.epoch,
+                            },
+                            "current_leader": {
+                                "leader_id": data.leader_id,
+                                "leader_epoch": data.leader_epoch,
+                            },
+                            "size": data.size,
+                            "position": data.position,
+                            "unaligned_records": data.data,
+                        }
+                    ],
+                }
+            ],
+            "node_endpoints": [],
+        }
     assert isinstance(data, FetchResponse)
+    snapshot = (
+        {"end_offset": data.snapshot_id.offset, "epoch": data.snapshot_id.epoch}
+        if data.snapshot_id is not None
+        else {"end_offset": -1, "epoch": -1}
+    )
     diverging = (
         {"epoch": data.diverging_epoch.epoch, "end_offset": data.diverging_epoch.offset}
         if data.diverging_epoch is not None
@@ -263,7 +337,7 @@ def response_to_body(data: RaftResponseData) -> dict[str, Any]:
                             "leader_id": data.leader_id,
                             "leader_epoch": data.leader_epoch,
                         },
-                        "snapshot_id": {"end_offset": -1, "epoch": -1},
+                        "snapshot_id": snapshot,
                         "aborted_transactions": None,
                         "preferred_read_replica": -1,
                         "records": encode_entries(data.records),
@@ -296,6 +370,12 @@ def response_from_body(key: ApiKeys, body: dict[str, Any]) -> RaftResponseData:
             else None
         )
         records = p.get("records")
+        snap = p.get("snapshot_id") or {}
+        snapshot_id = (
+            OffsetAndEpoch(snap["end_offset"], snap["epoch"])
+            if snap.get("epoch", -1) >= 0 and snap.get("end_offset", -1) >= 0
+            else None
+        )
         return FetchResponse(
             error,
             leader.get("leader_id", -1),
@@ -303,6 +383,21 @@ def response_from_body(key: ApiKeys, body: dict[str, Any]) -> RaftResponseData:
             p["high_watermark"],
             diverging,
             decode_entries(bytes(records)) if records else (),
+            snapshot_id,
+        )
+    if key == ApiKeys.FETCH_SNAPSHOT:
+        p = _one(body)
+        error = _error(body.get("error_code") or p["error_code"])
+        leader = p.get("current_leader") or {}
+        sid = p["snapshot_id"]
+        return FetchSnapshotResponse(
+            error,
+            leader.get("leader_id", -1),
+            leader.get("leader_epoch", -1),
+            OffsetAndEpoch(sid["end_offset"], sid["epoch"]),
+            p["size"],
+            p["position"],
+            bytes(p.get("unaligned_records") or b""),
         )
     p = _one(body)
     error = _error(body.get("error_code") or p["error_code"])

@@ -14,8 +14,9 @@ features.py                  the features ApiVersions finalizes (transaction.ver
 inter_broker_connection.py   a broker's connection to the controller or a leader
 controller_server.py         the controller process (ControllerServer, ControllerApis)
 kafka_raft_manager.py        KafkaRaftManager: a KRaft voter (kafkalab.raft) on the network
-quorum_meta_log_listener.py  the controller on a quorum (controller.quorum.voters):
-                             activate/renounce, writes through Raft, NOT_CONTROLLER
-controller_channel.py        a broker's connection to the active controller of a quorum
+quorum_meta_log_listener.py  the controller on its KRaft quorum (controller.quorum.voters,
+                             or a quorum of one): activate/renounce, writes through
+                             Raft, NOT_CONTROLLER
+controller_channel.py        a broker's connection to the active controller: KnownLeader, leader hints
 config.py, producer_ids.py, link_faults.py, replica_state.py
 """

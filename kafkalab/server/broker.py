@@ -35,7 +35,7 @@ from kafkalab.coordinator.group.group_config import GroupConfig
 from kafkalab.coordinator.transaction import TransactionConfig
 from kafkalab.errors import KafkaError
 from kafkalab.protocol.api_keys import ApiKeys
-from kafkalab.protocol.messages import APIS, CONTROLLER_APIS, RAFT_APIS
+from kafkalab.protocol.messages import APIS, CONTROLLER_APIS
 from kafkalab.replication.replica_manager import ReplicaManager
 from kafkalab.server import features
 from kafkalab.server.add_partitions_to_txn_manager import (
@@ -46,11 +46,22 @@ from kafkalab.server.alter_partition_manager import AlterPartitionManager
 from kafkalab.server.broker_lifecycle_manager import BrokerLifecycleManager
 from kafkalab.server.clock import ProcessClock, monotonic_ms
 from kafkalab.server.config import KafkaConfig, read_properties
-from kafkalab.server.controller_channel import ControllerChannel, parse_bootstrap_servers
+from kafkalab.server.controller_channel import (
+    QUORUM_METADATA_FETCH_VERSION,
+    UNKNOWN_ID,
+    ControllerChannel,
+    KnownLeader,
+    controller_endpoints,
+    write_controller_state,
+)
 from kafkalab.server.dynamic_broker_config import DynamicBrokerConfig
 from kafkalab.server.events import EventLog
 from kafkalab.server.group_coordinator_service import GroupCoordinatorService
-from kafkalab.server.inter_broker_connection import InterBrokerConnection, broker_client_id
+from kafkalab.server.inter_broker_connection import (
+    REPLICA_FETCH_VERSION,
+    InterBrokerConnection,
+    broker_client_id,
+)
 from kafkalab.server.kafka_apis import KafkaApis
 from kafkalab.server.link_faults import LinkFaults
 from kafkalab.server.metadata_cache import (
@@ -67,6 +78,7 @@ from kafkalab.server.replica_state import (
 )
 from kafkalab.server.socket_server import SocketServer
 from kafkalab.server.transaction_coordinator_service import TransactionCoordinatorService
+from kafkalab.storage import durability_ledger
 from kafkalab.storage.errors import LogDirInUseError
 from kafkalab.storage.log_manager import LogManager
 
@@ -123,6 +135,8 @@ class KafkaBroker:
         self.lifecycle: BrokerLifecycleManager | None = None
         self.metadata_listener: BrokerMetadataListener | None = None
         self.fetchers: ReplicaFetcherManager | None = None
+        #: the controller this broker believes active (a controller quorum only)
+        self.known_leader: KnownLeader | None = None
         self._stopped = asyncio.Event()
 
     async def start(self) -> None:
@@ -166,7 +180,11 @@ class KafkaBroker:
             replica_lag_time_max_ms=int(config.extra.get("replica.lag.time.max.ms", 30_000)),
             clock=monotonic_ms,  # its times are timers (ISR lag, fetch sessions)
         )
-        controller = config.extra.get("controller.quorum.bootstrap.servers")
+        # Where the controllers are: their voters (id@host:port, a static quorum) or
+        # their addresses (host:port); neither: a broker on its own.
+        controller = config.extra.get("controller.quorum.voters") or config.extra.get(
+            "controller.quorum.bootstrap.servers"
+        )
         # In a cluster, blocks of ids from the controller (AllocateProducerIds); on
         # its own, from a file in the broker's log dir.
         producer_ids: ProducerIdManager | RPCProducerIdManager = (
@@ -177,7 +195,7 @@ class KafkaBroker:
         self.producer_ids = producer_ids
         # Static config, then the dynamic broker configs the metadata brings.
         self.dynamic_config = DynamicBrokerConfig(config.node_id, config.extra)
-        metadata = self._kraft_metadata(controller) if controller else self._standalone_metadata()
+        metadata = self._kraft_metadata() if controller else self._standalone_metadata()
         self.replica_manager.partition_exists = metadata.contains_partition
         self.replica_manager.broker_alive = lambda broker_id: any(
             b.broker_id == broker_id for b in metadata.alive_brokers()
@@ -267,18 +285,36 @@ class KafkaBroker:
             self.dynamic_config,
         )
 
-    def _kraft_metadata(self, controller_address: str) -> MetadataCache:
+    def _kraft_metadata(self) -> MetadataCache:
         """The broker in a cluster: it registers and heartbeats (lifecycle), applies
         the metadata log (listener), follows leaders (fetchers) and sends the ISR
-        changes its partitions want (AlterPartition)."""
+        changes its partitions want (AlterPartition). With a controller quorum every
+        channel to it follows one KnownLeader (controller_channel.py)."""
         config = self.config
-        addresses = parse_bootstrap_servers(controller_address)
+        endpoints = controller_endpoints(config.extra)
+        quorum = len(endpoints) > 1
+        # Controllers known by id (controller.quorum.voters), or several: a channel
+        # that follows the leader and heeds cut links to each controller by its id.
+        # One controller known only by its address: a plain connection, as always.
+        follow = quorum or endpoints[0].node_id != UNKNOWN_ID
+        if follow:
+            from kafkalab.server.kafka_raft_manager import RAFT_CHANNEL_APIS
+
+            self.known_leader = KnownLeader(
+                endpoints, EventLog(config.log_dirs[0], f"broker-{config.node_id}")
+            )
+        link_faults = self.link_faults
 
         def connect() -> InterBrokerConnection | ControllerChannel:
             """One controller: a connection to it; a quorum's: to its active one."""
-            if len(addresses) == 1:
-                return InterBrokerConnection(*addresses[0], CONTROLLER_APIS)
-            return ControllerChannel(addresses, {**CONTROLLER_APIS, **RAFT_APIS})
+            if not follow:
+                return InterBrokerConnection(endpoints[0].host, endpoints[0].port, CONTROLLER_APIS)
+            return ControllerChannel(
+                endpoints,
+                {**CONTROLLER_APIS, **RAFT_CHANNEL_APIS},
+                leader=self.known_leader,
+                hears=link_faults.hears,
+            )
 
         channel = connect()
         self.events = EventLog(config.log_dirs[0], f"broker-{config.node_id}")
@@ -298,6 +334,7 @@ class KafkaBroker:
             self.replica_manager,
             self.fetchers,
             self.events,
+            fetch_version=QUORUM_METADATA_FETCH_VERSION if quorum else REPLICA_FETCH_VERSION,
         )
         self.metadata_listener = listener
         listener.on_broker_configs = lambda configs: self.log_manager.update_default_config(
@@ -375,6 +412,8 @@ class KafkaBroker:
         reporter = ReplicaStateReporter(Path(self.config.log_dirs[0]))
         loop = asyncio.get_running_loop()
         next_full = 0.0
+        last_controller_state: dict | None = None
+        next_controller_write = 0.0
         while True:
             await asyncio.sleep(reporter.next_delay())
             try:
@@ -383,6 +422,18 @@ class KafkaBroker:
                 if loop.time() >= next_full:
                     changed, next_full = None, loop.time() + FULL_REPORT_S
                 reporter.report(self.config.node_id, self.replica_manager.partitions, changed)
+                if self.known_leader is not None:
+                    # a new leader or an unreachable controller at once; the request
+                    # counts alone once a second
+                    state = self.known_leader.state()
+                    last = last_controller_state or {}
+                    moved = {k: v for k, v in state.items() if k != "sent"} != {
+                        k: v for k, v in last.items() if k != "sent"
+                    }
+                    if moved or (state != last and loop.time() >= next_controller_write):
+                        write_controller_state(self.config.log_dirs[0], state)
+                        last_controller_state = state
+                        next_controller_write = loop.time() + 1.0
             except Exception:
                 log.exception("replica state report failed")
 
@@ -402,6 +453,8 @@ class KafkaBroker:
             await self.fetchers.stop()
             self._controller_channel.close()
             self.events.close()
+            if self.known_leader is not None and self.known_leader.events is not None:
+                self.known_leader.events.close()
         if self.socket_servers:
             # Parked fetches answer with what they have; in-flight requests finish.
             await asyncio.gather(
@@ -614,8 +667,11 @@ def run_from_command_line(
         level=os.environ.get("KAFKALAB_LOG_LEVEL", "INFO"),
         format="[%(asctime)s] %(levelname)s %(name)s: %(message)s",
     )
+    props = {**read_properties(args.config), **overrides}
+    if props.get(durability_ledger.LAZYFS_ENABLE_CONFIG, "false").lower() == "true":
+        durability_ledger.install_for(props)
     try:
-        asyncio.run(run({**read_properties(args.config), **overrides}))
+        asyncio.run(run(props))
     except LogDirInUseError as e:
         print(e, file=sys.stderr)
         return 1

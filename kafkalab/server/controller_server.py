@@ -27,9 +27,11 @@ leadership goes back to each partition's first replica once it is in sync
 again. (Kafka also waits for `leader.imbalance.per.broker.percentage`; we
 rebalance any imbalance.)
 
-With `controller.quorum.voters` (and `node.id`) in its config the controller is one
-voter of a KRaft quorum, and only the active one (the Raft leader) writes, fences and
-answers brokers: kafkalab/server/quorum_meta_log_listener.py.
+The controller always runs on a KRaft quorum (kafkalab/server/quorum_meta_log_listener.py):
+with `controller.quorum.voters` (and `node.id`) in its config it is one voter of those,
+and only the active one (the Raft leader) writes, fences and answers brokers; without,
+it is a quorum of one (`node.id`, default 3001, on its own listener: the only voter),
+active once it has elected itself and replayed its log, which `start()` waits for.
 """
 
 from __future__ import annotations
@@ -51,13 +53,16 @@ from kafkalab.server.broker import run_from_command_line, serve
 from kafkalab.server.clock import ProcessClock, monotonic_ms
 from kafkalab.server.config import parse_listener
 from kafkalab.server.events import EventLog
-from kafkalab.server.socket_server import SocketServer
+from kafkalab.server.link_faults import LinkFaults
+from kafkalab.server.socket_server import CLOSE_CONNECTION, SocketServer
 from kafkalab.storage.errors import StorageError
 from kafkalab.storage.file_lock import FileLock
 from kafkalab.storage.log_config import LogConfig
 
 log = logging.getLogger(__name__)
 TICK_SECONDS = 0.25
+#: how long a quorum of one may take to lead and replay its log before start() fails
+STANDALONE_ACTIVATION_TIMEOUT_S = 120.0
 
 
 def _now_ms() -> int:
@@ -66,14 +71,33 @@ def _now_ms() -> int:
     return monotonic_ms()
 
 
+def hears_broker(link_faults: LinkFaults | None, header: RequestHeader, body: dict) -> bool:
+    """False for a broker's request (its id in `broker_id`, or a Fetch's `replica_id`)
+    while a cut link makes the controller deaf to that broker."""
+    if link_faults is None:
+        return True
+    key = header.api_key
+    broker = body.get("replica_id" if key == ApiKeys.FETCH else "broker_id")
+    if not isinstance(broker, int) or broker < 0:
+        return True
+    link_faults.refresh()
+    return link_faults.hears(broker)
+
+
 class ControllerApis:
     """One handler per controller API; KafkaError codes go back on the wire."""
+
+    #: The brokers this controller is deaf to (kafkalab's cut links, link_faults.py):
+    #: their requests are dropped, the connection closed. Set by ControllerServer.
+    link_faults: LinkFaults | None = None
 
     def __init__(self, controller: QuorumController, changes: MetadataLogChanges) -> None:
         self.controller = controller
         self.changes = changes
 
     def handle(self, header: RequestHeader, body: dict) -> Any:
+        if not hears_broker(self.link_faults, header, body):
+            return CLOSE_CONNECTION
         handler = {
             ApiKeys.FETCH: self.fetch,
             ApiKeys.API_VERSIONS: self.api_versions,
@@ -101,6 +125,8 @@ class ControllerApis:
         event queue), so a controller busy with a long queue (AlterPartition
         batches, fsyncs on a loaded disk) does not fence the brokers whose
         heartbeats wait in it."""
+        if not hears_broker(self.link_faults, header, body):
+            return  # a cut link: this heartbeat never arrived
         if header.api_key == ApiKeys.BROKER_HEARTBEAT and not body["want_shut_down"]:
             self.controller.note_contact(body["broker_id"], body["broker_epoch"], _now_ms())
 
@@ -415,6 +441,14 @@ class ControllerApis:
                 }
                 if t["topic"] != METADATA_TOPIC or p["partition"] != 0:
                     out["error_code"] = int(Errors.UNKNOWN_TOPIC_OR_PARTITION)
+                elif (
+                    metadata_log.log_start_offset
+                    < p["fetch_offset"]
+                    < self.controller.snapshot_end_offset
+                ):
+                    # inside the snapshot this log starts with (a KRaft snapshot loaded
+                    # here): the fetcher starts over at the log start
+                    out["error_code"] = int(Errors.OFFSET_OUT_OF_RANGE)
                 else:
                     try:
                         info = metadata_log.read(
@@ -477,25 +511,28 @@ class ControllerServer:
     def __init__(self, props: dict[str, str]) -> None:
         self.props = props
         self.server: SocketServer | None = None
-        self.quorum: Any = None  # a QuorumMetaLogListener when in a controller quorum
+        self.quorum: Any = None  # its QuorumMetaLogListener, once started
         self._ticker: asyncio.Task | None = None
         self._stopped = asyncio.Event()
 
     async def start(self) -> None:
+        # the controller always runs on a KRaft quorum (quorum_meta_log_listener.py),
+        # which imports this module's ControllerApis and MetadataLogChanges
+        from kafkalab.server import quorum_meta_log_listener as kraft
+
         directory = self.props.get("log.dirs", self.props.get("metadata.log.dir", ""))
         if not directory:
             raise ValueError("the controller needs log.dirs (where its metadata log lives)")
         data_dir = Path(directory.split(",")[0])
         self._lock = FileLock(data_dir).lock()  # one controller a directory
-        # A voter of a quorum (controller.quorum.voters): Raft's log is the truth and
-        # the QuorumController's own log a copy of what it committed
-        # (kafkalab/server/quorum_meta_log_listener.py).
-        in_quorum = bool(self.props.get("controller.quorum.voters"))
-        if in_quorum:
-            from kafkalab.server import quorum_meta_log_listener as kraft
+        _, host, port = parse_listener(self.props.get("listeners", "CONTROLLER://127.0.0.1:0"))
         try:
+            node_id, voters = kraft.quorum_voters(self.props, host, port)
+            kraft.refuse_pre_quorum_directory(data_dir)
+            # Raft's log is the truth; the QuorumController's own log, which brokers
+            # fetch, a copy of what the quorum committed, rebuilt from it at start
             self.controller = QuorumController(
-                kraft.controller_directory(data_dir) if in_quorum else data_dir,
+                kraft.controller_directory(data_dir),
                 session_timeout_ms=int(self.props.get("broker.session.timeout.ms", 9000)),
                 clock=ProcessClock(data_dir).wall_ms,  # kafkalab's clock faults
                 unclean_leader_election_enable=(
@@ -505,28 +542,32 @@ class ControllerServer:
         except BaseException:
             self._lock.unlock()
             raise
-        _, host, port = parse_listener(self.props.get("listeners", "CONTROLLER://127.0.0.1:0"))
         self.events = EventLog(data_dir, "controller")
         self.changes = MetadataLogChanges(self.controller, self.events)
-        apis: ControllerApis = ControllerApis(self.controller, self.changes)
-        schemas = CONTROLLER_APIS
-        if in_quorum:
-            self.quorum = kraft.start_quorum(self.props, data_dir, self.controller, self.events)
-            apis = kraft.QuorumControllerApis(self.controller, self.changes, self.quorum)
-            schemas = {**CONTROLLER_APIS, **kraft.RAFT_CHANNEL_APIS}
+        self.quorum = kraft.start_quorum(
+            self.props, data_dir, self.controller, self.events, node_id, voters
+        )
         self.server = SocketServer(
-            apis,
+            kraft.QuorumControllerApis(self.controller, self.changes, self.quorum),
             host,
             port,
             max_request_bytes=100 * 1024 * 1024,
             queued_max_requests=500,
             num_handlers=1,
-            schemas=schemas,
+            schemas={**CONTROLLER_APIS, **kraft.RAFT_CHANNEL_APIS},
         )
         await self.server.start()
+        self.server.apis.link_faults = LinkFaults(data_dir)  # a broker cut from us
         self.address = f"{host}:{self.server.bound_port}"
-        if self.quorum is not None:
-            await self.quorum.manager.start()
+        await self.quorum.manager.start()
+        if set(voters) == {node_id}:
+            # a quorum of one leads at its first step: serve as the active controller
+            # from the start, its log replayed and every broker's session restarted
+            try:
+                await self.quorum.wait_until_active(STANDALONE_ACTIVATION_TIMEOUT_S)
+            except BaseException:
+                await self.stop()
+                raise
         self._ticker = asyncio.create_task(self._tick())
 
     async def _tick(self) -> None:
@@ -537,7 +578,7 @@ class ControllerServer:
         tick_s = min(TICK_SECONDS, self.controller.session_timeout_ms / 10_000)
         while True:
             await asyncio.sleep(tick_s)
-            if self.quorum is not None and not self.quorum.active:
+            if not self.quorum.active:
                 self.changes.observe()  # a standby fences nobody: it follows the log
                 continue
             fenced = self.controller.tick(_now_ms())
@@ -612,11 +653,16 @@ async def _run(props: dict[str, str]) -> None:
 
 
 def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("controller", help="run the cluster controller (KRaft-like)")
+    parser = subparsers.add_parser(
+        "controller",
+        help="run a cluster controller: a KRaft quorum of one, or a voter of "
+        "controller.quorum.voters",
+    )
     parser.add_argument(
         "config",
         type=Path,
-        help="properties: listeners, log.dirs, "
+        help="properties: listeners, log.dirs, node.id (default 3001), "
+        "controller.quorum.voters (default: this controller alone), "
         "broker.session.timeout.ms, unclean.leader.election.enable",
     )
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")

@@ -155,6 +155,9 @@ _OTHER_DEFS = [
     BrokerConfigDef(
         "controller.quorum.bootstrap.servers", "", LIST, False, "Where the controller is."
     ),
+    BrokerConfigDef(
+        "controller.quorum.voters", "", LIST, False, "The controllers' ids and endpoints."
+    ),
     BrokerConfigDef("broker.heartbeat.interval.ms", "2000", INT, False, "Heartbeats."),
     BrokerConfigDef("broker.session.timeout.ms", "9000", INT, False, "Fenced when silent."),
     BrokerConfigDef(

@@ -24,6 +24,12 @@ failover's timeline from the processes' own records:
                 truncated         topic, partition, from, to
                 fetching          topic, partition, leader (first fetch answered after
                                   becoming a follower)
+                controller_leader controller (the one it now sends to; null: none
+                                  known), epoch, how (hint, answered, unreachable,
+                                  not_controller), named_by, sent (requests sent to
+                                  each controller so far): controller_channel.py
+                controller_unreachable  controller, sent (a request it did not
+                                  answer: a broken connection or a cut link)
 
 Times are wall-clock milliseconds (`time.time()`), comparable across the
 processes of one machine. Only state changes are recorded, so the file stays

@@ -10,12 +10,13 @@ disk, on the asyncio loop of the controller process that owns it:
       woken) and sends what it returns: each request goes to its voter over an
       InterBrokerConnection (kafkalab's inter-broker machinery, one request in flight
       per voter), as Kafka's request bodies (raft_wire: Vote v2, BeginQuorumEpoch
-      v1, EndQuorumEpoch v1, Fetch v16), and the response is handed back with
+      v1, EndQuorumEpoch v1, Fetch v16, FetchSnapshot v1), and the response is handed back with
       `client.handle`; a connection error drops the request, which the client sends
       again after its request timeout, as Kafka's does;
     - inbound requests arrive through `handle_request(header, body)`, called by the
       controller's listener (ControllerApis, or RaftApis alone): Vote,
-      BeginQuorumEpoch, EndQuorumEpoch, Fetch v12+ from a voter, DescribeQuorum. A
+      BeginQuorumEpoch, EndQuorumEpoch, Fetch v12+ from a voter, FetchSnapshot,
+      DescribeQuorum. A
       leader holds a Fetch that has nothing new for up to its MaxWaitMs (a long poll,
       as Kafka's leader parks it) and answers once the log grows.
 
@@ -26,7 +27,10 @@ Listeners (`add_listener`) are called after every step with the manager: the
 controller learns there that it became leader (activate), lost it (renounce), or
 that the high watermark moved (replay committed records). `wait_for_commit(offset)`
 returns once the high watermark passes `offset`, or raises NotLeaderError if this
-voter stops leading first.
+voter stops leading first. `create_snapshot(end_offset, records)` writes the state
+machine's snapshot (KIP-630) and drops the log below it; a voter that installed its
+leader's snapshot shows it in `client.snapshots_installed` (the state machine reloads
+from `log.latest_snapshot_id`).
 
 Given an EventLog (`events`), the manager records each of its voter's Raft
 transitions there (`quorum_state`: state, epoch, leader, from, from_epoch; a
@@ -57,12 +61,13 @@ from kafkalab.raft.kafka_raft_client import KafkaRaftClient
 from kafkalab.raft.leader_state import LeaderState
 from kafkalab.raft.quorum_config import QuorumConfig
 from kafkalab.raft.quorum_state_store import FileQuorumStateStore
-from kafkalab.raft.raft_log import LogEntry
+from kafkalab.raft.raft_log import LogEntry, OffsetAndEpoch
 from kafkalab.raft.raft_message import (
     BeginQuorumEpochRequest,
     EndQuorumEpochRequest,
     FetchRequest,
     FetchResponse,
+    FetchSnapshotRequest,
     RaftMessage,
     VoteRequest,
 )
@@ -88,6 +93,9 @@ RAFT_CHANNEL_APIS: dict[ApiKeys, Api] = {
 }
 #: The requests a voter answers through KafkaRaftManager.handle_request.
 RAFT_REQUEST_KEYS = frozenset(RAFT_APIS) | {ApiKeys.FETCH}
+#: How often a sole voter that leads polls its client unwoken (it has nothing timed to
+#: do; a 20 ms poll would cost an idle single controller ten times the CPU).
+SOLE_LEADER_IDLE_POLL_S = 1.0
 FIRST_RAFT_FETCH_VERSION = 12  # Fetch v12 added LastFetchedEpoch and the tagged KRaft fields
 
 
@@ -121,7 +129,7 @@ def _now_ms() -> int:
 
 def source_of(data: Any) -> int:
     """Who sent a KRaft request: the replica or leader id it carries."""
-    if isinstance(data, VoteRequest | FetchRequest):
+    if isinstance(data, VoteRequest | FetchRequest | FetchSnapshotRequest):
         return data.replica_id
     if isinstance(data, BeginQuorumEpochRequest | EndQuorumEpochRequest):
         return data.leader_id
@@ -141,12 +149,13 @@ class KafkaRaftManager:
         clock: Callable[[], int] = _now_ms,
         link_faults: LinkFaults | None = None,
         events: EventLog | None = None,
+        segment_bytes: int | None = None,
     ) -> None:
         """`link_faults`: the voters this one is deaf to (kafkalab's cut links, see
         link_faults.py): their requests are refused (the connection closed) or
         dropped (never answered: the sender's request times out), and their
         answers thrown away. `events`: where the voter's transitions are
-        recorded (see above)."""
+        recorded (see above). `segment_bytes`: metadata.log.segment.bytes."""
         if node_id not in voters:
             raise ValueError(f"node {node_id} is not one of controller.quorum.voters {voters}")
         self.node_id = node_id
@@ -154,7 +163,7 @@ class KafkaRaftManager:
         self.voters = dict(voters)
         self.clock = clock
         self.config = config or QuorumConfig()
-        self.log = KafkaMetadataLog(directory)
+        self.log = KafkaMetadataLog(directory, segment_bytes=segment_bytes)
         self.store = FileQuorumStateStore.in_directory(Path(directory) / METADATA_LOG_DIR)
         self.client = KafkaRaftClient(
             node_id,
@@ -247,8 +256,13 @@ class KafkaRaftManager:
                 raise
             self._notify()
             self._wake.clear()
+            wait_s = self.config.retry_backoff_ms / 1000
+            if not self._connections and self.client.is_leader():
+                # a quorum of one that leads has no timer to run (no voter to hear from,
+                # no check-quorum): it steps when woken, by an append or a request
+                wait_s = SOLE_LEADER_IDLE_POLL_S
             try:
-                await asyncio.wait_for(self._wake.wait(), self.config.retry_backoff_ms / 1000)
+                await asyncio.wait_for(self._wake.wait(), wait_s)
             except TimeoutError:
                 pass
 
@@ -309,6 +323,13 @@ class KafkaRaftManager:
         offset = self.client.append(list(records), self.clock())
         self.wake()
         return offset
+
+    def create_snapshot(self, end_offset: int, records: Sequence[object]) -> OffsetAndEpoch:
+        """Snapshot the state after every record below `end_offset` (committed) as
+        `records`; the log drops the entries below it. The snapshot's id."""
+        snapshot_id = self.client.create_snapshot(end_offset, list(records))
+        self._notify()
+        return snapshot_id
 
     async def wait_for_commit(self, offset: int, timeout_s: float = 30.0) -> None:
         """Return once the high watermark is past `offset`. Raises NotLeaderError when
@@ -385,6 +406,7 @@ class KafkaRaftManager:
             and isinstance(answer, FetchResponse)
             and not answer.records
             and answer.diverging_epoch is None
+            and answer.snapshot_id is None
             and self.client.is_leader()
             and data.fetch_offset >= self.log.end_offset
             and body.get("max_wait_ms", 0) > 0

@@ -1,5 +1,5 @@
-"""Cut replication links between brokers, and hold client requests (kafkalab faults,
-not Kafka features).
+"""Cut links between brokers, between controllers and between brokers and controllers,
+and hold client requests (kafkalab faults, not Kafka features).
 
 A network partition between two brokers is modelled at the receiving end: a
 broker that is *deaf to* broker A hears nothing from A. As a leader it drops
@@ -12,7 +12,7 @@ OffsetForLeaderEpoch); as a follower of A it throws away A's responses. So
                            stops hearing from its follower
     cut A <-> B            both
 
-Controller traffic is not affected.
+Client traffic is not affected here (controller traffic: below).
 
 **Two kinds of failure** (Jepsen's): a cut is `refuse` or `drop`.
 
@@ -44,6 +44,28 @@ every other connection (so a client's retry on a new connection overtakes it,
 as a retry through a different network path does), and the held request is then
 handled as if it had just arrived. Rewriting the file (`release_requests`) lets
 every held request go at once. Requests between brokers are never held.
+
+**Between a broker and a controller** (a controller is named by its node id: a
+quorum's voter, 3001, 3002, ..., or the single controller, 3001), each direction
+alone:
+
+    cut B -> C (one way)   controller C is deaf to broker B: it drops B's requests
+                           (the connection closed), so B's heartbeats never
+                           arrive; C fences B after broker.session.timeout.ms
+                           (B's replicas leave every ISR, its leaderships move),
+                           and B's AlterPartition and metadata fetches fail too
+    cut C -> B (one way)   broker B is deaf to controller C: B's requests reach C
+                           and C acts on them, but B throws C's answers away. B's
+                           heartbeats arrive and keep it registered and unfenced,
+                           but it learns nothing: its metadata goes stale (a topic
+                           created, a leader elected, an ISR shrunk are not
+                           applied on B) until the cut heals
+    cut B <-> C            both: B is fenced and stale
+
+With a quorum the cut is from one controller: a broker deaf to the active one still
+asks it (the standbys name it the leader) and still is not answered; a broker the
+active controller is deaf to is fenced by it, and the standbys only name the leader.
+Between two controllers a cut is of their Raft traffic (kafka_raft_manager.py).
 
 The state lives in `<log dir>/link-faults.json` (`{"deaf_to": [2, 3], "drop": [3],
 "clients": {"mode": "drop", "client_id_prefix": "p1-"}, "hold": [{"api_key": 26,

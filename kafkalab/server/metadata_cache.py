@@ -46,6 +46,7 @@ from kafkalab.server.config import KafkaConfig
 from kafkalab.server.dynamic_broker_config import DynamicBrokerConfig
 from kafkalab.server.inter_broker_connection import InterBrokerConnection
 from kafkalab.server.metadata_listener import BrokerMetadataListener
+from kafkalab.storage import durability_ledger
 from kafkalab.storage.checkpoint_file import fsync_dir
 from kafkalab.storage.log_config import InvalidConfigError
 from kafkalab.storage.log_manager import check_topic_name
@@ -219,7 +220,10 @@ class KRaftMetadataCache:
         if not body["validate_only"] and any(r["error_code"] == 0 for r in response["responses"]):
             # The records are in the log before the controller answers: read up to
             # its end, so a client that describes next sees its change.
-            await self.listener.catch_up()
+            try:
+                await self.listener.catch_up()
+            except KafkaError:
+                pass  # the listener's own loop catches up once the controller answers
         return response
 
     def broker_configs(self) -> dict[str, dict[str, str]]:
@@ -280,6 +284,7 @@ class StandaloneMetadataCache:
             json.dump(saved, f, sort_keys=True)
             f.flush()
             os.fsync(f.fileno())
+            durability_ledger.file_synced(temporary, f.fileno())
         os.replace(temporary, self._configs_file)
         fsync_dir(self._configs_file.parent)
 

@@ -17,6 +17,12 @@ ReplicaManager.applyDelta). On every new batch of records:
     partitions of deleted topics                               -> removed with their logs
     a topic's or the brokers' configs changed (ConfigRecord)  -> the logs take them live
 
+A controller that loaded a KRaft snapshot holds, at the start of its metadata log, the
+image rather than its history (quorum_meta_log_listener.py): a fetch from before or
+inside it is answered OFFSET_OUT_OF_RANGE, and the broker starts over at the log
+start, whose MetadataSnapshotRecord empties its image; the records after it rebuild
+it, and the topics it no longer lists are removed as a RemoveTopicRecord would.
+
 It reads on its own connection to the controller, in a loop of long polls
 (`run`): a fetch that has everything waits at the controller until the next
 record is written, so a fence or an election reaches the broker as soon as it
@@ -31,9 +37,9 @@ import json
 import logging
 from collections.abc import Callable
 
-from kafkalab.controller.metadata_image import TOPIC_RESOURCE, MetadataImage
+from kafkalab.controller.metadata_image import SNAPSHOT_RECORD, TOPIC_RESOURCE, MetadataImage
 from kafkalab.controller.quorum_controller import METADATA_TOPIC
-from kafkalab.errors import KafkaError
+from kafkalab.errors import Errors, KafkaError
 from kafkalab.protocol.api_keys import ApiKeys
 from kafkalab.records import iter_batches
 from kafkalab.replication.partition import Role
@@ -97,13 +103,17 @@ class BrokerMetadataListener:
         fetchers: ReplicaFetcherManager,
         events: EventLog,
         long_poll_ms: int = 500,
+        fetch_version: int = REPLICA_FETCH_VERSION,
     ) -> None:
+        """`fetch_version`: v11 from a single controller; v12 from a quorum, whose
+        answer names the leader (CurrentLeader; see controller_channel.py)."""
         self.broker_id = broker_id
         self.controller = controller
         self.replica_manager = replica_manager
         self.fetchers = fetchers
         self.events = events
         self.long_poll_ms = long_poll_ms
+        self.fetch_version = fetch_version
         self.image = MetadataImage()
         self.next_offset = 0
         self._lock = asyncio.Lock()  # one catch-up at a time: records apply once, in order
@@ -160,8 +170,17 @@ class BrokerMetadataListener:
                     partition_max_bytes=10 << 20,
                 )
                 max_wait_ms = 0  # after the first answer, take what is there and stop
-                response = await self.controller.request(ApiKeys.FETCH, REPLICA_FETCH_VERSION, body)
+                response = await self.controller.request(ApiKeys.FETCH, self.fetch_version, body)
                 part = response["responses"][0]["partitions"][0]
+                if (
+                    part["error_code"] == Errors.OFFSET_OUT_OF_RANGE
+                    and part["log_start_offset"] >= 0
+                    and part["log_start_offset"] != self.next_offset
+                ):
+                    self.next_offset = part["log_start_offset"]  # the image starts over
+                    continue
+                if part["error_code"]:  # no controller answered as the active one
+                    raise KafkaError(part["error_code"], "metadata fetch")
                 records = [
                     (r.offset, json.loads(r.value))
                     for b in iter_batches(bytes(part["records"] or b""))
@@ -172,6 +191,8 @@ class BrokerMetadataListener:
                     return self.next_offset - 1
                 delta = MetadataDelta()
                 for offset, record in records:
+                    if record["type"] == SNAPSHOT_RECORD:  # every topic may be gone
+                        delta.removed_topics |= set(self.image.topics)
                     self.image.replay(record)
                     delta.replay(record)
                     self.next_offset = offset + 1

@@ -1,8 +1,10 @@
 """The controller on a KRaft quorum (Kafka: QuorumController's QuorumMetaLogListener,
 activate() and renounce(), ControllerApis on a voter).
 
-With `controller.quorum.voters` in its config, a controller process is one voter of a
-quorum (KafkaRaftManager, its Raft log in `<log.dirs>/__cluster_metadata-0`), and its
+Every controller process is one voter of a quorum (KafkaRaftManager, its Raft log in
+`<log.dirs>/__cluster_metadata-0`): of `controller.quorum.voters`, or, without them, of
+a quorum of one (`quorum_voters`: a single controller, as Kafka 4's
+`kafka-storage format --standalone` makes one, leads at its first step). Its
 QuorumController runs on it:
 
     - the active controller is the Raft leader, once the LeaderChange record of its
@@ -24,30 +26,68 @@ QuorumController runs on it:
       that broker's requests (heartbeats, metadata fetches, AlterPartition);
     - a controller that is not active answers a broker's or a client's request with
       NOT_CONTROLLER (and a metadata Fetch with NOT_LEADER_OR_FOLLOWER and the
-      leader it knows), so the broker tries the next controller.
+      leader it knows as CurrentLeader; the active one names itself in its answers
+      too), so the broker goes to the leader (server/controller_channel.py). A Fetch
+      from a replica that is not a voter is a broker's metadata fetch, at v11 or at
+      v12 (the first version with CurrentLeader); a voter's is Raft's.
 
 The brokers still fetch the metadata log in the form they always did: each controller
 keeps, in `<log.dirs>/metadata-image/__cluster_metadata-0`, the committed records in
 the order Raft committed them (the same offsets on every controller, so a broker
-epoch, the offset of its registration, is the same everywhere). It is rebuilt from
-Raft at every start. (Kafka's brokers fetch the Raft log itself as observers; here
-that is the next step, with metadata records in Kafka's binary format.)
+epoch, the offset of its registration, is the same everywhere). It is not fsynced as
+it is written (Raft's log is, before a write counts): it is flushed only up to where a
+snapshot's checkpoint (below) names it, and aligned with Raft at every start. (Kafka's
+brokers fetch the Raft log itself as observers; here that is the next step, with
+metadata records in Kafka's binary format.)
+
+Snapshots (KIP-630). Every `metadata.log.max.record.bytes.between.snapshots` bytes of
+committed records (Kafka's name and default, 20 MiB; the JSON of the records here), or
+`metadata.log.max.snapshot.interval.ms` (1 hour) after the last one if any record
+committed since, a controller snapshots its image
+at the Raft offset it has applied: the records that rebuild it
+(QuorumController.snapshot_records: a MetadataSnapshotRecord naming the
+metadata-image offset, then the image), and Raft drops its log below. The
+metadata-image log is kept across restarts, so the pair (Raft offset, metadata-image
+offset) is checkpointed, fsynced, in `metadata-image/raft-offset-checkpoint` before
+Raft may drop anything below it. At start:
+
+    - a checkpoint at or above Raft's log start: the metadata-image log is cut to its
+      offset and Raft's entries after it are applied again (the same records at the
+      same offsets: each committed entry is one batch);
+    - no checkpoint and Raft's log whole (from offset 0): rebuilt from Raft (as before
+      snapshots);
+    - otherwise (the voter installed its leader's snapshot, from beyond what its
+      metadata-image log holds): the snapshot is loaded, and the metadata-image log
+      becomes its records, placed so that they end at the snapshot's metadata-image
+      offset (QuorumController.load_snapshot). From that offset on the log is the same
+      as every other controller's, and broker epochs go on the same; below it, it
+      holds the image rather than its history. A broker fetching from inside that
+      stretch (it read history up to there from another controller) is answered
+      OFFSET_OUT_OF_RANGE and starts over at the log start, whose
+      MetadataSnapshotRecord empties its image, which the records after it rebuild
+      (metadata_listener.py): a broker's image is always the committed one.
+
+A standby that installs a snapshot while it runs loads it the same way.
 """
 
 from __future__ import annotations
 
+import json
 import logging
-import shutil
+import os
 from pathlib import Path
 from typing import Any
 
-from kafkalab.controller.quorum_controller import QuorumController
+from kafkalab.controller.quorum_controller import METADATA_TOPIC, QuorumController
 from kafkalab.errors import Errors, KafkaError
 from kafkalab.protocol.api_keys import ApiKeys
 from kafkalab.protocol.header import RequestHeader
 from kafkalab.raft.errors import NotLeaderError
+from kafkalab.raft.kafka_metadata_log import METADATA_LOG_DIR
 from kafkalab.raft.leader_state import LeaderState
 from kafkalab.raft.quorum_config import QuorumConfig
+from kafkalab.raft.quorum_state_store import QUORUM_STATE_FILE
+from kafkalab.raft.snapshot import decode_snapshot
 from kafkalab.server.clock import monotonic_ms
 from kafkalab.server.controller_server import ControllerApis, MetadataLogChanges
 from kafkalab.server.events import EventLog
@@ -58,11 +98,27 @@ from kafkalab.server.kafka_raft_manager import (
 )
 from kafkalab.server.link_faults import LinkFaults
 from kafkalab.server.socket_server import CLOSE_CONNECTION
+from kafkalab.storage.errors import StorageError
 
 log = logging.getLogger(__name__)
-__all__ = ["RAFT_CHANNEL_APIS", "QuorumControllerApis", "QuorumMetaLogListener", "start_quorum"]
+__all__ = [
+    "RAFT_CHANNEL_APIS",
+    "STANDALONE_NODE_ID",
+    "metadata_image_log_dir",
+    "QuorumControllerApis",
+    "QuorumMetaLogListener",
+    "quorum_voters",
+    "refuse_pre_quorum_directory",
+    "start_quorum",
+]
 
 METADATA_IMAGE_DIR = "metadata-image"
+#: (Raft offset, metadata-image offset) the metadata-image log is known to match
+IMAGE_CHECKPOINT_FILE = "raft-offset-checkpoint"
+#: Kafka's metadata.log.max.record.bytes.between.snapshots default (20 MiB)
+MAX_RECORD_BYTES_BETWEEN_SNAPSHOTS = 20 * 1024 * 1024
+#: Kafka's metadata.log.max.snapshot.interval.ms default (1 hour)
+MAX_SNAPSHOT_INTERVAL_MS = 3600 * 1000
 #: Requests only the active controller answers.
 ACTIVE_ONLY = frozenset(
     {
@@ -104,19 +160,56 @@ def quorum_config(props: dict[str, str]) -> QuorumConfig:
     )
 
 
+def metadata_image_log_dir(data_dir: Path) -> Path:
+    """Where, under a controller's log.dirs, the committed metadata records lie as the
+    QuorumController wrote them (JSON, one batch a write): what its brokers fetch, and
+    what a reader of the controller's records (`kafkalab cluster status`, tests, labs)
+    replays. Raft's own log, `<log.dirs>/__cluster_metadata-0`, holds the same
+    records in Raft's entries, beside its LeaderChange records."""
+    return data_dir / METADATA_IMAGE_DIR / f"{METADATA_TOPIC}-0"
+
+
 def controller_directory(data_dir: Path) -> Path:
-    """Where a voter's QuorumController keeps the committed records brokers fetch:
-    emptied at start (Raft's log is the truth; this is rebuilt from it)."""
-    directory = data_dir / METADATA_IMAGE_DIR
-    shutil.rmtree(directory, ignore_errors=True)
-    return directory
+    """Where a voter's QuorumController keeps the committed records brokers fetch
+    (Raft's log is the truth: QuorumMetaLogListener aligns this with it at start)."""
+    return data_dir / METADATA_IMAGE_DIR
+
+
+def read_image_checkpoint(directory: Path) -> tuple[int, int] | None:
+    """(Raft offset, metadata-image offset) of `metadata-image/raft-offset-checkpoint`."""
+    try:
+        body = json.loads((directory / IMAGE_CHECKPOINT_FILE).read_text())
+        return int(body["raft_offset"]), int(body["image_offset"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def write_image_checkpoint(directory: Path, raft_offset: int, image_offset: int) -> None:
+    """Write, fsync, rename, fsync the directory: whole or not there."""
+    directory.mkdir(parents=True, exist_ok=True)
+    tmp = directory / (IMAGE_CHECKPOINT_FILE + ".tmp")
+    with open(tmp, "w") as f:
+        json.dump({"raft_offset": raft_offset, "image_offset": image_offset}, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, directory / IMAGE_CHECKPOINT_FILE)
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 class QuorumMetaLogListener:
     """Joins one QuorumController to one KafkaRaftManager."""
 
     def __init__(
-        self, controller: QuorumController, manager: KafkaRaftManager, events: EventLog | None
+        self,
+        controller: QuorumController,
+        manager: KafkaRaftManager,
+        events: EventLog | None,
+        max_record_bytes_between_snapshots: int = MAX_RECORD_BYTES_BETWEEN_SNAPSHOTS,
+        max_snapshot_interval_ms: int = MAX_SNAPSHOT_INTERVAL_MS,
     ) -> None:
         self.controller = controller
         self.manager = manager
@@ -126,9 +219,84 @@ class QuorumMetaLogListener:
         self.applied = 0  # Raft offsets below this are applied to the image
         self.last_appended = -1  # the last Raft offset this controller appended
         self._own: dict[int, int] = {}  # Raft offset -> local end offset after it
+        self.max_record_bytes_between_snapshots = max_record_bytes_between_snapshots
+        self.max_snapshot_interval_ms = max_snapshot_interval_ms
+        self.last_snapshot_ms = manager.clock()
+        self.bytes_since_snapshot = 0  # committed record bytes applied since the last one
+        self.snapshots_taken = 0
+        self.snapshots_loaded = 0
+        self.image_dir = Path(controller.log.dir).parent
+        self._recover()
         self._heard: set[int] = set()  # brokers heard from since this activation
         controller.record_sink = self._sink
         manager.add_listener(self._on_step)
+
+    # -- the metadata-image log against Raft's ----------------------------------------------
+
+    def _recover(self) -> None:
+        """Align the metadata-image log with Raft's at start (see the module docstring)."""
+        c, raft = self.controller, self.manager.log
+        point = read_image_checkpoint(self.image_dir)
+        if (
+            point is not None
+            and raft.log_start_offset <= point[0] <= raft.end_offset
+            and c.log.log_start_offset <= point[1] <= c.log.log_end_offset
+        ):
+            c.reset_to(point[1])
+            self.applied = point[0]
+        elif raft.log_start_offset == 0:
+            c.reset_to(0)
+            self.applied = 0
+        else:
+            self._load_snapshot()
+
+    def _load_snapshot(self) -> None:
+        """The image becomes Raft's latest snapshot (this voter's log starts there)."""
+        raft = self.manager.log
+        snapshot_id = raft.latest_snapshot_id
+        assert snapshot_id is not None
+        data = raft.read_snapshot(snapshot_id)
+        assert data is not None
+        self.controller.load_snapshot(list(decode_snapshot(data).records))  # type: ignore[arg-type]
+        self.applied = snapshot_id.offset
+        self.controller.log.flush()  # the checkpoint names it: on disk first
+        write_image_checkpoint(self.image_dir, self.applied, self.controller.metadata_offset)
+        self.bytes_since_snapshot = 0
+        self.snapshots_loaded += 1
+        log.info(
+            "controller %d loaded snapshot %s (metadata offset %d)",
+            self.manager.node_id,
+            snapshot_id,
+            self.controller.metadata_offset,
+        )
+
+    def _maybe_snapshot(self) -> None:
+        """Every max_record_bytes_between_snapshots of committed records, or after
+        max_snapshot_interval_ms with any (0: never by time): snapshot the image at the
+        Raft offset applied, once nothing uncommitted is applied (Kafka: the
+        controller's SnapshotGenerator)."""
+        due_by_time = (
+            self.max_snapshot_interval_ms > 0
+            and self.bytes_since_snapshot > 0
+            and self.manager.clock() - self.last_snapshot_ms >= self.max_snapshot_interval_ms
+        )
+        if self.bytes_since_snapshot < self.max_record_bytes_between_snapshots and not due_by_time:
+            return
+        c, raft = self.controller, self.manager.log
+        if self._own or self.applied <= raft.log_start_offset:
+            return
+        if c.log.high_watermark != c.log.log_end_offset:
+            return
+        records = c.snapshot_records()
+        if len(records) > c.metadata_offset:
+            return  # the image is bigger than its history: nothing to gain yet
+        c.log.flush()  # the checkpoint names it: on disk first
+        write_image_checkpoint(self.image_dir, self.applied, c.metadata_offset)
+        snapshot_id = self.manager.client.create_snapshot(self.applied, records)
+        self.bytes_since_snapshot = 0
+        self.last_snapshot_ms = self.manager.clock()
+        self.snapshots_taken += 1
+        log.info("controller %d took snapshot %s", self.manager.node_id, snapshot_id)
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -155,18 +323,33 @@ class QuorumMetaLogListener:
         while self.applied <= offset:  # the listener runs right after the step
             await self.manager.wait_for_change(0.1)
 
+    async def wait_until_active(self, timeout_s: float) -> None:
+        """Until this controller is the active one (TimeoutError after `timeout_s`)."""
+        deadline_ms = monotonic_ms() + timeout_s * 1000
+        while not self.active:
+            left = (deadline_ms - monotonic_ms()) / 1000
+            if left <= 0:
+                raise TimeoutError(
+                    f"controller {self.manager.node_id} not active within {timeout_s} s"
+                )
+            await self.manager.wait_for_change(min(left, 0.1))
+
     # -- every step of Raft --------------------------------------------------------------
 
     def _on_step(self, manager: KafkaRaftManager) -> None:
         if self.active and (not manager.is_leader() or manager.epoch != self.active_epoch):
             self._renounce()
         self._apply_committed()
+        self._maybe_snapshot()
         if not self.active and manager.is_leader():
             state = manager.client.quorum.state
             if isinstance(state, LeaderState) and self.applied > state.epoch_start_offset:
                 self._activate()
 
     def _apply_committed(self) -> None:
+        if self.applied < self.manager.log.log_start_offset:
+            self._own.clear()
+            self._load_snapshot()  # installed from the leader, beyond what we applied
         hw = self.manager.high_watermark
         if self.applied >= hw:
             return
@@ -175,13 +358,10 @@ class QuorumMetaLogListener:
             if isinstance(entry.record, list):
                 local_end = self._own.pop(entry.offset, None)
                 if local_end is None:  # another controller's write (or ours of an old epoch)
-                    sink, c.record_sink = c.record_sink, None
-                    try:
-                        c._write(*entry.record)
-                    finally:
-                        c.record_sink = sink
+                    c.apply_committed(entry.record)
                     local_end = c.log.log_end_offset
                 c.log.update_high_watermark(local_end)
+                self.bytes_since_snapshot += len(json.dumps(entry.record))
             self.applied = entry.offset + 1
 
     def _activate(self) -> None:
@@ -308,9 +488,10 @@ class QuorumControllerApis(ControllerApis):
 
     def handle(self, header: RequestHeader, body: dict) -> Any:
         manager = self.quorum.manager
-        if manager.handles(header):
-            return manager.handle_request(header, body)
         key = ApiKeys(header.api_key)
+        broker_fetch = key == ApiKeys.FETCH and fetching_replica(body) not in manager.voters
+        if manager.handles(header) and not broker_fetch:
+            return manager.handle_request(header, body)
         broker = body.get("replica_id" if key == ApiKeys.FETCH else "broker_id")
         if isinstance(broker, int) and broker >= 0 and not manager.hears(broker):
             # a cut link between this controller and that broker: always refused, also
@@ -318,7 +499,7 @@ class QuorumControllerApis(ControllerApis):
             # yet, so a dropped request would hold it for good)
             return CLOSE_CONNECTION
         if key == ApiKeys.FETCH and not self.quorum.active:
-            return self._not_leader_fetch(body)
+            return with_current_leader(self._not_leader_fetch(body), manager)
         if key in ACTIVE_ONLY and not self.quorum.active:
             return not_controller_body(key, body, f"the active controller is {manager.leader_id}")
         before = self.quorum.last_appended
@@ -329,6 +510,8 @@ class QuorumControllerApis(ControllerApis):
                 raise
             return not_controller_body(key, body, str(e))
         after = self.quorum.last_appended
+        if key == ApiKeys.FETCH:  # a broker's metadata fetch: it names us the leader
+            return with_current_leader(result, manager)
         if after == before:
             return result
         return self._when_committed(key, body, after, result)
@@ -365,24 +548,96 @@ class QuorumControllerApis(ControllerApis):
         return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": topics}
 
 
+def fetching_replica(body: dict) -> int:
+    """The replica id of a Fetch (ReplicaState's from v15 on, KIP-903)."""
+    state = body.get("replica_state") or {}
+    replica = state.get("replica_id", -1)
+    return replica if replica >= 0 else body.get("replica_id", -1)
+
+
+def with_current_leader(answer: Any, manager: KafkaRaftManager) -> Any:
+    """A broker's metadata Fetch answer (or the coroutine of a long poll) with the
+    leader this voter knows as each partition's CurrentLeader (Kafka's Fetch v12+,
+    tagged): how brokers find the active controller (controller_channel.py)."""
+
+    def name(response: dict) -> dict:
+        current = {"leader_id": manager.leader_id, "leader_epoch": manager.epoch}
+        for t in response.get("responses") or []:
+            for p in t["partitions"]:
+                p["current_leader"] = dict(current)
+        return response
+
+    if hasattr(answer, "__await__"):
+
+        async def named() -> dict:
+            return name(await answer)
+
+        return named()
+    return name(answer)
+
+
+#: The node id of a controller with neither controller.quorum.voters nor node.id: the
+#: first voter's id in LocalCluster's numbering (its SINGLE_CONTROLLER_ID).
+STANDALONE_NODE_ID = 3001
+
+
+def quorum_voters(
+    props: dict[str, str], host: str, port: int
+) -> tuple[int, dict[int, tuple[str, int]]]:
+    """This controller's node id and the quorum's voters ({id: (host, port)}).
+
+    With `controller.quorum.voters`, those (and `node.id`, one of them). Without it,
+    a quorum of one, as Kafka 4's only mode makes a single controller
+    (`kafka-storage format --standalone`): its own node id (`node.id`, or
+    STANDALONE_NODE_ID) on its own listener, the only voter. A sole voter never
+    dials a voter, so its port may be 0 (chosen when it binds)."""
+    if not props.get("controller.quorum.voters"):
+        node_id = int(props.get("node.id", STANDALONE_NODE_ID))
+        return node_id, {node_id: (host, port)}
+    voters = parse_quorum_voters(props["controller.quorum.voters"])
+    if "node.id" not in props:
+        raise ValueError("a controller in a quorum needs node.id (one of controller.quorum.voters)")
+    return int(props["node.id"]), voters
+
+
+def refuse_pre_quorum_directory(data_dir: Path) -> None:
+    """A directory a single controller wrote before it ran as a quorum of one holds
+    the QuorumController's JSON records, not a Raft log, in `__cluster_metadata-0`
+    (and no quorum-state file): refuse it rather than read it as Raft's log."""
+    log_dir = data_dir / METADATA_LOG_DIR
+    if any(log_dir.glob("*.log")) and not (log_dir / QUORUM_STATE_FILE).exists():
+        raise StorageError(
+            f"{log_dir} is a metadata log written by a kafkalab controller before it ran as "
+            "a KRaft quorum of one (no quorum-state file): start the controller on an empty "
+            "log.dirs (a new cluster), or run the kafkalab version that wrote it"
+        )
+
+
 def start_quorum(
     props: dict[str, str],
     data_dir: Path,
     controller: QuorumController,
     events: EventLog | None,
+    node_id: int,
+    voters: dict[int, tuple[str, int]],
 ) -> QuorumMetaLogListener:
-    """The voter of this controller (`node.id`, `controller.quorum.voters`), joined to
-    its QuorumController; `await listener.manager.start()` runs it."""
-    voters = parse_quorum_voters(props["controller.quorum.voters"])
-    if "node.id" not in props:
-        raise ValueError("a controller in a quorum needs node.id (one of controller.quorum.voters)")
+    """The voter `node_id` of `voters` (quorum_voters), its Raft log in `data_dir`,
+    joined to its QuorumController; `await listener.manager.start()` runs it."""
+    segment_bytes = props.get("metadata.log.segment.bytes")
     manager = KafkaRaftManager(
-        int(props["node.id"]),
+        node_id,
         voters,
         data_dir,
         quorum_config(props),
         cluster_id=props.get("cluster.id"),
         link_faults=LinkFaults(data_dir),
+        segment_bytes=int(segment_bytes) if segment_bytes else None,
         events=events,
     )
-    return QuorumMetaLogListener(controller, manager, events)
+    max_bytes = int(
+        props.get(
+            "metadata.log.max.record.bytes.between.snapshots", MAX_RECORD_BYTES_BETWEEN_SNAPSHOTS
+        )
+    )
+    interval_ms = int(props.get("metadata.log.max.snapshot.interval.ms", MAX_SNAPSHOT_INTERVAL_MS))
+    return QuorumMetaLogListener(controller, manager, events, max_bytes, interval_ms)

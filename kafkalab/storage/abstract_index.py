@@ -34,6 +34,7 @@ import struct
 from pathlib import Path
 from typing import Any, Self
 
+from kafkalab.storage import durability_ledger
 from kafkalab.storage.errors import CorruptIndexError, IndexFullError, InvalidOffsetError
 
 INT32_MAX = 2**31 - 1
@@ -226,6 +227,7 @@ class AbstractIndex:
         if self._mmap is not None and self.writable:
             self._mmap.flush()
             os.fsync(self._file.fileno())
+            durability_ledger.file_synced(self.path, self._file.fileno())
 
     def close(self) -> None:
         """Trim to the entries, unmap and close. Idempotent."""

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Generic, TypeVar
 
+from kafkalab.storage import durability_ledger
 from kafkalab.storage.errors import KafkaStorageError
 
 T = TypeVar("T")
@@ -44,6 +45,7 @@ def fsync_dir(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+    durability_ledger.dir_synced(directory)
 
 
 class CheckpointFile(Generic[T]):
@@ -70,6 +72,7 @@ class CheckpointFile(Generic[T]):
             f.write("\n".join(lines) + "\n")
             f.flush()
             os.fsync(f.fileno())
+            durability_ledger.file_synced(tmp, f.fileno())
         os.replace(tmp, self.path)
         fsync_dir(self.path.parent)
 

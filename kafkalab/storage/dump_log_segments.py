@@ -1,8 +1,9 @@
 """`kafkalab dump-log PATH...`: print and check segment files, like kafka-dump-log.sh.
 
 Kafka's tool: kafka.tools.DumpLogSegments. Give it `.log`, `.index`,
-`.timeindex` or `.txnindex` files (or a partition directory, meaning every
-segment file in it):
+`.timeindex` or `.txnindex` files, a KRaft snapshot's `.checkpoint` file (record
+batches too, from a SnapshotHeader to a SnapshotFooter), or a partition directory,
+meaning every segment file in it:
 
     $ kafkalab dump-log /tmp/lab/orders-0/00000000000000000000.log --print-data-log
     Dumping /tmp/lab/orders-0/00000000000000000000.log
@@ -39,6 +40,8 @@ from kafkalab.storage.transaction_index import (
     AbortedTxn,
 )
 
+SNAPSHOT_FILE_SUFFIX = ".checkpoint"  # kafkalab/raft/snapshot.py names them
+
 _CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 
 
@@ -63,11 +66,19 @@ def dump_log(
 ) -> Iterator[str]:
     """Lines describing every batch of a `.log` file (and its records if asked;
     `decoder(key, value)` says what a record means, e.g. a __consumer_offsets one)."""
-    from kafkalab.records.control_record import parse_control_record
+    from kafkalab.records.control_record import (
+        ControlRecordType,
+        control_record_type,
+        parse_control_record,
+    )
     from kafkalab.records.memory_records import decode_batch
 
     yield f"Dumping {path}"
-    yield f"Log starting offset: {int(path.stem)}"
+    if path.suffix == SNAPSHOT_FILE_SUFFIX:  # `<end offset>-<epoch>.checkpoint` (KIP-630)
+        end_offset, epoch = (int(part) for part in path.stem.split("-"))
+        yield f"Snapshot end offset: {end_offset}, epoch: {epoch}"
+    else:
+        yield f"Log starting offset: {int(path.stem)}"
     records = FileRecords.open(path, mutable=False)
     valid_end = 0
     try:
@@ -104,7 +115,13 @@ def dump_log(
                         f"sequence: {_record_sequence(header, record.offset)} "
                         f"headerKeys: [{','.join(h.key for h in record.headers)}]"
                     )
-                    if header.is_control_batch:
+                    kind = control_record_type(record) if header.is_control_batch else None
+                    if kind is not None and kind not in (
+                        ControlRecordType.ABORT,
+                        ControlRecordType.COMMIT,
+                    ):  # KRaft's: LEADER_CHANGE, SNAPSHOT_HEADER, SNAPSHOT_FOOTER
+                        line += f" controlType: {kind.name}({int(kind)})"
+                    elif header.is_control_batch:
                         marker = parse_control_record(record)
                         line += (
                             f" endTxnMarker: {marker.type.name} "
@@ -316,7 +333,7 @@ def dump_paths(
         if not path.exists():
             problems.append(f"{path}: no such file")
             continue
-        if path.suffix == LOG_FILE_SUFFIX:
+        if path.suffix in (LOG_FILE_SUFFIX, SNAPSHOT_FILE_SUFFIX):
             lines += dump_log(
                 path, print_data_log=print_data_log, problems=problems, decoder=decoder
             )
@@ -328,7 +345,8 @@ def dump_paths(
             lines += dump_txn_index(path, verify_only=verify_index_only, problems=problems)
         else:
             problems.append(
-                f"{path}: not a segment file; give .log, .index, .timeindex or .txnindex files"
+                f"{path}: not a segment file; give .log, .index, .timeindex, .txnindex "
+                "or .checkpoint files"
             )
     return lines, problems
 

@@ -24,6 +24,7 @@ from kafkalab.records.record_batch import (
     CorruptRecordError,
     read_header,
 )
+from kafkalab.storage import durability_ledger
 from kafkalab.storage.errors import KafkaStorageError
 
 #: How much recovery and dump-log read at a time.
@@ -131,11 +132,13 @@ class FileRecords:
         if removed:
             os.ftruncate(self._fd, size)
             self._size = size
+            durability_ledger.file_rewritten(self._fd)
         return removed
 
     def flush(self) -> None:
         """fsync: after this returns, the bytes survive a power failure."""
         os.fsync(self._fd)
+        durability_ledger.file_synced(self.path, self._fd, append_only=True)
 
     def close(self) -> None:
         if (self._owns_fd or not self.is_slice) and self._fd >= 0:

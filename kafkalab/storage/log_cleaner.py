@@ -90,6 +90,7 @@ from kafkalab.records.record_batch import (
     read_header,
 )
 from kafkalab.records.varint import read_unsigned_varint
+from kafkalab.storage import durability_ledger
 from kafkalab.storage.checkpoint_file import OffsetCheckpointFile
 from kafkalab.storage.errors import KafkaStorageError
 from kafkalab.storage.file_records import FileRecords
@@ -1025,12 +1026,16 @@ def _die_with_parent(parent_pid: int) -> None:
         os._exit(0)
 
 
-def _cleaner_process_main(conn, parent_pid: int) -> None:
-    """A cleaner process: take a CleanTask, answer ("ok", CleanOutcome) or ("error", text)."""
+def _cleaner_process_main(conn, parent_pid: int, ledger_dir: str | None = None) -> None:
+    """A cleaner process: take a CleanTask, answer ("ok", CleanOutcome) or ("error", text).
+    `ledger_dir`: the broker's durability ledger, which the fsyncs of the `.cleaned`
+    files made here go to as well."""
     import signal
     import traceback
 
     _die_with_parent(parent_pid)
+    if ledger_dir is not None:
+        durability_ledger.attach(ledger_dir)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the broker; it stops us
     while True:
         try:
@@ -1089,8 +1094,12 @@ class CleanerThread:
         self.kill()
         ctx = multiprocessing.get_context("spawn")
         ours, theirs = ctx.Pipe()
+        ledger = durability_ledger.installed()
         process = ctx.Process(
-            target=_cleaner_process_main, args=(theirs, os.getpid()), name=self.name, daemon=True
+            target=_cleaner_process_main,
+            args=(theirs, os.getpid(), None if ledger is None else str(ledger.directory)),
+            name=self.name,
+            daemon=True,
         )
         process.start()
         theirs.close()

@@ -52,6 +52,7 @@ from kafkalab.errors import Errors
 from kafkalab.records.control_record import ControlRecordType, EndTransactionMarker
 from kafkalab.records.crc import crc32c
 from kafkalab.records.record_batch import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
+from kafkalab.storage import durability_ledger
 from kafkalab.storage.errors import StorageError
 
 SNAPSHOT_SUFFIX = ".snapshot"
@@ -426,6 +427,7 @@ class ProducerStateManager:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+            durability_ledger.file_synced(tmp, f.fileno())
         os.replace(tmp, path)
         return path
 

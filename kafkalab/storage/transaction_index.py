@@ -31,6 +31,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from kafkalab.storage import durability_ledger
 from kafkalab.storage.errors import CorruptIndexError
 
 TXN_INDEX_FILE_SUFFIX = ".txnindex"
@@ -198,6 +199,7 @@ class TransactionIndex:
         if self._file is not None:
             self._file.flush()
             os.fsync(self._file.fileno())
+            durability_ledger.file_synced(self.path, self._file.fileno())
 
     def close(self) -> None:
         if self._file is not None:

@@ -181,6 +181,10 @@ class PendingFlush:
     segments: tuple[LogSegment, ...]
     upto: int  # the log end offset when the flush began
     truncations: int  # the log's truncation count then: a truncation since voids it
+    # the partition directory when a segment created since the last flush is among
+    # them: its name is durable only once the directory is fsynced (Kafka:
+    # LocalLog.flush flushes the directory when it flushes a new segment)
+    new_segments_in: Path | None = None
 
     def run(self) -> None:
         for segment in self.segments:
@@ -191,6 +195,11 @@ class PendingFlush:
                     raise
                 # closed meanwhile (retention, the cleaner's swap, a truncation):
                 # nothing of it is left to make durable
+        if self.new_segments_in is not None:
+            try:
+                fsync_dir(self.new_segments_in)
+            except FileNotFoundError:  # deleted meanwhile: nothing left to make durable
+                pass
 
 
 def _wall_clock_ms() -> int:
@@ -250,7 +259,9 @@ class UnifiedLog:
         self.clock = clock
         self._segments: list[LogSegment] = []
         self._bases: list[int] = []  # base offsets of _segments, for bisect
-        self.dir.mkdir(parents=True, exist_ok=True)
+        if not self.dir.is_dir():
+            self.dir.mkdir(parents=True, exist_ok=True)
+            fsync_dir(self.dir.parent)  # the new directory's name is durable
         self.recovered: list[tuple[int, int]] = []  # (segment base, bytes cut), for the labs
         # The lowest offset truncated to since the LogCleaner last looked: records from
         # there on are new, so its checkpoint must not call them clean (Kafka:
@@ -924,7 +935,11 @@ class UnifiedLog:
         in another thread), then `complete_flush` it here."""
         self.last_flush_ms = self.clock()
         start = max(0, self._floor_index(self.recovery_point))
-        return PendingFlush(tuple(self._segments[start:]), self.log_end_offset, self._truncations)
+        segments = tuple(self._segments[start:])
+        new = any(s.base_offset >= self.recovery_point for s in segments)
+        return PendingFlush(
+            segments, self.log_end_offset, self._truncations, self.dir if new else None
+        )
 
     def complete_flush(self, pending: PendingFlush) -> bool:
         """Move the recovery point to what `pending` made durable; False when the log

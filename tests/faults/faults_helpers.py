@@ -8,6 +8,7 @@ import time
 from confluent_kafka.admin import AdminClient
 
 from kafkalab.records import iter_batches
+from kafkalab.server.quorum_meta_log_listener import metadata_image_log_dir
 
 
 def partition_state(bs: str, topic: str):
@@ -22,7 +23,7 @@ def controller_isr_history(cluster, topic: str) -> list[list[int]]:
     """Every ISR the controller wrote for the topic's partitions, oldest first (read
     from its metadata log files, which brokers may not have applied yet)."""
     history: list[list[int]] = []
-    for path in sorted((cluster.base_dir / "controller" / "__cluster_metadata-0").glob("*.log")):
+    for path in sorted(metadata_image_log_dir(cluster.base_dir / "controller").glob("*.log")):
         for batch in iter_batches(path.read_bytes()):
             for r in batch.records:
                 record = json.loads(r.value)

@@ -27,6 +27,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafkalab.cluster.failover import LABS_FAILOVER
 from kafkalab.cluster.local_cluster import LocalCluster
 from kafkalab.records import iter_batches
+from kafkalab.server.quorum_meta_log_listener import metadata_image_log_dir
 from kafkalab.storage.checkpoint_file import OffsetCheckpointFile
 from kafkalab.storage.log_cleaner import CLEANER_OFFSET_CHECKPOINT
 
@@ -40,7 +41,7 @@ VALUE = 200
 def fence_records(cluster: LocalCluster) -> list[dict]:
     """Every FenceBrokerRecord in the controller's metadata log."""
     out = []
-    for path in sorted((cluster.base_dir / "controller" / "__cluster_metadata-0").glob("*.log")):
+    for path in sorted(metadata_image_log_dir(cluster.base_dir / "controller").glob("*.log")):
         for batch in iter_batches(path.read_bytes()):
             for r in batch.records:
                 record = json.loads(r.value)

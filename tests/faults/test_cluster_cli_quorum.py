@@ -72,6 +72,21 @@ def test_cluster_up_with_three_controllers_and_a_controller_killed(tmp_path):
             assert time.monotonic() < deadline, "no new leader"
             time.sleep(0.5)
         assert now[1] > first[1]
+        # the broker follows the new leader, and status says which controller it talks to
+        status = kafkalab("cluster", "status", "--dir", d)
+        while not re.search(rf"\nbroker\tcontroller\tepoch\tunreachable\n1\t{now[0]}\t", status):
+            assert time.monotonic() < deadline, status
+            time.sleep(0.5)
+            status = kafkalab("cluster", "status", "--dir", d)
+        # a broker and a controller cut one way, each way
+        out = kafkalab("cluster", "cut", "1", str(now[0]), "--one-way", "--dir", d)
+        assert f"controller {now[0]} no longer hears broker 1" in out
+        out = kafkalab("cluster", "cut", str(now[0]), "1", "--one-way", "--dir", d)
+        assert f"broker 1 no longer hears controller {now[0]}" in out
+        status = kafkalab("cluster", "status", "--dir", d)
+        assert re.search(rf"broker 1\t.*does not hear \[{now[0]}\]", status), status
+        assert re.search(rf"controller {now[0]}\t.*does not hear \[1\]", status), status
+        kafkalab("cluster", "heal", "--dir", d)
         kafkalab("cluster", "restart", str(first[0]), "--dir", d)
         out = kafkalab("cluster", "cut", "3002", "3003", "--dir", d)
         assert "controller 3003 no longer hears controller 3002" in out

@@ -15,6 +15,7 @@ from kafkalab.cluster import LocalCluster
 from kafkalab.cluster.local_cluster import SINGLE_CONTROLLER_ID
 from kafkalab.server.events import read_events
 from kafkalab.server.link_faults import CutMode
+from kafkalab.server.quorum_meta_log_listener import metadata_image_log_dir
 
 LAG_MS = 4000  # replica.lag.time.max.ms
 SOCKET_TIMEOUT_MS = 2000  # replica.socket.timeout.ms: a fetcher's request timeout
@@ -288,7 +289,8 @@ def test_clocks_stepped_an_hour_stamp_records_by_it_and_time_nothing_out(cluster
         cluster.resume(3)
     [shrink, *_] = isr_shrinks(cluster, "clock")
     assert shrink["time_ms"] > stepped_ms  # events stay on the real clock
-    metadata = cluster.base_dir / "controller" / "__cluster_metadata-0"
+    # the committed records as the controller wrote them (what brokers fetch)
+    metadata = metadata_image_log_dir(cluster.base_dir / "controller")
     newest = max(
         batch.header.max_timestamp
         for path in metadata.glob("*.log")

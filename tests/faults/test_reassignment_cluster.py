@@ -46,9 +46,9 @@ from kafkalab.cluster.workload import (
     wait_for_replicas_in_sync,
 )
 from kafkalab.controller.metadata_image import MetadataImage
-from kafkalab.controller.quorum_controller import METADATA_TOPIC
 from kafkalab.errors import Errors
 from kafkalab.records import iter_batches
+from kafkalab.server.quorum_meta_log_listener import metadata_image_log_dir
 
 
 def create(cluster, topic: str, replicas: list[int]) -> None:
@@ -64,7 +64,7 @@ def create(cluster, topic: str, replicas: list[int]) -> None:
 def controller_partition(cluster, topic: str, partition: int = 0):
     """The partition as the controller's metadata log says now (its files replayed)."""
     image = MetadataImage()
-    for path in sorted((cluster.base_dir / "controller" / f"{METADATA_TOPIC}-0").glob("*.log")):
+    for path in sorted(metadata_image_log_dir(cluster.base_dir / "controller").glob("*.log")):
         for batch in iter_batches(path.read_bytes()):
             for r in batch.records:
                 image.replay(json.loads(r.value))

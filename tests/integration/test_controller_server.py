@@ -409,3 +409,53 @@ def test_create_topics_v7_answers_what_was_created_and_validate_only_writes_noth
     again = create([topic("fine")], validate_only=True)["fine"]
     assert again["error_code"] == Errors.TOPIC_ALREADY_EXISTS
     assert again["topic_id"] == uuid.UUID(int=0) and again["configs"] is None
+
+
+def test_a_single_controller_is_a_quorum_of_one_that_leads_at_once_and_again(tmp_path):
+    """Without controller.quorum.voters the controller is a KRaft quorum of one: it
+    answers DescribeQuorum as the leader of epoch 1 as soon as it serves, its Raft
+    log holds each write as an entry after the LeaderChange, and restarted on the
+    same directory it leads epoch 2 with the same records (replayed, none lost)."""
+    from kafkalab.cluster.metadata_quorum import describe_quorum
+    from kafkalab.raft.kafka_metadata_log import KafkaMetadataLog
+    from kafkalab.raft.kafka_raft_client import LeaderChangeMessage
+    from kafkalab.server.controller_channel import parse_bootstrap_servers
+    from kafkalab.server.quorum_meta_log_listener import STANDALONE_NODE_ID
+
+    props = {"log.dirs": str(tmp_path), "listeners": "CONTROLLER://127.0.0.1:0"}
+    with ControllerThread(props) as controller:
+        q = describe_quorum(parse_bootstrap_servers(controller.server.address), 10)
+        assert (q.leader_id, q.leader_epoch) == (STANDALONE_NODE_ID, 1)
+        assert [v.replica_id for v in q.current_voters] == [STANDALONE_NODE_ID]
+        client = Client(controller.server.address)
+        client.register(1)
+        written = client.metadata_records()
+        assert [r["type"] for r in written] == ["RegisterBrokerRecord"]
+    raft = KafkaMetadataLog(tmp_path)
+    assert [type(e.record) for e in raft.entries] == [LeaderChangeMessage, list]
+    assert raft.entries[1].record == written
+    raft.close()
+    with ControllerThread(props) as controller:
+        q = describe_quorum(parse_bootstrap_servers(controller.server.address), 10)
+        assert (q.leader_id, q.leader_epoch) == (STANDALONE_NODE_ID, 2)
+        assert Client(controller.server.address).metadata_records() == written
+        assert controller.call(lambda c: sorted(c.brokers)) == [1]
+
+
+def test_a_directory_from_before_the_quorum_of_one_is_refused(tmp_path):
+    """A single controller's directory from before it ran as a quorum of one holds
+    JSON records in __cluster_metadata-0 and no quorum-state: read as a Raft log it
+    would lose every record, so the controller refuses to start on it."""
+    import asyncio
+
+    from kafkalab.controller.quorum_controller import QuorumController
+    from kafkalab.server.controller_server import ControllerServer
+    from kafkalab.storage.errors import StorageError
+
+    old = QuorumController(tmp_path)  # the layout the direct path wrote
+    old.register_broker(1, "127.0.0.1", 9001, "i1", now_ms=0)
+    old.close()
+    server = ControllerServer({"log.dirs": str(tmp_path), "listeners": "CONTROLLER://127.0.0.1:0"})
+    with pytest.raises(StorageError, match="before it ran as a KRaft quorum of one"):
+        asyncio.run(server.start())
+    assert (tmp_path / f"{METADATA_TOPIC}-0").is_dir()  # left as it was

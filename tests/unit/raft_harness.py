@@ -10,13 +10,15 @@ is lost, as by a connection that times out)."""
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Callable, Iterable
 
-from kafkalab.raft.kafka_raft_client import KafkaRaftClient
+from kafkalab.raft.kafka_raft_client import KafkaRaftClient, LeaderChangeMessage
 from kafkalab.raft.quorum_config import QuorumConfig
 from kafkalab.raft.quorum_state_store import MemoryQuorumStateStore, QuorumStateStore
 from kafkalab.raft.raft_log import LogEntry, RaftLog
 from kafkalab.raft.raft_message import RaftMessage
+from kafkalab.raft.snapshot import decode_snapshot
 
 # short request timeout: a dropped request is retried well before the fetch timeout
 TEST_CONFIG = QuorumConfig(
@@ -46,6 +48,7 @@ class RaftNetwork:
         self.paused: set[int] = set()
         self.cut: set[frozenset[int]] = set()
         self.in_flight: list[RaftMessage] = []
+        self.delivered: Counter[str] = Counter()  # message types delivered, by class name
         for v in self.voters:
             self._build(v)
 
@@ -93,6 +96,7 @@ class RaftNetwork:
             return
         if frozenset((message.source_id, message.destination_id)) in self.cut:
             return
+        self.delivered[type(message.data).__name__] += 1
         self.in_flight.extend(self.clients[message.destination_id].handle(message, self.now))
 
     def step(self, ms: int = 10) -> None:
@@ -139,3 +143,44 @@ def check_log_matching(a: tuple[LogEntry, ...], b: tuple[LogEntry, ...]) -> None
         if a[i].epoch == b[i].epoch:
             assert a[: i + 1] == b[: i + 1], f"logs agree on epoch at offset {i} but not before"
             return
+
+
+# -- snapshots whose records are the log they replace -----------------------------------------
+# A test state machine whose state is the log itself: its snapshot holds every entry below
+# the snapshot's end offset, so `full_log` rebuilds a voter's whole log from its snapshot
+# and its entries, and the invariants compare whole logs across snapshots.
+
+
+def entry_to_record(entry: LogEntry) -> dict:
+    record = entry.record
+    if isinstance(record, LeaderChangeMessage):
+        record = {"lc": [record.leader_id, list(record.voters), list(record.granting_voters)]}
+    return {"o": entry.offset, "e": entry.epoch, "r": record}
+
+
+def record_to_entry(record: dict) -> LogEntry:
+    value = record["r"]
+    if isinstance(value, dict) and "lc" in value:
+        leader, voters, granting = value["lc"]
+        value = LeaderChangeMessage(leader, tuple(voters), tuple(granting))
+    return LogEntry(record["o"], record["e"], value)
+
+
+def full_log(log: RaftLog) -> tuple[LogEntry, ...]:
+    """The whole log from offset 0: the entries the snapshot at the log start holds,
+    then the log's own entries."""
+    snapshot = log.earliest_snapshot_id
+    prefix: tuple[LogEntry, ...] = ()
+    if snapshot is not None and snapshot.offset == log.log_start_offset:
+        data = log.read_snapshot(snapshot)
+        assert data is not None
+        prefix = tuple(record_to_entry(r) for r in decode_snapshot(data).records)
+        assert [e.offset for e in prefix] == list(range(snapshot.offset))
+        assert not prefix or prefix[-1].epoch == snapshot.epoch
+    return prefix + log.entries
+
+
+def snapshot_state(client: KafkaRaftClient, end_offset: int):
+    """Snapshot `client` at `end_offset` with the log-as-state machine's records."""
+    records = [entry_to_record(e) for e in full_log(client.log)[:end_offset]]
+    return client.create_snapshot(end_offset, records)

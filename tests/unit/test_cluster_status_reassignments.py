@@ -7,10 +7,12 @@ import argparse
 
 from kafkalab.cluster.cli import _status
 from kafkalab.controller.quorum_controller import QuorumController
+from kafkalab.server.quorum_meta_log_listener import controller_directory
 
 
 def test_status_lists_a_reassignment_in_progress_and_not_a_finished_one(tmp_path, capsys):
-    c = QuorumController(tmp_path / "controller")
+    # where the controller process keeps it: its committed records under metadata-image/
+    c = QuorumController(controller_directory(tmp_path / "controller"))
     for b in (1, 2, 3):
         c.heartbeat(b, c.register_broker(b, "127.0.0.1", 9090 + b, f"i{b}", now_ms=0), now_ms=0)
     c.create_topic("moving", 1, 2, assignments={0: [1, 2]})

@@ -377,3 +377,71 @@ def test_liveness_smoke_a_healthy_network_elects_a_leader_and_again_after_it_die
     net.crash(first.local_id)
     net.run_until(net.has_stable_leader, max_ms=20_000)
     assert net.leader().epoch > first.epoch
+
+
+class _DiskLog(RaftLog):
+    """A RaftLog whose fsync can be held back: `flushed_end_offset` stays where the
+    last allowed flush left it, as a disk's recovery point does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fsync_allowed = True
+        self.durable = 0
+
+    @property
+    def flushed_end_offset(self) -> int:
+        return self.durable
+
+    def flush(self) -> None:
+        if self.fsync_allowed:
+            self.durable = self.end_offset
+
+
+def sole_voter(log=None, store=None, now_ms=0) -> KafkaRaftClient:
+    return KafkaRaftClient(
+        7,
+        [7],
+        log if log is not None else RaftLog(),
+        store or MemoryQuorumStateStore(),
+        TEST_CONFIG,
+        random.Random(7),
+        now_ms,
+    )
+
+
+def test_a_sole_voter_elects_itself_at_once_and_its_high_watermark_is_its_flushed_end():
+    """Kafka: KafkaRaftClient.initialize. A quorum of one (a single controller,
+    `kafka-storage format --standalone`) waits for no election timeout: built
+    Prospective, its first poll makes it Candidate then Leader of epoch 1 (a
+    majority of one), with its LeaderChange committed; then its high watermark is
+    what it has flushed."""
+    log = _DiskLog()
+    voter = sole_voter(log, now_ms=1_000)
+    assert voter.state_name == StateName.PROSPECTIVE  # no election deadline to wait for
+    assert voter.poll(1_000) == []  # nobody to ask
+    assert voter.is_leader() and voter.epoch == 1 and voter.leader_id == 7
+    [change] = log.entries
+    assert change.record == LeaderChangeMessage(7, (7,), (7,))
+    assert voter.high_watermark == 1
+    log.fsync_allowed = False  # appended, not yet on disk: not committed
+    voter.append(["a", "b"], 1_000)
+    assert (log.end_offset, voter.high_watermark) == (3, 1)
+    log.fsync_allowed = True
+    voter.append(["c"], 1_000)
+    assert voter.high_watermark == log.end_offset == 4
+    assert voter.poll(1_000 + 100 * TEST_CONFIG.fetch_timeout_ms) == []
+    assert voter.is_leader() and voter.epoch == 1  # check-quorum never resigns it
+
+
+def test_a_restarted_sole_voter_leads_again_at_once_in_a_higher_epoch():
+    """Restarted after leading (Resigned in its epoch, KAFKA-10527), a sole voter
+    leads again at its first poll, one epoch up, its records all still committed."""
+    log, store = RaftLog(), MemoryQuorumStateStore()
+    first = sole_voter(log, store)
+    first.poll(0)
+    first.append(["a", "b"], 0)
+    again = sole_voter(log, store, now_ms=5)
+    again.poll(5)
+    assert again.is_leader() and again.epoch == 2
+    assert [e.epoch for e in log.entries] == [1, 1, 1, 2]
+    assert again.high_watermark == log.end_offset == 4

@@ -17,7 +17,7 @@ controller      BrokerRegistration (62), BrokerHeartbeat (63), AlterPartition (5
                 AllocateProducerIds (67);
                 CONTROLLER_APIS, what the controller's listener serves
 raft            KRaft: Vote (52), BeginQuorumEpoch (53), EndQuorumEpoch (54),
-                DescribeQuorum (55); RAFT_APIS
+                DescribeQuorum (55), FetchSnapshot (59); RAFT_APIS
 group           the classic group protocol: FindCoordinator (10), JoinGroup (11),
                 Heartbeat (12), LeaveGroup (13), SyncGroup (14), DescribeGroups (15),
                 ListGroups (16), DeleteGroups (42); GROUP_APIS
@@ -154,6 +154,9 @@ from kafkalab.protocol.messages.raft import (
     END_QUORUM_EPOCH_API,
     END_QUORUM_EPOCH_REQUEST,
     END_QUORUM_EPOCH_RESPONSE,
+    FETCH_SNAPSHOT_API,
+    FETCH_SNAPSHOT_REQUEST,
+    FETCH_SNAPSHOT_RESPONSE,
     RAFT_APIS,
     VOTE_API,
     VOTE_REQUEST,
@@ -257,6 +260,9 @@ __all__ = [
     "END_QUORUM_EPOCH_API",
     "END_QUORUM_EPOCH_REQUEST",
     "END_QUORUM_EPOCH_RESPONSE",
+    "FETCH_SNAPSHOT_API",
+    "FETCH_SNAPSHOT_REQUEST",
+    "FETCH_SNAPSHOT_RESPONSE",
     "RAFT_APIS",
     "VOTE_API",
     "VOTE_REQUEST",

@@ -1,12 +1,15 @@
 """KRaft's APIs: Vote (52), BeginQuorumEpoch (53), EndQuorumEpoch (54), DescribeQuorum
-(55); RAFT_APIS, what a controller's listener adds to serve its quorum.
+(55), FetchSnapshot (59, KIP-630); RAFT_APIS, what a controller's listener adds to
+serve its quorum.
 
 Kafka's JSONs of the same names, field for field, at the versions Kafka 4.0 speaks:
 Vote v0-2 (v1: KIP-853's voter and directory ids, v2: KIP-996's PreVote, and the
 candidate's fields renamed Replica*), BeginQuorumEpoch and EndQuorumEpoch v0-1 (v1:
 flexible, KIP-853's voter key and leader endpoints; EndQuorumEpoch's
 PreferredSuccessors become PreferredCandidates), DescribeQuorum v0-2 (v1: KIP-836's
-timestamps, v2: KIP-853's directory ids and nodes). The KRaft fields of Fetch
+timestamps, v2: KIP-853's directory ids and nodes), FetchSnapshot v0-1 (flexible
+from v0; v1: KIP-853's ReplicaDirectoryId and the answer's NodeEndpoints, both
+tagged). The KRaft fields of Fetch
 (ClusterId, ReplicaState, LastFetchedEpoch; DivergingEpoch, CurrentLeader,
 SnapshotId) are declared with Fetch (messages/fetch.py).
 
@@ -19,9 +22,19 @@ from __future__ import annotations
 
 from kafkalab.protocol.api_keys import ApiKeys
 from kafkalab.protocol.messages.api import Api
-from kafkalab.protocol.schema import NULL, Message
+from kafkalab.protocol.schema import NULL, Message, Struct
 from kafkalab.protocol.schema import Field as F
-from kafkalab.protocol.types import BOOL, INT16, INT32, INT64, STRING, UINT16, UUID, ArrayOf
+from kafkalab.protocol.types import (
+    BOOL,
+    INT16,
+    INT32,
+    INT64,
+    RECORDS,
+    STRING,
+    UINT16,
+    UUID,
+    ArrayOf,
+)
 
 # KIP-853: the endpoints a leader advertises (tagged in responses)
 _NODE_ENDPOINTS = [F("node_id", INT32), F("host", STRING), F("port", INT32)]
@@ -253,6 +266,75 @@ DESCRIBE_QUORUM_RESPONSE = Message(
     flexible_from=0,
 )
 
+# -- FetchSnapshot (59) ---------------------------------------------------------------------
+
+_SNAPSHOT_ID = [F("end_offset", INT64), F("epoch", INT32)]
+
+FETCH_SNAPSHOT_REQUEST = Message(
+    ApiKeys.FETCH_SNAPSHOT,
+    "FetchSnapshotRequest",
+    [
+        F("cluster_id", STRING, nullable="0+", default=NULL, tag=0),
+        F("replica_id", INT32, default=-1),
+        F("max_bytes", INT32, default=0x7FFFFFFF),
+        F(
+            "topics",
+            [
+                F("name", STRING),
+                F(
+                    "partitions",
+                    [
+                        F("partition", INT32),
+                        F("current_leader_epoch", INT32),
+                        F("snapshot_id", Struct(_SNAPSHOT_ID)),
+                        F("position", INT64),
+                        F("replica_directory_id", UUID, "1+", tag=0),
+                    ],
+                ),
+            ],
+        ),
+    ],
+    flexible_from=0,
+)
+
+FETCH_SNAPSHOT_RESPONSE = Message(
+    ApiKeys.FETCH_SNAPSHOT,
+    "FetchSnapshotResponse",
+    [
+        F("throttle_time_ms", INT32),
+        F("error_code", INT16),
+        F(
+            "topics",
+            [
+                F("name", STRING),
+                F(
+                    "partitions",
+                    [
+                        F("index", INT32),
+                        F("error_code", INT16),
+                        F("snapshot_id", Struct(_SNAPSHOT_ID)),
+                        F(
+                            "current_leader",
+                            Struct(
+                                [
+                                    F("leader_id", INT32, default=-1),
+                                    F("leader_epoch", INT32, default=-1),
+                                ]
+                            ),
+                            tag=0,
+                        ),
+                        F("size", INT64),
+                        F("position", INT64),
+                        F("unaligned_records", RECORDS),
+                    ],
+                ),
+            ],
+        ),
+        F("node_endpoints", _NODE_ENDPOINTS, "1+", tag=0),
+    ],
+    flexible_from=0,
+)
+
 VOTE_API = Api(ApiKeys.VOTE, "Vote", 0, 2, VOTE_REQUEST, VOTE_RESPONSE)
 BEGIN_QUORUM_EPOCH_API = Api(
     ApiKeys.BEGIN_QUORUM_EPOCH,
@@ -279,7 +361,22 @@ DESCRIBE_QUORUM_API = Api(
     DESCRIBE_QUORUM_RESPONSE,
 )
 
+FETCH_SNAPSHOT_API = Api(
+    ApiKeys.FETCH_SNAPSHOT,
+    "FetchSnapshot",
+    0,
+    1,
+    FETCH_SNAPSHOT_REQUEST,
+    FETCH_SNAPSHOT_RESPONSE,
+)
+
 RAFT_APIS: dict[ApiKeys, Api] = {
     api.key: api
-    for api in (VOTE_API, BEGIN_QUORUM_EPOCH_API, END_QUORUM_EPOCH_API, DESCRIBE_QUORUM_API)
+    for api in (
+        VOTE_API,
+        BEGIN_QUORUM_EPOCH_API,
+        END_QUORUM_EPOCH_API,
+        DESCRIBE_QUORUM_API,
+        FETCH_SNAPSHOT_API,
+    )
 }

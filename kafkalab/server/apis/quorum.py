@@ -51,7 +51,7 @@ def _error(body: dict, code: Errors, message: str) -> dict:
 
 def handle_describe_quorum(apis: KafkaApis, header: RequestHeader, body: dict):
     channel = getattr(apis.metadata_cache, "controller", None)
-    if not isinstance(channel, ControllerChannel):
+    if not isinstance(channel, ControllerChannel) or len(channel.endpoints) < 2:
         return _error(
             body,
             Errors.UNKNOWN_SERVER_ERROR,
