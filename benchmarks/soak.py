@@ -30,8 +30,8 @@ def main(argv: list[str] | None = None) -> int:
         "--kinds",
         nargs="+",
         choices=[k.value for k in ALL_KINDS],  # the strings, so --help and errors show them
-        help="fault kinds (default: all but leader-pause; the controller kinds too with "
-        "--controllers 3)",
+        help="fault kinds (default: all but leader-pause and the nemeses' kinds; the "
+        "controller kinds too with --controllers 3)",
     )
     parser.add_argument("--rate", type=float, default=200, help="records per second (200)")
     parser.add_argument(

@@ -1276,8 +1276,8 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
         "--kinds",
         nargs="+",
         metavar="KIND",
-        help="fault kinds (default: all but leader-pause, and the controller kinds with "
-        f"--controllers 3): {', '.join(k.value for k in ALL_KINDS)}",
+        help="fault kinds (default: all but leader-pause and the nemeses' kinds, and the "
+        f"controller kinds with --controllers 3): {', '.join(k.value for k in ALL_KINDS)}",
     )
     parser.add_argument("--rate", type=float, default=200, help="records per second (200)")
     parser.add_argument(
