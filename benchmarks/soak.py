@@ -108,7 +108,9 @@ def main(argv: list[str] | None = None) -> int:
     }
     out = os.path.join(os.path.dirname(__file__), "results")
     os.makedirs(out, exist_ok=True)
-    name = "soak.json" if args.kinds == default else f"soak-{'-'.join(args.kinds)}.json"
+    every = set(args.kinds) == {k.value for k in ALL_KINDS}
+    kinds = "all-kinds" if every else "-".join(args.kinds)  # a file name fits 255 bytes
+    name = "soak.json" if args.kinds == default else f"soak-{kinds}.json"
     if args.controllers > 1 or args.overlap:
         name = name.replace("soak", f"soak-quorum{args.controllers}", 1)
         name = name.replace(".json", "-overlap.json" if args.overlap else ".json")

@@ -152,6 +152,7 @@ from kafkalab.cluster.workload import (
 from kafkalab.errors import KafkaError
 from kafkalab.kinds import Kind
 from kafkalab.server.link_faults import CutMode, uncut
+from kafkalab.server.replica_state import read_replica_state
 
 
 class FaultKind(Kind):
@@ -730,10 +731,55 @@ class Soak:
 
     def healed(self) -> None:
         """Every broker back and the partition fully replicated; with a quorum, every
-        voter caught up with an active controller that runs."""
+        voter caught up with an active controller that runs.
+
+        Fully replicated means settled, not only the leader's word: every running
+        replica past the leader's log end offset as of the heal (so each follower
+        fetched after it), the ISR whole in every replica's view (the followers'
+        is the committed one, from the metadata), and no ISR change pending at the
+        leader. Found by the soak: a follower still waiting out a dropped fetch
+        after a heal fell behind, the leader's shrink of the ISR to itself was
+        committed after the leader had reported a whole ISR, and the next fault
+        killed that sole ISR member: no clean leader, for good."""
+        mark = self._leader_log_end()
+        self._until(
+            "the partition's replicas are not caught up and in the ISR",
+            lambda: self._settled(mark),
+        )
         self.cluster.wait_fully_replicated(self.recovery_timeout_s)
         if self.cluster.controllers:
             self.quorum_whole()
+
+    def _replica_states(self) -> dict[int, dict]:
+        """The partition as each running broker last reported it (replica-state.json)."""
+        out = {}
+        for b, process in self.cluster.brokers.items():
+            if process.process is None or process.process.poll() is not None:
+                continue
+            report = read_replica_state(self.cluster.broker_dir(b)) or {"partitions": []}
+            for p in report["partitions"]:
+                if p["topic"] == self.topic and p["partition"] == 0:
+                    out[b] = p
+        return out
+
+    def _leader_log_end(self) -> int:
+        leaders = [s for s in self._replica_states().values() if s["role"] == "leader"]
+        if not leaders:
+            return 0
+        return max(leaders, key=lambda s: s["leader_epoch"])["log_end_offset"]
+
+    def _settled(self, mark: int) -> bool:
+        states = self._replica_states()
+        replicas = sorted(self.cluster.brokers)
+        leaders = [s for s in states.values() if s["role"] == "leader"]
+        if sorted(states) != replicas or not leaders:
+            return False
+        leader = max(leaders, key=lambda s: s["leader_epoch"])
+        return (
+            leader.get("pending_isr") is None
+            and all(sorted(s["isr"]) == replicas for s in states.values())
+            and all(s["log_end_offset"] >= mark for s in states.values())
+        )
 
     # Each fault: given the current leader, apply it, yield an Applied while it is in
     # force, heal it when resumed. What must be undone even when the soak fails (a

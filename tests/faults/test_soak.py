@@ -235,6 +235,30 @@ def test_a_slice_of_the_nemeses_soak_on_a_quorum_loses_nothing(tmp_path):
     assert report.valid, table
 
 
+def test_a_leader_killed_right_after_a_dropped_ring_partition(tmp_path):
+    """Found by soak-all: a majorities ring in drop mode healed, the followers still
+    waiting out their dropped fetches, the leader reported a whole ISR, then shrank
+    it to itself (its AlterPartition refused by a standby, retried, committed); the
+    soak took the partition as healed and killed the leader, the ISR's only member:
+    no clean leader, ever. The soak now waits until every replica fetched past the
+    heal, the ISR is whole in every replica's view and no change is pending."""
+    lines: list[str] = []
+    report = run_soak(
+        faults=4,
+        seed=20,  # a ring (dropped), a leader kill, a ring (dropped), a leader kill
+        kinds=["partition-ring", "leader-kill"],
+        base_dir=tmp_path,
+        log=lines.append,
+        controllers=3,
+    )
+    table = report.table() + "\n" + "\n".join(lines)
+    assert [str(r.kind) for r in report.records] == ["partition-ring", "leader-kill"] * 2, table
+    assert all("(drop)" in r.detail for r in report.records[::2]), table
+    assert len(report.failovers_ms) == 2, table  # each kill: a successor acknowledged
+    _assert_nothing_lost(report, table)
+    assert report.valid, table
+
+
 def test_a_leader_killed_while_the_active_controller_is_paused(tmp_path):
     """Found by the soak on a quorum: while the active controller was SIGSTOPped,
     every broker's heartbeats and metadata fetches waited on it (its socket
