@@ -102,7 +102,9 @@ at a time, so both the partition, RF=3 with min.insync.replicas=2, and a quorum
 of three keep a majority that makes progress).
 
 After each fault the soak waits until the broker is back and the partition is
-fully replicated again (with a quorum, every voter caught up too) (a fault that never heals is a hang: the soak stops and
+fully replicated again and settled (every replica fetched past the heal, the
+ISR whole in every replica's view, no ISR change pending: `Soak.healed`; with a
+quorum, every voter caught up too) (a fault that never heals is a hang: the soak stops and
 says where). At the end the load stops, the healed partition is read back and
 every replica's batches below the high watermark are compared byte for byte
 (`kafkalab.cluster.history.check`). The whole history (every send with its
