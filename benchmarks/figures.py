@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from kafkalab.cluster.soak import BROKER_KINDS
+from kafkalab.cluster.soak import ALL_KINDS, BROKER_KINDS
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -50,6 +50,8 @@ class Figure:
 
 
 SIX_KINDS = tuple(kind.value for kind in BROKER_KINDS)  # the soak's every broker fault kind
+#: Every fault kind of the soak: brokers', a quorum's, the nemeses' and lazyfs's.
+EVERY_SOAK_KIND = tuple(kind.value for kind in ALL_KINDS)
 BEFORE_VALIDATOR = "0ced080"  # the last commit before the LogValidator walked records
 BEFORE_QUORUM_OF_ONE = "cf4f59f"  # the last commit whose single controller wrote directly
 PRODUCE_AB = {
@@ -116,6 +118,22 @@ FIGURES = (
         "soak-quorum",
         "Soak, 100 mixed faults on a controller quorum, overlapping",
         ("soak.py", "--faults", "100", "--seed", "0", "--controllers", "3", "--overlap"),
+    ),
+    Figure(
+        "soak-all",
+        "Soak, 100 faults of every kind on a controller quorum, overlapping",
+        (
+            "soak.py",
+            "--faults",
+            "100",
+            "--seed",
+            "0",
+            "--controllers",
+            "3",
+            "--overlap",
+            "--kinds",
+            *EVERY_SOAK_KIND,
+        ),
     ),
     Figure("fuzz", "Fuzz", ("fuzz_protocol.py", "--frames", "1000000", "--seed", "1")),
     Figure("spark", "Spark", ("bench_spark.py",)),

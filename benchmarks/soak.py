@@ -30,8 +30,8 @@ def main(argv: list[str] | None = None) -> int:
         "--kinds",
         nargs="+",
         choices=[k.value for k in ALL_KINDS],  # the strings, so --help and errors show them
-        help="fault kinds (default: all but leader-pause; the controller kinds too with "
-        "--controllers 3)",
+        help="fault kinds (default: all but leader-pause and the nemeses' kinds; the "
+        "controller kinds too with --controllers 3)",
     )
     parser.add_argument("--rate", type=float, default=200, help="records per second (200)")
     parser.add_argument(
@@ -108,7 +108,9 @@ def main(argv: list[str] | None = None) -> int:
     }
     out = os.path.join(os.path.dirname(__file__), "results")
     os.makedirs(out, exist_ok=True)
-    name = "soak.json" if args.kinds == default else f"soak-{'-'.join(args.kinds)}.json"
+    every = set(args.kinds) == {k.value for k in ALL_KINDS}
+    kinds = "all-kinds" if every else "-".join(args.kinds)  # a file name fits 255 bytes
+    name = "soak.json" if args.kinds == default else f"soak-{kinds}.json"
     if args.controllers > 1 or args.overlap:
         name = name.replace("soak", f"soak-quorum{args.controllers}", 1)
         name = name.replace(".json", "-overlap.json" if args.overlap else ".json")

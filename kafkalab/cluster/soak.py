@@ -48,6 +48,52 @@ its faults (CONTROLLER_KINDS), each watched through DescribeQuorum:
                               (check-quorum: no fetch from a majority); healed,
                               it follows
 
+The nemeses' faults and lazyfs's power failures (NEMESIS_KINDS; asked for by
+name, `kinds=`, not in the default mix). A partition is a Jepsen topology over
+hosts (kafkalab.cluster.nemesis: host i is broker i and, with controllers=3,
+controller 300i too, so a partition cuts replication, Raft and broker<->controller
+traffic alike), in refuse or drop mode chosen by the seed, held for `cut_s` (past
+the brokers' session timeout and replica.lag.time.max.ms), then healed:
+
+    partition-one         one host cut off from the others, both ways (any host,
+                          the leader's too)
+    partition-leader      the partition's leader's host cut off alone (Jepsen's
+                          `primaries`): with a quorum it is fenced and a follower
+                          leads; with the single controller (on no host, it hears
+                          everyone) it keeps leading with an ISR of itself
+    partition-ring        majorities-ring: each host hears a majority, no two the
+                          same (one-way cuts in a ring)
+    clients-cut           the leader deaf to its clients (the soak's producer and
+                          read-along consumer), drop mode: their requests are never
+                          answered and they wait out their request timeout; the
+                          idempotent producer's retries must not duplicate
+    clock-step            a node's (broker's, or a voter's) wall clock stepped by
+                          an hour, forward or back, for `cut_s`, then the real
+                          clock again (it stamps, rolls and retains by it; its
+                          timers are monotonic)
+    lazyfs-power-failure  a node (a broker; with a quorum a voter too) loses power
+                          as lazyfs has it: every file back to its last fsync,
+                          renames and new files undone, a log file possibly torn
+                          (seeded); then restarted. The soak's cluster keeps the
+                          durability ledger (`kafkalab.lazyfs.enable`) when this
+                          kind is in the mix
+
+Why none of them may lose an acknowledged record (RF=3, min.insync.replicas=2,
+acks=all, an idempotent producer): a record is acknowledged only once every
+replica of the ISR has it and the ISR has at least two members. A partition
+takes at most one host away from the others (the ring cuts no host from a
+majority): a leader cut off from its followers acknowledges nothing more
+(acks=all waits for every ISR member, and an ISR shrunk to the leader alone is
+below min.insync.replicas: NOT_ENOUGH_REPLICAS), and a leader fenced while cut
+off had acknowledged nothing the followers of its ISR lack, one of which leads
+next. A client cut is no fault of replication at all: what was
+written was written, a dropped request never reaches the log, and a retry of
+one that did carries the same producer id, epoch and sequence (a duplicate is
+answered, not appended). A clock step moves no timer the protocol relies on.
+A power failure of one node loses only what that node had not fsynced: every
+acknowledged record is on at least one other member of the ISR, the node
+comes back fenced, as a follower, truncates to its leader and catches up.
+
 With `overlap=True` (`--overlap`) some neighbouring faults of the schedule run
 one inside the other: the second starts while the first is in force, and the
 first is healed after it (`overlaps(plan, seed)` picks them; OVERLAPS lists the
@@ -56,7 +102,9 @@ at a time, so both the partition, RF=3 with min.insync.replicas=2, and a quorum
 of three keep a majority that makes progress).
 
 After each fault the soak waits until the broker is back and the partition is
-fully replicated again (with a quorum, every voter caught up too) (a fault that never heals is a hang: the soak stops and
+fully replicated again and settled (every replica fetched past the heal, the
+ISR whole in every replica's view, no ISR change pending: `Soak.healed`; with a
+quorum, every voter caught up too) (a fault that never heals is a hang: the soak stops and
 says where). At the end the load stops, the healed partition is read back and
 every replica's batches below the high watermark are compared byte for byte
 (`kafkalab.cluster.history.check`). The whole history (every send with its
@@ -91,8 +139,18 @@ from kafkalab.cluster.failover import (
     read_timeline,
 )
 from kafkalab.cluster.history import History, Verdict, check
-from kafkalab.cluster.local_cluster import LocalCluster
+from kafkalab.cluster.local_cluster import SINGLE_CONTROLLER_ID, LocalCluster
 from kafkalab.cluster.metadata_quorum import describe_quorum
+from kafkalab.cluster.nemesis import (
+    ClientsCut,
+    ClockStep,
+    Nemesis,
+    expand,
+    hosts,
+    isolate_one,
+    isolate_primaries,
+    majorities_ring,
+)
 from kafkalab.cluster.workload import (
     ProducerWorkload,
     read_final_log,
@@ -101,7 +159,8 @@ from kafkalab.cluster.workload import (
 )
 from kafkalab.errors import KafkaError
 from kafkalab.kinds import Kind
-from kafkalab.server.link_faults import uncut
+from kafkalab.server.link_faults import CutMode, uncut
+from kafkalab.server.replica_state import read_replica_state
 
 
 class FaultKind(Kind):
@@ -120,6 +179,14 @@ class FaultKind(Kind):
     CONTROLLER_PAUSE = "controller-pause"
     CONTROLLER_POWER_FAILURE = "controller-power-failure"
     QUORUM_PARTITION = "quorum-partition"
+    # The nemeses (kafkalab.cluster.nemesis) and lazyfs's power failure: asked for
+    # by name (NEMESIS_KINDS), on either kind of controller.
+    PARTITION_ONE = "partition-one"
+    PARTITION_LEADER = "partition-leader"
+    PARTITION_RING = "partition-ring"
+    CLIENTS_CUT = "clients-cut"
+    CLOCK_STEP = "clock-step"
+    LAZYFS_POWER_FAILURE = "lazyfs-power-failure"
 
 
 #: The default mix.
@@ -141,7 +208,16 @@ CONTROLLER_KINDS = (
     FaultKind.CONTROLLER_POWER_FAILURE,
     FaultKind.QUORUM_PARTITION,
 )
-ALL_KINDS = BROKER_KINDS + CONTROLLER_KINDS
+#: The nemeses' faults and lazyfs's power failure (not in the default mix).
+NEMESIS_KINDS = (
+    FaultKind.PARTITION_ONE,
+    FaultKind.PARTITION_LEADER,
+    FaultKind.PARTITION_RING,
+    FaultKind.CLIENTS_CUT,
+    FaultKind.CLOCK_STEP,
+    FaultKind.LAZYFS_POWER_FAILURE,
+)
+ALL_KINDS = BROKER_KINDS + CONTROLLER_KINDS + NEMESIS_KINDS
 
 #: The pairs (outer, inner) that may overlap (`run_soak(overlap=True)`): the inner
 #: fault starts while the outer is in force. With RF=3 and min.insync.replicas=2 a
@@ -157,7 +233,15 @@ ALL_KINDS = BROKER_KINDS + CONTROLLER_KINDS
 #:     the cut follower may still be in the ISR (an ISR member has everything
 #:     acknowledged, so it may lead), whoever leads next has a link to the third
 #:     broker, and the killed leader comes back as a follower.
-#: Not paired: two broker faults that take two brokers out of the ISR at once (two
+#:   - a clock step with any fault but a rolling restart or a leader pause, either
+#:     one inside the other: it takes no broker and no voter out (timers are
+#:     monotonic), so the other fault's majority is untouched;
+#:   - the clients cut off from the leader inside a controller fault, or inside a
+#:     follower paused or cut off (one broker out of the ISR): replication and
+#:     the quorum are untouched by it, only the clients wait.
+#: Not paired: a partition or a lazyfs power failure with anything but a clock
+#: step (each takes a host, broker and voter, out: with a second fault a
+#: partition or the quorum would be left without a majority); two broker faults that take two brokers out of the ISR at once (two
 #: pauses, a pause and a power failure: acks=all would stop, not progress), two
 #: controller faults (a quorum of three loses its majority), a rolling restart or
 #: a leader pause (each already moves leaders and takes brokers out in turn).
@@ -168,10 +252,18 @@ _UNDER_A_CONTROLLER_FAULT = (
     FaultKind.POWER_FAILURE,
     FaultKind.LINK_CUT,
 )
+_BESIDE_A_CLOCK_STEP = (
+    FAULT_KINDS[:-1]  # not a rolling restart
+    + CONTROLLER_KINDS
+    + tuple(k for k in NEMESIS_KINDS if k != FaultKind.CLOCK_STEP)
+)
 OVERLAPS = frozenset(
     [(outer, inner) for outer in _ONE_BROKER_OUT for inner in CONTROLLER_KINDS]
     + [(outer, inner) for outer in CONTROLLER_KINDS for inner in _UNDER_A_CONTROLLER_FAULT]
     + [(FaultKind.LINK_CUT, FaultKind.LEADER_KILL)]
+    + [(FaultKind.CLOCK_STEP, other) for other in _BESIDE_A_CLOCK_STEP]
+    + [(other, FaultKind.CLOCK_STEP) for other in _BESIDE_A_CLOCK_STEP]
+    + [(outer, FaultKind.CLIENTS_CUT) for outer in CONTROLLER_KINDS + _ONE_BROKER_OUT]
 )
 
 #: Broker settings of the soak on top of LABS_FAILOVER's: a follower that cannot
@@ -179,6 +271,19 @@ OVERLAPS = frozenset(
 #: write for 30 s on each cut link).
 SOAK_BROKER_PROPS = {"replica.lag.time.max.ms": "2000"}
 
+
+#: With the nemeses in the mix: a follower gives up on a fetch no one answers (a
+#: partition in drop mode) after 5 s, not Kafka's 30 s, and so fetches again soon
+#: after the heal.
+SOAK_NEMESIS_BROKER_PROPS = {"replica.socket.timeout.ms": "5000"}
+#: ... and the soak's clients give up on an unanswered request (clients cut off in
+#: drop mode) after 5 s, not librdkafka's 30 s (60 s for a consumer's socket).
+SOAK_NEMESIS_CLIENT = {"socket.timeout.ms": 5000}
+SOAK_NEMESIS_PRODUCER = {**SOAK_NEMESIS_CLIENT, "request.timeout.ms": 5000}
+#: What a node keeps for lazyfs's power failures (kafkalab.storage.durability_ledger).
+LAZYFS = {"kafkalab.lazyfs.enable": "true"}
+#: A clock step, in seconds (forward or back, chosen by the seed).
+CLOCK_STEP_S = 3600.0
 
 #: librdkafka logs every refused connection (level 3) and closed one (level 4 to
 #: 6); a soak kills brokers on purpose, so its clients log only critical errors.
@@ -321,6 +426,8 @@ class FaultRecord:
     failover_ms: float | None = None
     #: the number of the fault in force while this one ran (an overlap), if any
     during: int | None = None
+    #: what a nemesis did (its cuts and mode, the clock step), if it says
+    detail: str = ""
 
 
 @dataclass
@@ -530,8 +637,11 @@ class Applied:
     (the partition, or the quorum for a controller fault), and its failover time
     in ms where one is measured."""
 
-    def __init__(self, target: int, was_leader: bool, failover_ms: float | None = None):
+    def __init__(
+        self, target: int, was_leader: bool, failover_ms: float | None = None, detail: str = ""
+    ):
         self.target, self.was_leader, self.failover_ms = target, was_leader, failover_ms
+        self.detail = detail
 
 
 #: A fault: given the partition's current leader, a generator that applies the fault,
@@ -596,7 +706,13 @@ class Soak:
         now = time.monotonic()
         records = [
             FaultRecord(
-                number, kind, applied.target, applied.was_leader, now - start, applied.failover_ms
+                number,
+                kind,
+                applied.target,
+                applied.was_leader,
+                now - start,
+                applied.failover_ms,
+                detail=applied.detail,
             )
         ]
         if inner is not None:
@@ -609,16 +725,62 @@ class Soak:
                     now - inner_start,
                     inner_applied.failover_ms,
                     during=number,
+                    detail=inner_applied.detail,
                 )
             )
         return records
 
     def healed(self) -> None:
         """Every broker back and the partition fully replicated; with a quorum, every
-        voter caught up with an active controller that runs."""
+        voter caught up with an active controller that runs.
+
+        Fully replicated means settled, not only the leader's word: every running
+        replica past the leader's log end offset as of the heal (so each follower
+        fetched after it), the ISR whole in every replica's view (the followers'
+        is the committed one, from the metadata), and no ISR change pending at the
+        leader. Found by the soak: a follower still waiting out a dropped fetch
+        after a heal fell behind, the leader's shrink of the ISR to itself was
+        committed after the leader had reported a whole ISR, and the next fault
+        killed that sole ISR member: no clean leader, for good."""
+        mark = self._leader_log_end()
+        self._until(
+            "the partition's replicas are not caught up and in the ISR",
+            lambda: self._settled(mark),
+        )
         self.cluster.wait_fully_replicated(self.recovery_timeout_s)
         if self.cluster.controllers:
             self.quorum_whole()
+
+    def _replica_states(self) -> dict[int, dict]:
+        """The partition as each running broker last reported it (replica-state.json)."""
+        out = {}
+        for b, process in self.cluster.brokers.items():
+            if process.process is None or process.process.poll() is not None:
+                continue
+            report = read_replica_state(self.cluster.broker_dir(b)) or {"partitions": []}
+            for p in report["partitions"]:
+                if p["topic"] == self.topic and p["partition"] == 0:
+                    out[b] = p
+        return out
+
+    def _leader_log_end(self) -> int:
+        leaders = [s for s in self._replica_states().values() if s["role"] == "leader"]
+        if not leaders:
+            return 0
+        return max(leaders, key=lambda s: s["leader_epoch"])["log_end_offset"]
+
+    def _settled(self, mark: int) -> bool:
+        states = self._replica_states()
+        replicas = sorted(self.cluster.brokers)
+        leaders = [s for s in states.values() if s["role"] == "leader"]
+        if sorted(states) != replicas or not leaders:
+            return False
+        leader = max(leaders, key=lambda s: s["leader_epoch"])
+        return (
+            leader.get("pending_isr") is None
+            and all(sorted(s["isr"]) == replicas for s in states.values())
+            and all(s["log_end_offset"] >= mark for s in states.values())
+        )
 
     # Each fault: given the current leader, apply it, yield an Applied while it is in
     # force, heal it when resumed. What must be undone even when the soak fails (a
@@ -719,6 +881,66 @@ class Soak:
                 self.heal_link(active, other)
         self.follows(active, successor.leader_epoch)
 
+    # The nemeses (kafkalab.cluster.nemesis): each heals only what it cut.
+
+    def _hold(self, nemesis, target: int, was_leader: bool) -> Iterator[Applied]:
+        """Apply a nemesis, hold it for `cut_s`, yield; heal it (in a finally)."""
+        nemesis.apply(self.cluster)
+        try:
+            time.sleep(self.cut_s)
+            yield Applied(target, was_leader, detail=nemesis.describe())
+        finally:
+            nemesis.heal(self.cluster)
+
+    def _partition(self, name: str, pairs) -> Nemesis:
+        mode = self.rng.choice([CutMode.REFUSE, CutMode.DROP])
+        return Nemesis(name, expand(pairs, hosts(self.cluster)), mode)
+
+    def _partition_one(self, leader: int) -> Iterator[Applied]:
+        nodes = sorted(hosts(self.cluster))
+        target = self.rng.choice(nodes)
+        nemesis = self._partition("one", isolate_one(nodes, target))
+        yield from self._hold(nemesis, target, target == leader)
+
+    def _partition_leader(self, leader: int) -> Iterator[Applied]:
+        nodes = sorted(hosts(self.cluster))
+        nemesis = self._partition("primaries", isolate_primaries(nodes, {leader}))
+        yield from self._hold(nemesis, leader, True)
+
+    def _partition_ring(self, leader: int) -> Iterator[Applied]:
+        nodes = sorted(hosts(self.cluster))
+        nemesis = self._partition("majorities-ring", majorities_ring(nodes, self.rng))
+        yield from self._hold(nemesis, -1, False)
+
+    def _clients_cut(self, leader: int) -> Iterator[Applied]:
+        yield from self._hold(ClientsCut(leader, CutMode.DROP), leader, True)
+
+    def _clock_step(self, leader: int) -> Iterator[Applied]:
+        controllers = self.cluster.controller_ids or [SINGLE_CONTROLLER_ID]
+        target = self.rng.choice([*sorted(self.cluster.brokers), *controllers])
+        seconds = self.rng.choice([CLOCK_STEP_S, -CLOCK_STEP_S])
+        yield from self._hold(ClockStep(target, seconds), target, target == leader)
+
+    def _lazyfs_power_failure(self, leader: int) -> Iterator[Applied]:
+        # a broker, or a quorum's voter (the single controller is not restarted here)
+        target = self.rng.choice([*sorted(self.cluster.brokers), *self.cluster.controller_ids])
+        seed = self.rng.randrange(2**32)
+        active = epoch = None
+        if target in self.cluster.controllers:
+            active, epoch = self.active_controller()
+        lost = self.cluster.power_failure(target, lose_unsynced=True, seed=seed)
+        if target == leader:
+            self.leader(not_in=[target])
+        elif target == active:
+            self.successor(active, epoch)
+        else:
+            time.sleep(self.pause_s)
+        report = self.cluster.last_power_failure
+        torn = 0 if report is None else len(report.torn)
+        detail = f"seed {seed}: {sum(lost.values()):,} bytes lost in {len(lost)} files"
+        yield Applied(target, target in (leader, active), detail=detail + f", {torn} torn")
+        self.cluster.restart(target)
+
     _FAULTS: dict[FaultKind, Fault] = {
         FaultKind.LEADER_KILL: _leader_kill,
         FaultKind.FOLLOWER_PAUSE: _follower_pause,
@@ -730,6 +952,12 @@ class Soak:
         FaultKind.CONTROLLER_PAUSE: _controller_pause,
         FaultKind.CONTROLLER_POWER_FAILURE: _controller_power_failure,
         FaultKind.QUORUM_PARTITION: _quorum_partition,
+        FaultKind.PARTITION_ONE: _partition_one,
+        FaultKind.PARTITION_LEADER: _partition_leader,
+        FaultKind.PARTITION_RING: _partition_ring,
+        FaultKind.CLIENTS_CUT: _clients_cut,
+        FaultKind.CLOCK_STEP: _clock_step,
+        FaultKind.LAZYFS_POWER_FAILURE: _lazyfs_power_failure,
     }
 
     def kill_leader(self, leader: int) -> float:
@@ -891,7 +1119,8 @@ def run_soak(
     report = SoakReport(faults=faults, seed=seed, kinds=kinds, controllers=controllers)
     began = time.monotonic()
     history = History()
-    settings = _cluster_settings(cluster_kwargs, controllers)
+    settings = _cluster_settings(cluster_kwargs, controllers, kinds)
+    nemeses = set(kinds) & set(NEMESIS_KINDS)
     with LocalCluster(brokers=3, base_dir=base_dir, **settings) as cluster:
         _create_topic(cluster, topic)
         workload = ProducerWorkload(
@@ -903,11 +1132,19 @@ def run_soak(
             config={
                 **LABS_PRODUCER,
                 **QUIET_CLIENT,
+                **(SOAK_NEMESIS_PRODUCER if nemeses else {}),
                 "message.timeout.ms": int(recovery_timeout_s * 1000),
             },
         )
         reader = ReadAlong(
-            cluster.bootstrap_servers, topic, history, config={**LABS_PRODUCER, **QUIET_CLIENT}
+            cluster.bootstrap_servers,
+            topic,
+            history,
+            config={
+                **LABS_PRODUCER,
+                **QUIET_CLIENT,
+                **(SOAK_NEMESIS_CLIENT if nemeses else {}),
+            },
         )
         soak = Soak(cluster, topic, workload, rng, pause_s, cut_s, recovery_timeout_s)
         workload.start()
@@ -923,19 +1160,30 @@ def run_soak(
     return report
 
 
-def _cluster_settings(cluster_kwargs: dict | None, controllers: int = 1) -> dict:
+def _cluster_settings(
+    cluster_kwargs: dict | None, controllers: int = 1, kinds: Sequence[str] = ()
+) -> dict:
     """LocalCluster's settings: the labs' failover timeouts, the soak's broker
-    properties (and, with a quorum, its controller properties), then the caller's."""
+    properties (and, with a quorum, its controller properties; with the nemeses,
+    theirs; with lazyfs power failures, the durability ledger on every node), then
+    the caller's."""
+    kinds = set(parse_kinds(kinds))
+    lazyfs = LAZYFS if FaultKind.LAZYFS_POWER_FAILURE in kinds else {}
     settings = {**LABS_FAILOVER, **(cluster_kwargs or {})}
     if controllers > 1:
         settings["controllers"] = controllers
-        settings["controller_props"] = {
-            **LABS_QUORUM,
-            **(cluster_kwargs or {}).get("controller_props", {}),
-        }
+    controller_props = {
+        **(LABS_QUORUM if controllers > 1 else {}),
+        **lazyfs,
+        **(cluster_kwargs or {}).get("controller_props", {}),
+    }
+    if controller_props:
+        settings["controller_props"] = controller_props
     settings["broker_props"] = {
         **LABS_FAILOVER["broker_props"],
         **SOAK_BROKER_PROPS,
+        **(SOAK_NEMESIS_BROKER_PROPS if kinds & set(NEMESIS_KINDS) else {}),
+        **lazyfs,
         **(cluster_kwargs or {}).get("broker_props", {}),
     }
     return settings
@@ -991,8 +1239,9 @@ def _apply_faults(
             )
             role = " (leader)" if record.was_leader else ""
             during = "" if record.during is None else f" (during {record.during})"
+            detail = f" [{record.detail}]" if record.detail else ""
             log(
-                f"[{record.number:>4}/{faults}] {record.kind:<15} {where}{role}{during}: "
+                f"[{record.number:>4}/{faults}] {record.kind:<15} {where}{role}{during}{detail}: "
                 f"healed in {record.seconds:.1f} s{fo}; acknowledged {workload.acked:,}, "
                 f"read {reader.read:,}, {time.monotonic() - began:,.0f} s"
             )
@@ -1074,8 +1323,8 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
         "--kinds",
         nargs="+",
         metavar="KIND",
-        help="fault kinds (default: all but leader-pause, and the controller kinds with "
-        f"--controllers 3): {', '.join(k.value for k in ALL_KINDS)}",
+        help="fault kinds (default: all but leader-pause and the nemeses' kinds, and the "
+        f"controller kinds with --controllers 3): {', '.join(k.value for k in ALL_KINDS)}",
     )
     parser.add_argument("--rate", type=float, default=200, help="records per second (200)")
     parser.add_argument(

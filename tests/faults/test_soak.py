@@ -1,6 +1,7 @@
 """The soak's CI slices: six faults of every broker kind on a live cluster under
-an idempotent acks=all load with a consumer reading along, and five on a cluster
-with a controller quorum (every controller kind, one overlap); the Jepsen-grade
+an idempotent acks=all load with a consumer reading along, five on a cluster
+with a controller quorum (every controller kind, one overlap), and six of the
+nemeses' kinds and lazyfs's power failure on a quorum (one overlap); the Jepsen-grade
 checker's verdict must be valid and the replicas byte-identical
 (benchmarks/soak.py runs the full 100). And what the soak found, each as a
 regression test of its own."""
@@ -19,7 +20,9 @@ from kafkalab.cluster.history import History, check
 from kafkalab.cluster.soak import (
     CONTROLLER_KINDS,
     FAULT_KINDS,
+    NEMESIS_KINDS,
     OVERLAPS,
+    FaultKind,
     default_kinds,
     overlaps,
     percentile,
@@ -34,6 +37,32 @@ SLICE_SEED, SLICE_FAULTS = 1, 6
 #: pause inside it (an overlap), a controller pause, a quorum partition and a
 #: controller power failure: every controller kind.
 QUORUM_SEED, QUORUM_FAULTS = 47, 5
+#: Of the nemeses' kinds, seed 168's first six faults are a lazyfs power failure,
+#: a partition of one host with a clock step inside it (an overlap), a
+#: majorities ring, the clients cut off from the leader and the leader's host
+#: partitioned off: every one of NEMESIS_KINDS.
+NEMESIS_SEED, NEMESIS_FAULTS = 168, 6
+
+#: What each fault kind takes out at worst: (brokers, controller voters). A host's
+#: partition or power failure takes a broker and (with a quorum) its voter.
+TAKES_OUT = {
+    FaultKind.LEADER_KILL: (1, 0),
+    FaultKind.FOLLOWER_PAUSE: (1, 0),
+    FaultKind.POWER_FAILURE: (1, 0),
+    FaultKind.LINK_CUT: (1, 0),
+    FaultKind.ROLLING_RESTART: (1, 0),
+    FaultKind.LEADER_PAUSE: (1, 0),
+    FaultKind.CONTROLLER_KILL: (0, 1),
+    FaultKind.CONTROLLER_PAUSE: (0, 1),
+    FaultKind.CONTROLLER_POWER_FAILURE: (0, 1),
+    FaultKind.QUORUM_PARTITION: (0, 1),
+    FaultKind.PARTITION_ONE: (1, 1),
+    FaultKind.PARTITION_LEADER: (1, 1),
+    FaultKind.PARTITION_RING: (1, 1),
+    FaultKind.LAZYFS_POWER_FAILURE: (1, 1),
+    FaultKind.CLIENTS_CUT: (0, 0),
+    FaultKind.CLOCK_STEP: (0, 0),
+}
 
 
 def test_the_schedule_is_the_seeds_and_the_slice_has_every_kind():
@@ -59,23 +88,31 @@ def test_overlaps_pair_only_what_leaves_a_majority_and_follow_the_seed():
     for i in outer:
         assert (plan[i], plan[i + 1]) in OVERLAPS
         assert i + 1 not in outer  # a fault is inside at most one other, never both
-    # never two controller faults, never two brokers out of the ISR at once
+    # never two controller faults, never two brokers out of the ISR at once (but
+    # the cut follower with its leader killed, which OVERLAPS explains)
+    assert set(TAKES_OUT) == set(FaultKind)
     for a, b in OVERLAPS:
         assert not (a in CONTROLLER_KINDS and b in CONTROLLER_KINDS)
-        assert (
-            a in CONTROLLER_KINDS
-            or b in CONTROLLER_KINDS
-            or (a, b)
-            == (
-                "link-cut",
-                "leader-kill",
-            )
-        )
+        brokers = TAKES_OUT[a][0] + TAKES_OUT[b][0]
+        voters = TAKES_OUT[a][1] + TAKES_OUT[b][1]
+        assert voters <= 1, (a, b)
+        assert brokers <= 1 or (a, b) == ("link-cut", "leader-kill"), (a, b)
+    # the nemeses' kinds overlap, each with something
+    paired = {k for pair in OVERLAPS for k in pair}
+    assert set(NEMESIS_KINDS) <= paired
     brokers_only = schedule(100, 0)  # of broker kinds, only that pair overlaps
     assert {(brokers_only[i], brokers_only[i + 1]) for i in overlaps(brokers_only, 0)} == {
         ("link-cut", "leader-kill")
     }
     assert overlaps(["link-cut", "leader-kill"] * 20, 5)
+
+
+def test_the_nemesis_slice_has_every_nemesis_kind_and_an_overlap():
+    plan = schedule(NEMESIS_FAULTS, NEMESIS_SEED, NEMESIS_KINDS)
+    assert set(plan) == set(NEMESIS_KINDS)
+    assert overlaps(plan, NEMESIS_SEED) == [1]
+    assert (plan[1], plan[2]) == ("partition-one", "clock-step")
+    assert not set(NEMESIS_KINDS) & set(default_kinds(3))  # asked for by name only
 
 
 def test_controller_faults_need_a_quorum():
@@ -159,6 +196,66 @@ def test_a_slice_of_the_soak_on_a_controller_quorum(tmp_path):
     assert report.read_all and report.byte_identical and report.replicas_compared == 3, table
     # librdkafka's own view of the partition, kept for when a consumer stops
     assert report.read_fetch_state.startswith("active, leader "), table
+    assert report.valid, table
+
+
+def test_a_slice_of_the_nemeses_soak_on_a_quorum_loses_nothing(tmp_path):
+    """Partitions of one host, of the leader's and a majorities ring (refused or
+    dropped, by the seed), the clients cut off from the leader (dropped: the
+    idempotent producer retries), a clock stepped an hour, and a lazyfs power
+    failure (every file of a node back to its last fsync), on a quorum with the
+    durability ledger on: nothing acknowledged is lost or duplicated."""
+    lines: list[str] = []
+    report = run_soak(
+        faults=NEMESIS_FAULTS,
+        seed=NEMESIS_SEED,
+        kinds=NEMESIS_KINDS,
+        base_dir=tmp_path,
+        log=lines.append,
+        controllers=3,
+        overlap=True,
+    )
+    table = report.table() + "\n" + "\n".join(lines)
+    assert report.error is None, table
+    assert report.survived == NEMESIS_FAULTS, table
+    assert set(report.by_kind) == set(NEMESIS_KINDS), table
+    assert report.overlapped == [("partition-one", "clock-step")], table
+    # each nemesis says what it did: the cuts and their mode, the step, the loss
+    details = {r.kind: r.detail for r in report.records}
+    assert details["partition-ring"].startswith("majorities-ring ("), table
+    assert details["partition-leader"].startswith("primaries ("), table
+    assert details["clients-cut"].endswith("deaf to clients (drop)"), table
+    assert "clock stepped" in details["clock-step"], table
+    assert "bytes lost in" in details["lazyfs-power-failure"], table
+    leader_cut = next(r for r in report.records if r.kind == "partition-leader")
+    assert leader_cut.was_leader, table
+    assert report.acknowledged > 0 and report.failed_sends == 0, table
+    _assert_nothing_lost(report, table)
+    assert report.read_all and report.byte_identical and report.replicas_compared == 3, table
+    assert report.valid, table
+
+
+def test_a_leader_killed_right_after_a_dropped_ring_partition(tmp_path):
+    """Found by soak-all: a majorities ring in drop mode healed, the followers still
+    waiting out their dropped fetches, the leader reported a whole ISR, then shrank
+    it to itself (its AlterPartition refused by a standby, retried, committed); the
+    soak took the partition as healed and killed the leader, the ISR's only member:
+    no clean leader, ever. The soak now waits until every replica fetched past the
+    heal, the ISR is whole in every replica's view and no change is pending."""
+    lines: list[str] = []
+    report = run_soak(
+        faults=4,
+        seed=20,  # a ring (dropped), a leader kill, a ring (dropped), a leader kill
+        kinds=["partition-ring", "leader-kill"],
+        base_dir=tmp_path,
+        log=lines.append,
+        controllers=3,
+    )
+    table = report.table() + "\n" + "\n".join(lines)
+    assert [str(r.kind) for r in report.records] == ["partition-ring", "leader-kill"] * 2, table
+    assert all("(drop)" in r.detail for r in report.records[::2]), table
+    assert len(report.failovers_ms) == 2, table  # each kill: a successor acknowledged
+    _assert_nothing_lost(report, table)
     assert report.valid, table
 
 
