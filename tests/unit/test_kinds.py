@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from kafkalab.cluster import checker
 from kafkalab.cluster.history import (
     READ_COMMITTED,
     History,
@@ -22,8 +23,10 @@ from kafkalab.cluster.history import (
 from kafkalab.cluster.local_cluster import ProcessState, process_state
 from kafkalab.cluster.soak import (
     ALL_KINDS,
+    CONTROLLER_KINDS,
     EXTRA_KINDS,
     FAULT_KINDS,
+    NEMESIS_KINDS,
     FaultKind,
     FaultRecord,
     Soak,
@@ -74,7 +77,8 @@ def test_members_are_their_strings_in_print_format_json_and_dicts():
 
 
 def test_fault_kinds_are_the_soaks_names_and_every_one_has_a_fault():
-    assert ALL_KINDS == FAULT_KINDS + EXTRA_KINDS == tuple(FaultKind)
+    assert ALL_KINDS == FAULT_KINDS + EXTRA_KINDS + CONTROLLER_KINDS + NEMESIS_KINDS
+    assert ALL_KINDS == tuple(FaultKind)
     assert FaultKind.values() == (
         "leader-kill",
         "follower-pause",
@@ -82,6 +86,16 @@ def test_fault_kinds_are_the_soaks_names_and_every_one_has_a_fault():
         "link-cut",
         "rolling-restart",
         "leader-pause",
+        "controller-kill",
+        "controller-pause",
+        "controller-power-failure",
+        "quorum-partition",
+        "partition-one",
+        "partition-leader",
+        "partition-ring",
+        "clients-cut",
+        "clock-step",
+        "lazyfs-power-failure",
     )
     assert set(Soak._FAULTS) == set(FaultKind)
 
@@ -209,7 +223,8 @@ def test_the_soaks_own_verdict_counts_failed_sends_and_compared_batches():
         r.records = [FaultRecord(1, FaultKind.LEADER_KILL, 1, True, 1.0, 250.0)]
         r.acknowledged, r.read_all = 10, True
         r.replicas_compared, r.batches_compared = 3, 4
-        r.verdict = Verdict(True, 10, [], [], [], [], [])
+        r.verdict = checker.Verdict(True, {}, frozenset(), [], {})  # the checker's
+        r.final_log = Verdict(True, 10, [], [], [], [], [])  # the replicas compared
         for name, value in changes.items():
             setattr(r, name, value)
         return r
