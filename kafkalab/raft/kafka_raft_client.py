@@ -591,6 +591,17 @@ class KafkaRaftClient:
         if isinstance(state, ResignedState) and resp.leader_epoch == state.epoch:
             state.unacknowledged.discard(source)
 
+    def _leader_only_error(self, current_leader_epoch: int) -> Errors | None:
+        """Why a request only the leader of the current epoch serves (Fetch,
+        FetchSnapshot) is refused here, or None (Kafka: validateLeaderOnlyRequest)."""
+        if current_leader_epoch < self.quorum.epoch:
+            return Errors.FENCED_LEADER_EPOCH
+        if current_leader_epoch > self.quorum.epoch:
+            return Errors.UNKNOWN_LEADER_EPOCH
+        if not isinstance(self.quorum.state, LeaderState):
+            return Errors.NOT_LEADER_OR_FOLLOWER
+        return None
+
     # -- Fetch ---------------------------------------------------------------------------------
 
     def handle_fetch_request(self, req: FetchRequest, now_ms: int) -> FetchResponse:
@@ -602,12 +613,9 @@ class KafkaRaftClient:
         def answer(error: Errors, **kw: object) -> FetchResponse:
             return FetchResponse(error, q.leader_id, q.epoch, **kw)  # type: ignore[arg-type]
 
-        if req.current_leader_epoch < q.epoch:
-            return answer(Errors.FENCED_LEADER_EPOCH)
-        if req.current_leader_epoch > q.epoch:
-            return answer(Errors.UNKNOWN_LEADER_EPOCH)
-        if not isinstance(state, LeaderState):
-            return answer(Errors.NOT_LEADER_OR_FOLLOWER)
+        refused = self._leader_only_error(req.current_leader_epoch)
+        if refused is not None:
+            return answer(refused)
         if (
             req.fetch_offset < 0
             or req.last_fetched_epoch < 0
@@ -677,12 +685,9 @@ class KafkaRaftClient:
         def answer(error: Errors, **kw: object) -> FetchSnapshotResponse:
             return FetchSnapshotResponse(error, q.leader_id, q.epoch, **kw)  # type: ignore[arg-type]
 
-        if req.current_leader_epoch < q.epoch:
-            return answer(Errors.FENCED_LEADER_EPOCH)
-        if req.current_leader_epoch > q.epoch:
-            return answer(Errors.UNKNOWN_LEADER_EPOCH)
-        if not isinstance(state, LeaderState):
-            return answer(Errors.NOT_LEADER_OR_FOLLOWER)
+        refused = self._leader_only_error(req.current_leader_epoch)
+        if refused is not None:
+            return answer(refused)
         if req.max_bytes <= 0 or req.position < 0:
             return answer(Errors.INVALID_REQUEST)
         state.update_check_quorum_for_following_voter(req.replica_id, now_ms)
