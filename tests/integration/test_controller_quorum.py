@@ -84,12 +84,13 @@ def create_topic(port: int, name: str) -> dict:
     return call(port, 19, 4, body)["topics"][0]
 
 
-def metadata_fetch(port: int) -> dict:
+def metadata_fetch(port: int, offset: int = 0) -> dict:
+    """A broker's Fetch of the metadata log from `offset` (v11)."""
     body = {
         "replica_id": 1,
         "max_wait_ms": 0,
         "min_bytes": 0,
-        "max_bytes": 10**6,
+        "max_bytes": 10**7,
         "isolation_level": 0,
         "session_id": 0,
         "session_epoch": -1,
@@ -100,9 +101,9 @@ def metadata_fetch(port: int) -> dict:
                     {
                         "partition": 0,
                         "current_leader_epoch": -1,
-                        "fetch_offset": 0,
+                        "fetch_offset": offset,
                         "log_start_offset": -1,
-                        "partition_max_bytes": 10**6,
+                        "partition_max_bytes": 10**7,
                     }
                 ],
             }
@@ -111,6 +112,28 @@ def metadata_fetch(port: int) -> dict:
         "rack_id": "",
     }
     return call(port, 1, 11, body)["responses"][0]["partitions"][0]
+
+
+def voter_configs(tmp_path, extra: dict[str, str] | None = None):
+    """Three voters 1, 2, 3 on free ports with fast quorum timeouts: (ports, log
+    dirs, configs), each {node id: ...}; `extra` goes into every config."""
+    ports = {i: _free_port() for i in (1, 2, 3)}
+    voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in ports.items())
+    dirs = {i: tmp_path / f"controller-{i}" for i in ports}
+    configs = {
+        i: {
+            "node.id": str(i),
+            "log.dirs": str(dirs[i]),
+            "listeners": f"CONTROLLER://127.0.0.1:{ports[i]}",
+            "controller.quorum.voters": voters,
+            "controller.quorum.election.timeout.ms": "300",
+            "controller.quorum.fetch.timeout.ms": "600",
+            "controller.quorum.request.timeout.ms": "400",
+            **(extra or {}),
+        }
+        for i in ports
+    }
+    return ports, dirs, configs
 
 
 def until(predicate, timeout_s: float = 30.0):
@@ -124,22 +147,8 @@ def until(predicate, timeout_s: float = 30.0):
 
 
 def test_a_controller_quorum_fails_over_with_every_committed_record(tmp_path):
-    ports = {i: _free_port() for i in (1, 2, 3)}
-    voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in ports.items())
-
-    def props(i: int) -> dict[str, str]:
-        return {
-            "node.id": str(i),
-            "log.dirs": str(tmp_path / f"controller-{i}"),
-            "listeners": f"CONTROLLER://127.0.0.1:{ports[i]}",
-            "controller.quorum.voters": voters,
-            "controller.quorum.election.timeout.ms": "300",
-            "controller.quorum.fetch.timeout.ms": "600",
-            "controller.quorum.request.timeout.ms": "400",
-            "broker.session.timeout.ms": "3000",
-        }
-
-    controllers = {i: ControllerThread(props(i)).__enter__() for i in ports}
+    ports, _, configs = voter_configs(tmp_path, {"broker.session.timeout.ms": "3000"})
+    controllers = {i: ControllerThread(configs[i]).__enter__() for i in ports}
     try:
 
         def active() -> int | None:
@@ -180,7 +189,7 @@ def test_a_controller_quorum_fails_over_with_every_committed_record(tmp_path):
         assert create_topic(ports[second], "u")["error_code"] == 0
 
         # the old active controller restarts and follows as a standby
-        controllers[first] = ControllerThread(props(first)).__enter__()
+        controllers[first] = ControllerThread(configs[first]).__enter__()
         until(lambda: "u" in controllers[first].server.controller.topics)
         assert active() == second
         assert register(ports[first], 2)["error_code"] == Errors.NOT_CONTROLLER
@@ -196,22 +205,8 @@ def test_a_cut_off_active_controller_resigns_and_the_others_elect_one(tmp_path):
     one follows. A controller cut from a broker drops that broker's requests."""
     from kafkalab.server.link_faults import write_deaf_to
 
-    ports = {i: _free_port() for i in (1, 2, 3)}
-    voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in ports.items())
-    dirs = {i: tmp_path / f"controller-{i}" for i in ports}
-
-    def props(i: int) -> dict[str, str]:
-        return {
-            "node.id": str(i),
-            "log.dirs": str(dirs[i]),
-            "listeners": f"CONTROLLER://127.0.0.1:{ports[i]}",
-            "controller.quorum.voters": voters,
-            "controller.quorum.election.timeout.ms": "300",
-            "controller.quorum.fetch.timeout.ms": "600",
-            "controller.quorum.request.timeout.ms": "400",
-        }
-
-    controllers = {i: ControllerThread(props(i)).__enter__() for i in ports}
+    ports, dirs, configs = voter_configs(tmp_path)
+    controllers = {i: ControllerThread(configs[i]).__enter__() for i in ports}
     try:
 
         def actives() -> list[int]:

@@ -12,10 +12,17 @@ from __future__ import annotations
 
 import json
 
-from test_controller_quorum import _free_port, call, create_topic, heartbeat, register, until
+from test_controller_quorum import (
+    call,
+    create_topic,
+    heartbeat,
+    metadata_fetch,
+    register,
+    until,
+    voter_configs,
+)
 
 from kafkalab.controller.metadata_image import MetadataImage
-from kafkalab.controller.quorum_controller import METADATA_TOPIC
 from kafkalab.errors import Errors
 from kafkalab.raft.kafka_metadata_log import METADATA_LOG_DIR
 from kafkalab.records import iter_batches
@@ -28,56 +35,18 @@ def delete_topic(port: int, name: str) -> dict:
     return call(port, 20, 3, body)["responses"][0]
 
 
-def metadata_fetch(port: int, offset: int) -> dict:
-    body = {
-        "replica_id": 1,
-        "max_wait_ms": 0,
-        "min_bytes": 0,
-        "max_bytes": 10**7,
-        "isolation_level": 0,
-        "session_id": 0,
-        "session_epoch": -1,
-        "topics": [
-            {
-                "topic": METADATA_TOPIC,
-                "partitions": [
-                    {
-                        "partition": 0,
-                        "current_leader_epoch": -1,
-                        "fetch_offset": offset,
-                        "log_start_offset": -1,
-                        "partition_max_bytes": 10**7,
-                    }
-                ],
-            }
-        ],
-        "forgotten_topics_data": [],
-        "rack_id": "",
-    }
-    return call(port, 1, 11, body)["responses"][0]["partitions"][0]
-
-
 def test_a_controller_back_after_snapshots_loads_the_leaders_and_serves_the_same_offsets(
     tmp_path,
 ):
-    ports = {i: _free_port() for i in (1, 2, 3)}
-    voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in ports.items())
-
-    def props(i: int) -> dict[str, str]:
-        return {
-            "node.id": str(i),
-            "log.dirs": str(tmp_path / f"controller-{i}"),
-            "listeners": f"CONTROLLER://127.0.0.1:{ports[i]}",
-            "controller.quorum.voters": voters,
-            "controller.quorum.election.timeout.ms": "300",
-            "controller.quorum.fetch.timeout.ms": "600",
-            "controller.quorum.request.timeout.ms": "400",
+    ports, _, configs = voter_configs(
+        tmp_path,
+        {
             "broker.session.timeout.ms": "60000",
             "metadata.log.max.record.bytes.between.snapshots": "3000",
             "metadata.log.segment.bytes": "2048",
-        }
-
-    controllers = {i: ControllerThread(props(i)).__enter__() for i in ports}
+        },
+    )
+    controllers = {i: ControllerThread(configs[i]).__enter__() for i in ports}
 
     def server(i: int):
         return controllers[i].server
@@ -112,7 +81,7 @@ def test_a_controller_back_after_snapshots_loads_the_leaders_and_serves_the_same
         assert history[0][0] == 0  # the active controller's metadata log stays whole
 
         # the stopped controller comes back beyond what its metadata log holds
-        controllers[down] = ControllerThread(props(down)).__enter__()
+        controllers[down] = ControllerThread(configs[down]).__enter__()
         back = server(down)
         until(lambda: back.quorum.snapshots_loaded >= 1 and "t58" in back.controller.topics)
         assert back.quorum.manager.client.snapshots_installed >= 1
@@ -145,7 +114,7 @@ def test_a_controller_back_after_snapshots_loads_the_leaders_and_serves_the_same
             stopped.append(now)
             until(lambda: active() is not None)
             for i in stopped:  # bring it back as a standby, with its own snapshot
-                controllers[i] = ControllerThread(props(i)).__enter__()
+                controllers[i] = ControllerThread(configs[i]).__enter__()
                 restarted = server(i)
                 # its metadata log was kept whole across the restart (cut to its
                 # checkpoint, the rest applied again from Raft)

@@ -200,26 +200,12 @@ def test_voters_cut_by_dropped_links_elect_another_leader_and_reunite_after_the_
     request timeout (a connection held by a dropped request would keep the voters
     apart after the heal). Healed, all three follow one leader in one epoch. A
     broker's request to a controller deaf to it is refused, in drop mode too."""
-    from test_controller_quorum import _free_port, register, until
+    from test_controller_quorum import register, until, voter_configs
 
     from kafkalab.server.controller_server import ControllerThread
 
-    ports = {i: _free_port() for i in (1, 2, 3)}
-    voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in ports.items())
-    dirs = {i: tmp_path / f"controller-{i}" for i in ports}
-
-    def props(i: int) -> dict[str, str]:
-        return {
-            "node.id": str(i),
-            "log.dirs": str(dirs[i]),
-            "listeners": f"CONTROLLER://127.0.0.1:{ports[i]}",
-            "controller.quorum.voters": voters,
-            "controller.quorum.election.timeout.ms": "300",
-            "controller.quorum.fetch.timeout.ms": "600",
-            "controller.quorum.request.timeout.ms": "400",
-        }
-
-    controllers = {i: ControllerThread(props(i)).__enter__() for i in ports}
+    ports, dirs, configs = voter_configs(tmp_path)
+    controllers = {i: ControllerThread(configs[i]).__enter__() for i in ports}
     try:
 
         def actives() -> list[int]:
