@@ -539,12 +539,23 @@ class LocalCluster:
 
     def wait_fully_replicated(self, timeout_s: float = 120) -> None:
         deadline = time.monotonic() + timeout_s
-        while self.under_replicated():
+        while stuck := self.under_replicated():
             if time.monotonic() > deadline:
                 raise TimeoutError(
-                    f"under-replicated after {timeout_s} s: {self.under_replicated()}"
+                    f"under-replicated after {timeout_s} s: {stuck}; each replica's "
+                    f"last report: {self._replica_reports(stuck)}"
                 )
             time.sleep(0.1)
+
+    def _replica_reports(self, tps: list[tuple[str, int]]) -> dict:
+        """What each broker last reported of these partitions (replica-state.json,
+        pending ISR proposals included): the evidence a timeout shows."""
+        out: dict = {}
+        for b in self.brokers:
+            for p in (read_replica_state(self.broker_dir(b)) or {}).get("partitions", []):
+                if (p["topic"], p["partition"]) in tps:
+                    out[f"{p['topic']}-{p['partition']}@{b}"] = p
+        return out
 
     def stop(self) -> None:
         for broker in self.brokers.values():

@@ -441,6 +441,7 @@ class SoakReport:
     sent: int = 0
     acknowledged: int = 0
     failed_sends: int = 0  # the client gave up (may or may not be in the log)
+    failed_by_error: dict[str, int] = field(default_factory=dict)  # librdkafka's names
     unknown: int = 0  # no outcome at the end
     final_records: int = 0
     read: int = 0
@@ -549,7 +550,11 @@ class SoakReport:
             ("by kind", kinds),
             ("records sent", f"{self.sent:,}"),
             ("acknowledged", f"{self.acknowledged:,}"),
-            ("failed sends / unknown", f"{self.failed_sends} / {self.unknown}"),
+            (
+                "failed sends / unknown",
+                f"{self.failed_sends} / {self.unknown}"
+                + "".join(f", {e} x{n}" for e, n in sorted(self.failed_by_error.items())),
+            ),
             ("lost (lost-write)", count("lost-write")),
             ("duplicated", count("duplicate")),
             ("unseen at the end", "-" if v is None else str(unseen)),
@@ -1155,6 +1160,7 @@ def run_soak(
         finally:
             report.unknown = workload.stop(recovery_timeout_s)
             report.sent, report.failed_sends = workload.sent, workload.failed
+            report.failed_by_error = dict(workload.failed_by_error)
         _read_back(soak, history, reader, report)
     report.elapsed_s = time.monotonic() - began
     return report

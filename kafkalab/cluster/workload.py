@@ -51,6 +51,8 @@ class ProducerWorkload:
             }
         )
         self.sent = self.acked = self.failed = 0
+        #: librdkafka's error name -> how many sends failed with it
+        self.failed_by_error: dict[str, int] = {}
         #: Wall-clock time (ms since the epoch, as the processes' events.jsonl) of
         #: every acknowledgement, in the order they came: failover times read them.
         self.ack_times_ms: list[float] = []
@@ -65,6 +67,7 @@ class ProducerWorkload:
             self.history.ack(self.topic, msg.partition(), value, msg.offset())
         else:
             self.failed += 1
+            self.failed_by_error[err.name()] = self.failed_by_error.get(err.name(), 0) + 1
             self.history.fail(self.topic, self.partition, value, err.name())
 
     def send(self, n: int) -> None:
