@@ -709,12 +709,17 @@ class QuorumController:
                 Errors.INVALID_UPDATE_VERSION,
                 f"partition epoch {partition_epoch} != {part.partition_epoch}",
             )
-        alive = self.alive()
-        if broker_id not in new_isr or any(
-            b not in part.replicas or b not in alive for b in new_isr
-        ):
+        if broker_id not in new_isr or any(b not in part.replicas for b in new_isr):
             raise KafkaError(
-                Errors.INVALID_REQUEST, f"ISR {new_isr} must hold the leader and only live replicas"
+                Errors.INVALID_REQUEST, f"ISR {new_isr} must hold the leader and only replicas"
+            )
+        ineligible = sorted(set(new_isr) - self.alive())
+        if ineligible:
+            # Kafka answers INELIGIBLE_REPLICA from AlterPartition v2, and
+            # OPERATION_NOT_ATTEMPTED to v0-1, the versions spoken here.
+            raise KafkaError(
+                Errors.OPERATION_NOT_ATTEMPTED,
+                f"ISR {new_isr} holds fenced brokers {ineligible}: not eligible",
             )
         change = self._complete_reassignment(topic, partition, sorted(new_isr))
         if change is None:

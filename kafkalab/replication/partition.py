@@ -113,6 +113,9 @@ class Partition:
     isr: list[int] = field(default_factory=list)
     pending_isr: list[int] | None = None  # proposed to the controller, not yet confirmed
     remote: dict[int, ReplicaState] = field(default_factory=dict)
+    #: may this broker join the ISR? (registered and unfenced in the metadata: Kafka's
+    #: isReplicaIsrEligible; the controller would refuse a fenced one)
+    isr_eligible: Callable[[int], bool] = lambda broker_id: True
 
     def __post_init__(self) -> None:
         if self.truncation_rule not in TRUNCATION_RULES:
@@ -255,8 +258,14 @@ class Partition:
 
     def _maybe_expand_isr(self, replica: ReplicaState) -> IsrChange | None:
         """A follower outside the ISR joins once it has reached the HW and the start
-        of the current leader epoch (Kafka: isFollowerInSync / KIP-101 rule)."""
+        of the current leader epoch (Kafka: isFollowerInSync / KIP-101 rule), and
+        only while the metadata shows its broker unfenced (Kafka:
+        isReplicaIsrEligible). A fenced broker's follower may go on fetching, but the
+        controller refuses it in an ISR: proposing it would be refused again at
+        every fetch, an AlterPartition storm at a few hundred partitions."""
         if replica.broker_id in self.maximal_isr or self.pending_isr is not None:
+            return None
+        if not self.isr_eligible(replica.broker_id):
             return None
         epoch_start = self.log.leader_epoch_cache.end_offset_for(
             self.leader_epoch - 1, self.log.log_end_offset

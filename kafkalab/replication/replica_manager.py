@@ -120,6 +120,7 @@ class ReplicaManager:
                 log_,
                 replica_lag_time_max_ms=self.replica_lag_time_max_ms,
                 truncation_rule=self.truncation_rule,
+                isr_eligible=lambda broker_id: self.broker_alive(broker_id),
             )
             self.partitions[tp] = part
         return part

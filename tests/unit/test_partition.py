@@ -77,6 +77,24 @@ def test_isr_shrinks_after_the_lag_time_and_expands_when_caught_up(tmp_path):
     assert a.isr == [1, 2]
 
 
+def test_a_fenced_follower_is_not_proposed_into_the_isr_until_it_is_unfenced(tmp_path):
+    """Kafka's isReplicaIsrEligible: a caught-up follower on a fenced broker keeps
+    fetching, but its leader does not propose it (the controller would refuse it at
+    every fetch); once the metadata shows it unfenced, its next fetch does."""
+    a, b = new_partition(tmp_path, 1), new_partition(tmp_path, 2)
+    fenced = {2}
+    a.isr_eligible = lambda broker_id: broker_id not in fenced
+    a.make_leader(1, [1], [1, 2], 0, now_ms=0)
+    b.make_follower(1, 1, [1], [1, 2], 0)
+    a.append_records_to_leader(record(b"m1"), 1, 2)
+    replicate(a, b, 10)
+    assert a.update_follower_fetch_state(2, b.log.log_end_offset, 20) is None
+    assert a.pending_isr is None and a.isr == [1]
+    fenced.clear()
+    change = a.update_follower_fetch_state(2, b.log.log_end_offset, 30)
+    assert change is not None and change.new_isr == [1, 2]
+
+
 def test_an_alter_partition_answer_older_than_the_metadata_is_ignored(tmp_path):
     """The leader proposed adding broker 3; the controller committed {1,2,3} in
     partition epoch 1, then fenced broker 3 (a controlled shutdown): {1,2} in epoch 2.

@@ -153,6 +153,27 @@ def test_alter_partition_refuses_stale_or_unsafe_requests(tmp_path):
     assert c.topics["t"].partitions[0].partition_epoch == 1
 
 
+def test_alter_partition_refuses_a_fenced_broker_as_kafka_does(tmp_path):
+    """A fenced replica may not join the ISR: OPERATION_NOT_ATTEMPTED (what Kafka
+    answers AlterPartition v0-1 for an ineligible replica; INELIGIBLE_REPLICA from
+    v2); an ISR naming a broker that is no replica is INVALID_REQUEST."""
+    c, epochs = three_brokers(tmp_path)
+    c.create_topic("t", 1, 2)
+    part = c.topics["t"].partitions[0]
+    leader, follower = part.leader, next(b for b in part.replicas if b != part.leader)
+    outsider = next(b for b in (1, 2, 3) if b not in part.replicas)
+    c.alter_partition(leader, epochs[leader], "t", 0, part.leader_epoch, 0, [leader])
+    c.fence_broker(follower, now_ms=10)
+    for isr, code in (
+        ([leader, follower], Errors.OPERATION_NOT_ATTEMPTED),
+        ([leader, outsider], Errors.INVALID_REQUEST),
+    ):
+        with pytest.raises(KafkaError) as err:
+            c.alter_partition(leader, epochs[leader], "t", 0, part.leader_epoch, 1, isr)
+        assert err.value.code == code, isr
+    assert c.topics["t"].partitions[0].isr == [leader]
+
+
 def test_state_is_the_replay_of_the_metadata_log(tmp_path):
     c, _ = three_brokers(tmp_path)
     c.create_topic("a", 3, 2, {"retention.ms": "1000"})
