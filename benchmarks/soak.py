@@ -45,6 +45,9 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="start some faults while the one before is still in force (soak.OVERLAPS)",
     )
+    parser.add_argument(
+        "--client-log", metavar="PATH", help="write the producer's librdkafka debug log here"
+    )
     args = parser.parse_args(argv)
     default = [k.value for k in default_kinds(args.controllers)]
     args.kinds = args.kinds or default
@@ -61,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         rate=args.rate,
         controllers=args.controllers,
         overlap=args.overlap,
+        client_log=args.client_log,
     )
     print(report.table())
     v = report.verdict

@@ -121,6 +121,7 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import logging
 import math
 import random
 import sys
@@ -129,6 +130,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from kafkalab.cluster import checker
 from kafkalab.cluster.failover import (
@@ -288,6 +290,10 @@ CLOCK_STEP_S = 3600.0
 #: librdkafka logs every refused connection (level 3) and closed one (level 4 to
 #: 6); a soak kills brokers on purpose, so its clients log only critical errors.
 QUIET_CLIENT = {"log_level": 2}
+#: librdkafka's debug contexts the producer logs with `client_log`: what it asked
+#: whom (protocol), its connections (broker), leaders (topic), messages (msg) and
+#: idempotence (eos: producer id, epoch, sequence)
+CLIENT_DEBUG = "eos,msg,broker,topic,protocol"
 
 
 def parse_kinds(kinds: Sequence[str]) -> tuple[FaultKind, ...]:
@@ -1107,14 +1113,16 @@ def run_soak(
     log: Callable[[str], None] = _log,
     controllers: int = 1,
     overlap: bool = False,
+    client_log: str | Path | None = None,
 ) -> SoakReport:
     """`faults` faults of `kinds` (in the order `schedule` gives; default
     `default_kinds(controllers)`) under load; `settle_s` of load between two
     faults. `controllers=3` runs a KRaft quorum (with LABS_QUORUM) and
     allows its fault kinds; `overlap` lets the pairs `overlaps` picks run one
-    inside the other. Returns the report; never raises for what the soak finds
-    (a hang or a failed step is `report.error`); ValueError for a controller
-    fault kind without a quorum."""
+    inside the other; `client_log`: a file for the producer's librdkafka debug
+    log (CLIENT_DEBUG), the client's side of a stall. Returns the report; never
+    raises for what the soak finds (a hang or a failed step is `report.error`);
+    ValueError for a controller fault kind without a quorum."""
     kinds = parse_kinds(default_kinds(controllers) if kinds is None else kinds)
     if controllers < 2 and set(kinds) & set(CONTROLLER_KINDS):
         raise ValueError("controller fault kinds need a quorum: controllers=3")
@@ -1139,6 +1147,7 @@ def run_soak(
                 **QUIET_CLIENT,
                 **(SOAK_NEMESIS_PRODUCER if nemeses else {}),
                 "message.timeout.ms": int(recovery_timeout_s * 1000),
+                **(_client_debug(client_log) if client_log else {}),
             },
         )
         reader = ReadAlong(
@@ -1164,6 +1173,17 @@ def run_soak(
         _read_back(soak, history, reader, report)
     report.elapsed_s = time.monotonic() - began
     return report
+
+
+def _client_debug(path: str | Path) -> dict:
+    """librdkafka settings that send the client's debug log (CLIENT_DEBUG) to `path`."""
+    logger = logging.getLogger(f"kafkalab.soak.client.{path}")
+    logger.setLevel(logging.DEBUG)
+    logger.propagate = False
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    logger.addHandler(handler)
+    return {"debug": CLIENT_DEBUG, "log_level": 7, "logger": logger}
 
 
 def _cluster_settings(
@@ -1306,6 +1326,7 @@ def _main(args: argparse.Namespace) -> int:
             rate=args.rate,
             controllers=args.controllers,
             overlap=args.overlap,
+            client_log=args.client_log,
         )
     except ValueError as e:  # an unknown kind, a controller kind without a quorum
         print(f"kafkalab soak: {e}", file=sys.stderr)
@@ -1338,5 +1359,8 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--overlap", action="store_true", help="some faults inside another (OVERLAPS)"
+    )
+    parser.add_argument(
+        "--client-log", metavar="PATH", help="write the producer's librdkafka debug log here"
     )
     parser.set_defaults(func=_main)

@@ -145,8 +145,18 @@ def test_percentile_is_the_nearest_rank():
 
 def test_a_slice_of_the_soak_loses_nothing(tmp_path):
     lines: list[str] = []
-    report = run_soak(faults=SLICE_FAULTS, seed=SLICE_SEED, base_dir=tmp_path, log=lines.append)
+    client_log = tmp_path / "producer.log"
+    report = run_soak(
+        faults=SLICE_FAULTS,
+        seed=SLICE_SEED,
+        base_dir=tmp_path / "cluster",
+        log=lines.append,
+        client_log=client_log,
+    )
     table = report.table() + "\n" + "\n".join(lines)
+    # The producer's side, for a stall to be explained: its idempotence and requests.
+    debug = client_log.read_text()
+    assert "Idempotent producer state change" in debug and "Sent ProduceRequest" in debug
     assert report.error is None, table
     assert report.survived == SLICE_FAULTS, table
     assert set(report.by_kind) == set(FAULT_KINDS), table  # every kind was applied
