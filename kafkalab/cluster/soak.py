@@ -290,10 +290,11 @@ CLOCK_STEP_S = 3600.0
 #: librdkafka logs every refused connection (level 3) and closed one (level 4 to
 #: 6); a soak kills brokers on purpose, so its clients log only critical errors.
 QUIET_CLIENT = {"log_level": 2}
-#: librdkafka's debug contexts the producer logs with `client_log`: what it asked
-#: whom (protocol), its connections (broker), leaders (topic), messages (msg) and
-#: idempotence (eos: producer id, epoch, sequence)
-CLIENT_DEBUG = "eos,msg,broker,topic,protocol"
+#: librdkafka's debug contexts the producer and the read-along consumer log with
+#: `client_log`: what they asked whom (protocol), their connections (broker),
+#: leaders (topic), messages (msg), idempotence (eos: producer id, epoch, sequence)
+#: and fetching (fetch: each partition's fetch state, offset validation)
+CLIENT_DEBUG = "eos,msg,broker,topic,protocol,fetch"
 
 
 def parse_kinds(kinds: Sequence[str]) -> tuple[FaultKind, ...]:
@@ -1119,8 +1120,10 @@ def run_soak(
     `default_kinds(controllers)`) under load; `settle_s` of load between two
     faults. `controllers=3` runs a KRaft quorum (with LABS_QUORUM) and
     allows its fault kinds; `overlap` lets the pairs `overlaps` picks run one
-    inside the other; `client_log`: a file for the producer's librdkafka debug
-    log (CLIENT_DEBUG), the client's side of a stall. Returns the report; never
+    inside the other; `client_log`: a file for the librdkafka debug log
+    (CLIENT_DEBUG) of the producer and the read-along consumer (each line names
+    its client, `rdkafka#producer-1`, `rdkafka#consumer-2`), the clients' side of a
+    stall. Returns the report; never
     raises for what the soak finds (a hang or a failed step is `report.error`);
     ValueError for a controller fault kind without a quorum."""
     kinds = parse_kinds(default_kinds(controllers) if kinds is None else kinds)
@@ -1134,6 +1137,7 @@ def run_soak(
     history = History()
     settings = _cluster_settings(cluster_kwargs, controllers, kinds)
     nemeses = set(kinds) & set(NEMESIS_KINDS)
+    debug = _client_debug(client_log) if client_log else {}
     with LocalCluster(brokers=3, base_dir=base_dir, **settings) as cluster:
         _create_topic(cluster, topic)
         workload = ProducerWorkload(
@@ -1147,7 +1151,7 @@ def run_soak(
                 **QUIET_CLIENT,
                 **(SOAK_NEMESIS_PRODUCER if nemeses else {}),
                 "message.timeout.ms": int(recovery_timeout_s * 1000),
-                **(_client_debug(client_log) if client_log else {}),
+                **debug,
             },
         )
         reader = ReadAlong(
@@ -1158,6 +1162,7 @@ def run_soak(
                 **LABS_PRODUCER,
                 **QUIET_CLIENT,
                 **(SOAK_NEMESIS_CLIENT if nemeses else {}),
+                **debug,
             },
         )
         soak = Soak(cluster, topic, workload, rng, pause_s, cut_s, recovery_timeout_s)
@@ -1176,10 +1181,13 @@ def run_soak(
 
 
 def _client_debug(path: str | Path) -> dict:
-    """librdkafka settings that send the client's debug log (CLIENT_DEBUG) to `path`."""
+    """librdkafka settings that send the clients' debug log (CLIENT_DEBUG) to `path`."""
     logger = logging.getLogger(f"kafkalab.soak.client.{path}")
     logger.setLevel(logging.DEBUG)
     logger.propagate = False
+    for old in list(logger.handlers):  # a second soak with the same path: one handler
+        logger.removeHandler(old)
+        old.close()
     handler = logging.FileHandler(path)
     handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
     logger.addHandler(handler)

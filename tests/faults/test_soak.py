@@ -154,9 +154,11 @@ def test_a_slice_of_the_soak_loses_nothing(tmp_path):
         client_log=client_log,
     )
     table = report.table() + "\n" + "\n".join(lines)
-    # The producer's side, for a stall to be explained: its idempotence and requests.
+    # The clients' side, for a stall to be explained: the producer's idempotence and
+    # requests, the read-along consumer's fetches.
     debug = client_log.read_text()
     assert "Idempotent producer state change" in debug and "Sent ProduceRequest" in debug
+    assert "rdkafka#consumer" in debug and "Sent FetchRequest" in debug
     assert report.error is None, table
     assert report.survived == SLICE_FAULTS, table
     assert set(report.by_kind) == set(FAULT_KINDS), table  # every kind was applied
