@@ -17,6 +17,12 @@ VENV   ?= .venv
 LAB_IP   ?= 127.0.0.1
 LAB_PORT ?=
 BIN    := $(VENV)/bin
+# Tests and notebooks run on TEST_WORKERS pytest workers (pytest-xdist), a test
+# module or notebook each (--dist loadfile: a module's cluster starts once). Most of
+# them wait on clusters, sockets and timeouts, not the CPU: two workers on two cores
+# about halve the run. TEST_WORKERS=0 runs everything in one process.
+TEST_WORKERS ?= 2
+PYTEST_WORKERS := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) --durations=15
 STAMP  := $(VENV)/.kafkalab-installed
 JS_STAMP := tests/js/node_modules/.installed
 
@@ -32,8 +38,8 @@ lab: setup
 
 test: setup $(JS_STAMP)
 	$(BIN)/ruff check kafkalab tests benchmarks
-	$(BIN)/pytest -p no:cacheprovider tests
-	$(BIN)/pytest -p no:cacheprovider --nbval-lax --nbval-current-env labs
+	$(BIN)/pytest -p no:cacheprovider $(PYTEST_WORKERS) tests
+	$(BIN)/pytest -p no:cacheprovider $(PYTEST_WORKERS) --nbval-lax --nbval-current-env labs
 
 setup: system-deps $(STAMP)
 
