@@ -1,7 +1,8 @@
 """The options of Spark's Kafka source and sink: parsed and checked before any job runs.
 
 Names, defaults and rules follow Spark's Kafka integration guide. Option names
-are case-insensitive (Spark lower-cases them); every `kafka.`-prefixed option
+are case-insensitive (Spark lower-cases them); `kafkalab.fetcher` says what reads
+on the executors (kafkalab's own Fetch or librdkafka); every `kafka.`-prefixed option
 goes to librdkafka without its prefix (`kafka.isolation.level` ->
 `isolation.level`), except the Kafka settings Spark itself refuses.
 `kafka.isolation.level=read_committed` makes a read see only committed
@@ -47,8 +48,9 @@ _REFUSED_KAFKA_PARAMS = {
 }
 
 # The kinds of the options: StrEnums, so they print and compare as the option values
-# they come from. Not kafkalab.kinds.Kind: kafkalab.spark imports nothing else of
-# kafkalab, and a bad value is a KafkaSourceOptionError in Spark's words.
+# they come from. Not kafkalab.kinds.Kind: the options import nothing else of kafkalab
+# (a Spark driver parses them before any executor reads), and a bad value is a
+# KafkaSourceOptionError in Spark's words.
 
 
 class IsolationLevel(StrEnum):
