@@ -211,8 +211,10 @@ class _HeaderOnly(NamedTuple):
 class BatchColumns:
     """Decodes one partition's fetched records into Arrow record batches of the
     source schema (key, value, topic, partition, offset, timestamp, timestampType
-    [, headers]). One per partition read: under read_committed it carries the
-    aborted-transaction state from one fetch to the next, as the consumer does."""
+    [, headers]). One per partition read; under read_committed each Fetch
+    response's records are filtered by that response's aborted transactions, as
+    the consumer's CompletedFetch does (the broker lists every aborted transaction
+    that overlaps the fetched offsets, those begun before them too)."""
 
     def __init__(self, topic: str, partition: int, schema, *, read_committed: bool = False) -> None:
         """`schema`: the Arrow schema (kafkalab.spark.schema.arrow_schema)."""
