@@ -2,7 +2,8 @@
 beside the librdkafka read it replaces by default: the same columns for records
 librdkafka produced with every codec, read_committed with an aborted and an open
 transaction, offsets gone (failOnDataLoss), offsets that never come
-(kafkaConsumer.pollTimeoutMs). No Spark session: the executors' read_range itself."""
+(kafkaConsumer.pollTimeoutMs), the last two with both readers. No Spark session:
+the executors' read_range itself."""
 
 from __future__ import annotations
 
@@ -136,49 +137,46 @@ def test_read_committed_drops_aborted_transactions_and_stops_at_the_open_one(bro
         p.abort_transaction(30)
 
 
-def test_offsets_gone_after_retention_follow_fail_on_data_loss(broker):
+@pytest.mark.parametrize("fetcher", ["kafkalab", "librdkafka"])
+def test_offsets_gone_after_retention_follow_fail_on_data_loss(broker, fetcher):
+    """Both readers say the same: the same error, or the same records after a warning."""
     from confluent_kafka import Consumer, TopicPartition
 
     bs = broker.bootstrap_servers
+    topic = f"aged-{fetcher}"
     create_topic(
-        bs, "fetch-aged", partitions=1, config={"segment.bytes": "2000", "retention.bytes": "2000"}
+        bs, topic, partitions=1, config={"segment.bytes": "2000", "retention.bytes": "2000"}
     )
-    produce(bs, "fetch-aged", [(None, b"%04d" % i + b"." * 96, 0, None) for i in range(200)], **{
+    produce(bs, topic, [(None, b"%04d" % i + b"." * 96, 0, None) for i in range(200)], **{
         "linger.ms": 0, "batch.num.messages": 1
     })  # fmt: skip
     c = Consumer({"bootstrap.servers": bs, "group.id": "w"})
     try:
         deadline = time.monotonic() + 30
-        while (low := c.get_watermark_offsets(TopicPartition("fetch-aged", 0), 10)[0]) == 0:
+        while (low := c.get_watermark_offsets(TopicPartition(topic, 0), 10)[0]) == 0:
             assert time.monotonic() < deadline, "retention never deleted a segment"
             time.sleep(0.2)
     finally:
         c.close()
     with pytest.raises(KafkaDataLossError, match="out of range"):
-        read(options(bs, "fetch-aged", "kafkalab"), "fetch-aged", 0, 0, 200)
+        read(options(bs, topic, fetcher), topic, 0, 0, 200)
     with pytest.warns(UserWarning, match="failOnDataLoss=false"):
-        rest = read(
-            options(bs, "fetch-aged", "kafkalab", failOnDataLoss="false"), "fetch-aged", 0, 0, 200
-        )
+        rest = read(options(bs, topic, fetcher, failOnDataLoss="false"), topic, 0, 0, 200)
     offsets = [r["offset"] for r in rest]
     assert offsets[0] >= low and offsets == list(range(offsets[0], 200))
 
 
-def test_records_that_never_come_wait_poll_timeout_then_are_data_loss(broker):
+@pytest.mark.parametrize("fetcher", ["kafkalab", "librdkafka"])
+def test_records_that_never_come_wait_poll_timeout_then_are_data_loss(broker, fetcher):
     bs = broker.bootstrap_servers
-    create_topic(bs, "fetch-short", partitions=1)
-    produce(bs, "fetch-short", [(None, b"%d" % i, 0, None) for i in range(10)])
+    topic = f"short-{fetcher}"
+    create_topic(bs, topic, partitions=1)
+    produce(bs, topic, [(None, b"%d" % i, 0, None) for i in range(10)])
     quick = {"kafkaConsumer.pollTimeoutMs": "1000"}
     with pytest.raises(KafkaDataLossError, match="did not become readable"):
-        read(options(bs, "fetch-short", "kafkalab", **quick), "fetch-short", 0, 5, 15)
+        read(options(bs, topic, fetcher, **quick), topic, 0, 5, 15)
     with pytest.warns(UserWarning, match="failOnDataLoss=false"):
-        got = read(
-            options(bs, "fetch-short", "kafkalab", failOnDataLoss="false", **quick),
-            "fetch-short",
-            0,
-            5,
-            15,
-        )
+        got = read(options(bs, topic, fetcher, failOnDataLoss="false", **quick), topic, 0, 5, 15)
     assert [r["value"] for r in got] == [b"%d" % i for i in range(5, 10)]
 
 
