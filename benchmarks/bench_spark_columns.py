@@ -13,6 +13,14 @@ is sent; the queue only fills and is purged after each pass); beside it
 bench_spark.py's "librdkafka alone" does. Their difference is the sink's own
 Python per record. Best of three passes each.
 
+The source's own fetch (kafkalab.spark.fetcher, the default reader): the same
+records read by `read_range` with kafkalab's Fetch requests (CPU of fetch and
+decode, the in-process broker's included, as for `consume()`), and the decode
+alone: the fetched responses' record bytes into Arrow columns
+(kafkalab.spark.batch_columns), best of three. And numba's start: the first
+decode in a fresh Python, with an empty compile cache (the JIT compiling) and
+with the cache the first pass left (what a Spark worker pays once).
+
     KAFKALAB_BENCH_RECORDS=200000 .venv/bin/python benchmarks/bench_spark_columns.py
 """
 
@@ -37,10 +45,14 @@ def main() -> int:
     from confluent_kafka import TopicPartition as TP
     from confluent_kafka.admin import AdminClient, NewTopic
 
+    from kafkalab.protocol.api_keys import ApiKeys
     from kafkalab.server.broker import BrokerThread
+    from kafkalab.spark import fetcher
+    from kafkalab.spark.batch_columns import BatchColumns
     from kafkalab.spark.kafka_io import _Columns, _gc_paused, produce_batch
-    from kafkalab.spark.options import EXECUTOR_FETCH
-    from kafkalab.spark.schema import read_schema
+    from kafkalab.spark.offsets import OffsetRange
+    from kafkalab.spark.options import EXECUTOR_FETCH, parse_read_options
+    from kafkalab.spark.schema import arrow_schema, read_schema
 
     load_before = os.getloadavg()
     with BrokerThread({"log.dirs": tempfile.mkdtemp(prefix="bench-columns-")}) as broker:
@@ -66,6 +78,28 @@ def main() -> int:
             msgs += [m for m in c.consume(CHUNK, timeout=0.5) if m.error() is None]
         consume_cpu = time.process_time() - t0  # includes the in-process broker's fetch work
         c.close()
+        opts = parse_read_options(
+            {"kafka.bootstrap.servers": bs, "subscribe": "columns"}, streaming=False
+        )
+        client = fetcher.new_client(opts)
+        read = OffsetRange("columns", 0, 0, N)
+        own_fetch_cpu = float("inf")
+        for _ in range(3):
+            t0 = time.process_time()
+            rows = sum(
+                b.num_rows for b in fetcher.read_range(opts, read, read_schema(False), client)
+            )
+            own_fetch_cpu = min(own_fetch_cpu, time.process_time() - t0)
+            assert rows == N
+        fetched, at = [], 0  # the raw record bytes of each Fetch response
+        while at < N:
+            leader = client.client.connection(client.client.leader_for("columns", 0))
+            part = leader.request(ApiKeys.FETCH, fetch_body(at))["responses"][0]["partitions"][0]
+            fetched.append((at, part["records"]))
+            at = BatchColumns("columns", 0, arrow_schema(read_schema(False))).decode(
+                part["records"], at, N
+            )[1]
+        client.close()
     columns = _Columns("columns", 0, read_schema(False))
     chunks = [msgs[i : i + CHUNK] for i in range(0, N, CHUNK)]
     best = float("inf")
@@ -77,6 +111,13 @@ def main() -> int:
             with _gc_paused():
                 rows += columns.batch(chunk, offsets).num_rows
         best = min(best, time.process_time() - t0)
+        assert rows == N
+    decoder = BatchColumns("columns", 0, arrow_schema(read_schema(False)))
+    decode_cpu = float("inf")
+    for _ in range(3):
+        t0 = time.process_time()
+        rows = sum(decoder.decode(data, at, N)[0].num_rows for at, data in fetched)
+        decode_cpu = min(decode_cpu, time.process_time() - t0)
         assert rows == N
     value = pa.array([f"{i}".rjust(100, "x").encode() for i in range(10_000)], pa.binary())
     batch = pa.RecordBatch.from_arrays([value], names=["value"])
@@ -121,6 +162,11 @@ def main() -> int:
         "records": N,
         "source_consume_us_per_record_incl_broker": consume_cpu / N * 1e6,
         "source_columns_us_per_record": best / N * 1e6,
+        "source_own_fetch_us_per_record_incl_broker": own_fetch_cpu / N * 1e6,
+        "source_fetched_decode_us_per_record": decode_cpu / N * 1e6,
+        "fetch_responses": len(fetched),
+        "numba_first_decode_s_empty_cache": first_decode_s(cache=False),
+        "numba_first_decode_s_cached": first_decode_s(cache=True),
         "sink_produce_us_per_record": produce_cpu / N * 1e6,
         "produce_alone_us_per_record": produce_alone_cpu / N * 1e6,
         "load_average_before": load_before,
@@ -138,6 +184,59 @@ def main() -> int:
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(result, indent=2))
     return 0
+
+
+def fetch_body(offset: int) -> dict:
+    """A Fetch request for partition 0 of `columns` from `offset`, as the fetcher sends."""
+    return {
+        "replica_id": -1,
+        "max_wait_ms": 500,
+        "min_bytes": 1,
+        "max_bytes": 64 << 20,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "forgotten_topics_data": [],
+        "rack_id": "",
+        "topics": [
+            {
+                "topic": "columns",
+                "partitions": [
+                    {
+                        "partition": 0,
+                        "current_leader_epoch": -1,
+                        "fetch_offset": offset,
+                        "log_start_offset": -1,
+                        "partition_max_bytes": 8 << 20,
+                    }
+                ],
+            }
+        ],
+    }
+
+
+_FIRST_DECODE = """
+import time
+t0 = time.perf_counter()
+from kafkalab.records import SimpleRecord, build_batch
+from kafkalab.spark.batch_columns import BatchColumns
+from kafkalab.spark.schema import arrow_schema, read_schema
+data = build_batch([SimpleRecord(b"v", key=b"k")])
+BatchColumns("t", 0, arrow_schema(read_schema(True))).decode(data, 0, 1)
+print(time.perf_counter() - t0)
+"""
+
+
+def first_decode_s(cache: bool) -> float:
+    """Wall seconds of a fresh Python's imports and first decode (numba's start)."""
+    env = dict(os.environ)
+    with tempfile.TemporaryDirectory() as empty:
+        if not cache:
+            env["NUMBA_CACHE_DIR"] = empty
+        out = subprocess.run(
+            [sys.executable, "-c", _FIRST_DECODE], env=env, capture_output=True, text=True
+        )
+    return float(out.stdout.strip().splitlines()[-1])
 
 
 if __name__ == "__main__":

@@ -1,11 +1,12 @@
 """A PySpark data source for Kafka topics, with the options, schema and semantics of
-Spark's built-in Kafka source and sink; executors use librdkafka (confluent-kafka).
+Spark's built-in Kafka source and sink; executors read with kafkalab's own Fetch
+(librdkafka where an option needs it) and write with librdkafka (confluent-kafka).
 
     from kafkalab.spark import KafkaDataSource
     spark.dataSource.register(KafkaDataSource)            # then format("kafkalab")
 
 Pure pieces (options, offsets, planning) import without pyspark; the data source
-itself needs pyspark >= 4.0, pyarrow and numpy.
+itself needs pyspark >= 4.0, pyarrow and numpy, and its own fetch numba.
 """
 
 from kafkalab.spark.errors import KafkaDataLossError, KafkaSourceOptionError, KafkaWriteError

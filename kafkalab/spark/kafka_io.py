@@ -4,7 +4,8 @@ Driver: which partitions a subscription covers, and their earliest, latest and
 by-timestamp offsets. Executors: read one offset range into Arrow record batches,
 and produce Arrow record batches. A batch of messages at a time, never a Spark
 row per record; the per-record work left is the attribute reads confluent-kafka's
-Message API requires.
+Message API requires. Reads go through kafkalab's own Fetch instead
+(kafkalab.spark.fetcher) unless an option needs librdkafka (`kafkalab.fetcher`).
 """
 
 from __future__ import annotations
@@ -232,14 +233,45 @@ def read_range(opts: ReadOptions, r: OffsetRange, schema, reuse: bool = False) -
     configuration if it has one, and give it back, unassigned, once the range has
     been read, so that a micro-batch does not pay for a new consumer's start
     (its threads, connections and metadata). A read that fails or stops early
-    closes its consumer."""
+    closes its consumer.
+
+    With kafkalab's own fetch (ReadOptions.own_fetch) the same, through
+    kafkalab.spark.fetcher: whole batches decoded into columns, a kafkalab
+    client kept idle between micro-batches the same way."""
+    if r.from_offset >= r.until_offset:
+        return
+    from kafkalab.spark.batch_columns import COMPILED
+
+    if opts.own_fetch(COMPILED):
+        yield from _read_range_fetched(opts, r, schema, reuse)
+    else:
+        yield from _read_range_librdkafka(opts, r, schema, reuse)
+
+
+def _read_range_fetched(opts: ReadOptions, r: OffsetRange, schema, reuse: bool) -> Iterator:
+    from kafkalab.spark import fetcher
+
+    key = ("kafkalab", opts.bootstrap_servers, opts.consumer_config("executor")["isolation.level"])
+    client = _IDLE_CONSUMERS.pop(key, None) if reuse else None
+    if client is None:
+        client = fetcher.new_client(opts)
+    read_all = False
+    try:
+        yield from fetcher.read_range(opts, r, schema, client)
+        read_all = True
+    finally:
+        if reuse and read_all and key not in _IDLE_CONSUMERS:
+            _IDLE_CONSUMERS[key] = client
+        else:
+            client.close()
+
+
+def _read_range_librdkafka(opts: ReadOptions, r: OffsetRange, schema, reuse: bool) -> Iterator:
     import numpy as np
     from confluent_kafka import Consumer, KafkaError, Message
     from confluent_kafka import TopicPartition as TP
 
     start, until = r.from_offset, r.until_offset
-    if start >= until:
-        return
     name = f"{r.topic}-{r.partition}"
     config = opts.consumer_config("executor")
     key = tuple(sorted((k, str(v)) for k, v in config.items()))

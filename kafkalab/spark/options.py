@@ -1,7 +1,8 @@
 """The options of Spark's Kafka source and sink: parsed and checked before any job runs.
 
 Names, defaults and rules follow Spark's Kafka integration guide. Option names
-are case-insensitive (Spark lower-cases them); every `kafka.`-prefixed option
+are case-insensitive (Spark lower-cases them); `kafkalab.fetcher` says what reads
+on the executors (kafkalab's own Fetch or librdkafka); every `kafka.`-prefixed option
 goes to librdkafka without its prefix (`kafka.isolation.level` ->
 `isolation.level`), except the Kafka settings Spark itself refuses.
 `kafka.isolation.level=read_committed` makes a read see only committed
@@ -47,8 +48,9 @@ _REFUSED_KAFKA_PARAMS = {
 }
 
 # The kinds of the options: StrEnums, so they print and compare as the option values
-# they come from. Not kafkalab.kinds.Kind: kafkalab.spark imports nothing else of
-# kafkalab, and a bad value is a KafkaSourceOptionError in Spark's words.
+# they come from. Not kafkalab.kinds.Kind: the options import nothing else of kafkalab
+# (a Spark driver parses them before any executor reads), and a bad value is a
+# KafkaSourceOptionError in Spark's words.
 
 
 class IsolationLevel(StrEnum):
@@ -142,6 +144,47 @@ EXECUTOR_FETCH: dict[str, str | int | bool] = {
 }
 
 
+class Fetcher(StrEnum):
+    """`kafkalab.fetcher`: what reads records on the executors. `kafkalab` sends
+    kafkalab's own Fetch requests and decodes whole batches into Arrow columns
+    (kafkalab.spark.fetcher); `librdkafka` reads through a confluent-kafka
+    consumer; `auto` (the default) takes kafkalab's unless a `kafka.*` option
+    asks for what only librdkafka does (TLS, SASL, any setting kafkalab's fetch
+    does not know) or numba is missing. Not a `kafka.` option: those go to the
+    Kafka client, and Spark's own Kafka source ignores this one."""
+
+    AUTO = "auto"
+    KAFKALAB = "kafkalab"
+    LIBRDKAFKA = "librdkafka"
+
+
+# The `kafka.*` settings kafkalab's own fetch honours (or, for librdkafka's queue
+# tuning and client names, may ignore): any other one needs librdkafka.
+OWN_FETCH_PARAMS = frozenset(
+    {
+        "isolation.level",
+        "group.id",
+        "client.id",
+        "check.crcs",  # kafkalab's fetch always checks them
+        "fetch.min.bytes",
+        "fetch.wait.max.ms",  # librdkafka's name
+        "fetch.max.wait.ms",  # Java's name
+        *EXECUTOR_FETCH,
+    }
+)
+
+
+def librdkafka_only(kafka_params: Mapping[str, str]) -> list[str]:
+    """The `kafka.*` options only librdkafka can honour: kafkalab's fetch speaks
+    plaintext Kafka and knows the settings of OWN_FETCH_PARAMS."""
+    return sorted(
+        f"kafka.{name}"
+        for name, value in kafka_params.items()
+        if name not in OWN_FETCH_PARAMS
+        and not (name == "security.protocol" and str(value).strip().lower() == "plaintext")
+    )
+
+
 @dataclass(frozen=True)
 class ReadOptions:
     bootstrap_servers: str
@@ -159,6 +202,13 @@ class ReadOptions:
     fetch_offset_retry_interval_ms: int = 10
     group_id: str = ""
     kafka_params: dict[str, str] = field(default_factory=dict)
+    fetcher: Fetcher = Fetcher.AUTO
+
+    def own_fetch(self, compiled: bool) -> bool:
+        """Whether executors read with kafkalab's own fetch (`compiled`: numba is there)."""
+        if self.fetcher == Fetcher.AUTO:
+            return compiled and not librdkafka_only(self.kafka_params)
+        return self.fetcher == Fetcher.KAFKALAB
 
     def consumer_config(self, role: str) -> dict[str, str | int | bool]:
         """librdkafka settings for a consumer on the driver or an executor.
@@ -408,6 +458,7 @@ def parse_read_options(options: Mapping[str, str], streaming: bool | None) -> Re
             f"{raw_strategy!r}"
         ) from None
     max_per_trigger = _positive_int(opts, "maxOffsetsPerTrigger")
+    fetcher = _fetcher(opts, params)
     prefix = opts.get("groupidprefix", "spark-kafka-source")
     return ReadOptions(
         bootstrap_servers=opts["kafka.bootstrap.servers"],
@@ -425,7 +476,28 @@ def parse_read_options(options: Mapping[str, str], streaming: bool | None) -> Re
         fetch_offset_retry_interval_ms=_positive_int(opts, "fetchOffset.retryIntervalMs") or 10,
         group_id=f"{prefix}-{uuid.uuid4()}",
         kafka_params=params,
+        fetcher=fetcher,
     )
+
+
+def _fetcher(opts: dict[str, str], params: dict[str, str]) -> Fetcher:
+    raw = opts.get("kafkalab.fetcher", "auto")
+    try:
+        fetcher = Fetcher(raw.strip().lower())
+    except ValueError:
+        raise KafkaSourceOptionError(
+            f"Option 'kafkalab.fetcher' must be 'auto', 'kafkalab' or 'librdkafka', got {raw!r}"
+        ) from None
+    if fetcher == Fetcher.KAFKALAB:
+        only = librdkafka_only(params)
+        if only:
+            raise KafkaSourceOptionError(
+                f"Option 'kafkalab.fetcher' is 'kafkalab', but {', '.join(only)} need "
+                "librdkafka (kafkalab's own fetch speaks plaintext Kafka and knows "
+                f"{', '.join(sorted(OWN_FETCH_PARAMS))}). Set 'kafkalab.fetcher' to 'auto' or "
+                "'librdkafka'."
+            )
+    return fetcher
 
 
 def parse_write_options(options: Mapping[str, str]) -> WriteOptions:

@@ -1,5 +1,6 @@
 """`kafkalab`: a PySpark Python data source with the options, schema and semantics
-of Spark's built-in Kafka source and sink, talking to brokers through librdkafka.
+of Spark's built-in Kafka source and sink, reading with kafkalab's own Fetch (or
+librdkafka) and writing with librdkafka.
 
     spark.dataSource.register(KafkaDataSource)
     df = (spark.read.format("kafkalab")

@@ -389,10 +389,12 @@ def test_isolation_level_read_committed_reads_only_committed_transactions(spark,
 # -- streaming ------------------------------------------------------------------
 
 
-def test_a_workers_stream_reads_share_one_consumer_and_read_every_range(broker):
+@pytest.mark.parametrize("fetcher", ["kafkalab", "librdkafka"])
+def test_a_workers_stream_reads_share_one_consumer_and_read_every_range(broker, fetcher):
     """A streaming task gives its consumer back to the worker (Spark reuses its
     Python workers) for the next micro-batch: every range read through it, in
-    any order and across a transaction's commit marker, holds exactly its records."""
+    any order and across a transaction's commit marker, holds exactly its records.
+    The same with kafkalab's own fetch (its client kept) and with librdkafka."""
     pytest.importorskip("pyarrow")
     from confluent_kafka import Producer
 
@@ -402,25 +404,27 @@ def test_a_workers_stream_reads_share_one_consumer_and_read_every_range(broker):
     from kafkalab.spark.schema import read_schema
 
     bs = broker.bootstrap_servers
-    create_topic(bs, "reuse", partitions=1)
-    tx = Producer({"bootstrap.servers": bs, "transactional.id": "reuse-tx"})
+    topic = f"reuse-{fetcher}"
+    create_topic(bs, topic, partitions=1)
+    tx = Producer({"bootstrap.servers": bs, "transactional.id": topic})
     tx.init_transactions(30)
     tx.begin_transaction()
     for i in range(50):  # offsets 0..49, the commit marker at 50
-        tx.produce("reuse", b"%d" % i)
+        tx.produce(topic, b"%d" % i)
     tx.commit_transaction(30)
-    produce(bs, "reuse", [(None, b"%d" % i, None, None) for i in range(50, 150)])  # 51..150
+    produce(bs, topic, [(None, b"%d" % i, None, None) for i in range(50, 150)])  # 51..150
     opts = parse_read_options(
         {
             "kafka.bootstrap.servers": bs,
-            "subscribe": "reuse",
+            "subscribe": topic,
+            "kafkalab.fetcher": fetcher,
             "kafkaConsumer.pollTimeoutMs": "5000",  # a missed end of range fails fast
         },
         streaming=True,
     )
 
     def read(start: int, until: int, reuse: bool = True) -> list[int]:
-        r = OffsetRange("reuse", 0, start, until)
+        r = OffsetRange(topic, 0, start, until)
         batches = kafka_io.read_range(opts, r, read_schema(False), reuse=reuse)
         return [off for b in batches for off in b.column("offset").to_pylist()]
 
@@ -434,7 +438,7 @@ def test_a_workers_stream_reads_share_one_consumer_and_read_every_range(broker):
     assert list(kafka_io._IDLE_CONSUMERS.values()) == [first]  # one consumer served all
     assert read(140, 151, reuse=False) == list(range(140, 151))  # batch reads keep none
     assert list(kafka_io._IDLE_CONSUMERS.values()) == [first]
-    running = kafka_io.read_range(opts, OffsetRange("reuse", 0, 51, 151), read_schema(False), True)
+    running = kafka_io.read_range(opts, OffsetRange(topic, 0, 51, 151), read_schema(False), True)
     assert next(running).column("offset")[0].as_py() == 51
     assert not kafka_io._IDLE_CONSUMERS  # the running read took it
     running.close()  # stopped early: its consumer is closed, not kept

@@ -120,6 +120,33 @@ def test_bad_batch_options_raise_a_clear_error(opts, message):
     assert message in str(info.value)
 
 
+def test_the_fetcher_is_kafkalabs_own_unless_an_option_needs_librdkafka():
+    """`kafkalab.fetcher`: auto (the default) reads with kafkalab's own fetch when
+    numba is there and every kafka.* option is one it honours; librdkafka else."""
+    plain = read(
+        subscribe="t",
+        **{"kafka.isolation.level": "read_committed", "kafka.fetch.max.bytes": "1000000"},
+    )
+    assert plain.fetcher == "auto"
+    assert plain.own_fetch(compiled=True) and not plain.own_fetch(compiled=False)
+    for option, value in (
+        ("kafka.security.protocol", "SSL"),
+        ("kafka.sasl.mechanism", "PLAIN"),
+        ("kafka.socket.keepalive.enable", "true"),
+    ):
+        needs = read(subscribe="t", **{option: value})
+        assert not needs.own_fetch(compiled=True)
+        with pytest.raises(KafkaSourceOptionError, match=option.replace(".", r"\.")):
+            read(subscribe="t", **{option: value, "kafkalab.fetcher": "kafkalab"})
+    plaintext = read(subscribe="t", **{"kafka.security.protocol": "PLAINTEXT"})
+    assert plaintext.own_fetch(compiled=True)
+    forced = read(subscribe="t", **{"kafkalab.fetcher": "LibRdKafka"})
+    assert not forced.own_fetch(compiled=True)
+    assert read(subscribe="t", **{"kafkalab.fetcher": "kafkalab"}).own_fetch(compiled=False)
+    with pytest.raises(KafkaSourceOptionError, match="'auto', 'kafkalab' or 'librdkafka'"):
+        read(subscribe="t", **{"kafkalab.fetcher": "java"})
+
+
 def test_streaming_rejects_ending_options_and_allows_latest():
     with pytest.raises(KafkaSourceOptionError, match="not valid in streaming queries"):
         read(streaming=True, subscribe="t", endingOffsets="latest")
