@@ -46,7 +46,12 @@ def main(argv: list[str] | None = None) -> int:
         help="start some faults while the one before is still in force (soak.OVERLAPS)",
     )
     parser.add_argument(
-        "--client-log", metavar="PATH", help="write the producer's librdkafka debug log here"
+        "--client-log", metavar="PATH", help="write the clients' librdkafka debug log here"
+    )
+    parser.add_argument(
+        "--base-dir",
+        metavar="DIR",
+        help="run the cluster in DIR and keep it (logs, segments, events) for a post-mortem",
     )
     args = parser.parse_args(argv)
     default = [k.value for k in default_kinds(args.controllers)]
@@ -65,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         controllers=args.controllers,
         overlap=args.overlap,
         client_log=args.client_log,
+        base_dir=args.base_dir,
     )
     print(report.table())
     v = report.verdict

@@ -1335,6 +1335,7 @@ def _main(args: argparse.Namespace) -> int:
             controllers=args.controllers,
             overlap=args.overlap,
             client_log=args.client_log,
+            base_dir=args.base_dir,
         )
     except ValueError as e:  # an unknown kind, a controller kind without a quorum
         print(f"kafkalab soak: {e}", file=sys.stderr)
@@ -1369,6 +1370,11 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
         "--overlap", action="store_true", help="some faults inside another (OVERLAPS)"
     )
     parser.add_argument(
-        "--client-log", metavar="PATH", help="write the producer's librdkafka debug log here"
+        "--client-log", metavar="PATH", help="write the clients' librdkafka debug log here"
+    )
+    parser.add_argument(
+        "--base-dir",
+        metavar="DIR",
+        help="run the cluster in DIR and keep it (logs, segments, events) for a post-mortem",
     )
     parser.set_defaults(func=_main)
