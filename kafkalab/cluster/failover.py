@@ -50,6 +50,17 @@ LABS_QUORUM = {
     "controller.quorum.fetch.timeout.ms": "1000",
     "controller.quorum.request.timeout.ms": "800",
 }
+#: A broker's session on a KRaft quorum (LocalCluster's `session_timeout_ms`): it must
+#: outlast a controller failover. A broker finds the new active controller only after
+#: the old one resigned (check-quorum, about controller.quorum.fetch.timeout.ms) and
+#: the others elected a leader (an election timeout more), and a newly active
+#: controller fences every broker it has not heard from within
+#: broker.session.timeout.ms of its activation. With LABS_FAILOVER's 500 ms the soak
+#: found a quorum partition of the active controller fencing every broker at once:
+#: Metadata answers then list no broker, and librdkafka drops every broker it knows,
+#: its bootstrap servers too, until metadata.recovery.rebootstrap.trigger.ms (5
+#: minutes). Kafka's own defaults keep the same order: 9000 against 2000 + 1000.
+LABS_QUORUM_SESSION_MS = 3000
 #: librdkafka learns of a dead leader's successor from metadata. Told nothing by
 #: the dead broker, it asks again on its own timers: about once a second (its
 #: topic scan) by default; `topic.metadata.refresh.interval.ms=100` makes it ask

@@ -137,6 +137,7 @@ from kafkalab.cluster.failover import (
     LABS_FAILOVER,
     LABS_PRODUCER,
     LABS_QUORUM,
+    LABS_QUORUM_SESSION_MS,
     current_leader,
     read_timeline,
 )
@@ -1198,12 +1199,14 @@ def _cluster_settings(
     cluster_kwargs: dict | None, controllers: int = 1, kinds: Sequence[str] = ()
 ) -> dict:
     """LocalCluster's settings: the labs' failover timeouts, the soak's broker
-    properties (and, with a quorum, its controller properties; with the nemeses,
+    properties (and, with a quorum, its controller properties and a broker session
+    that outlasts a controller failover, LABS_QUORUM_SESSION_MS; with the nemeses,
     theirs; with lazyfs power failures, the durability ledger on every node), then
     the caller's."""
     kinds = set(parse_kinds(kinds))
     lazyfs = LAZYFS if FaultKind.LAZYFS_POWER_FAILURE in kinds else {}
-    settings = {**LABS_FAILOVER, **(cluster_kwargs or {})}
+    quorum = {"session_timeout_ms": LABS_QUORUM_SESSION_MS} if controllers > 1 else {}
+    settings = {**LABS_FAILOVER, **quorum, **(cluster_kwargs or {})}
     if controllers > 1:
         settings["controllers"] = controllers
     controller_props = {

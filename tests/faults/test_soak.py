@@ -16,6 +16,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafkalab.cluster import LocalCluster
+from kafkalab.cluster.failover import LABS_QUORUM, LABS_QUORUM_SESSION_MS
 from kafkalab.cluster.history import History, check
 from kafkalab.cluster.soak import (
     CONTROLLER_KINDS,
@@ -23,6 +24,7 @@ from kafkalab.cluster.soak import (
     NEMESIS_KINDS,
     OVERLAPS,
     FaultKind,
+    _cluster_settings,
     default_kinds,
     overlaps,
     percentile,
@@ -141,6 +143,19 @@ def test_percentile_is_the_nearest_rank():
         100,
     )
     assert percentile([7.0], 99) == 7.0 and percentile([], 50) is None
+
+
+def test_on_a_quorum_a_brokers_session_outlasts_a_controller_failover():
+    """With a quorum, brokers get LABS_QUORUM_SESSION_MS (longer than the resign and
+    election a controller failover takes), not the single controller's 500 ms under
+    which a quorum partition fenced every broker; the caller's setting still wins."""
+    fetch_ms = int(LABS_QUORUM["controller.quorum.fetch.timeout.ms"])
+    election_ms = int(LABS_QUORUM["controller.quorum.election.timeout.ms"])
+    assert _cluster_settings(None)["session_timeout_ms"] == 500
+    quorum = _cluster_settings(None, controllers=3)
+    assert quorum["session_timeout_ms"] == LABS_QUORUM_SESSION_MS >= 2 * (fetch_ms + election_ms)
+    mine = _cluster_settings({"session_timeout_ms": 700}, controllers=3)
+    assert mine["session_timeout_ms"] == 700
 
 
 def test_a_slice_of_the_soak_loses_nothing(tmp_path):
