@@ -87,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         "acknowledged": report.acknowledged,
         "failed_sends": report.failed_sends,
         "failed_by_error": report.failed_by_error,
+        "unavailable": report.unavailable,
         "lost": None if v is None else len(report.anomalies("lost-write")),
         "duplicated": None if v is None else len(report.anomalies("duplicate")),
         "unseen": None if v is None else sum(c["count"] for c in report.anomalies("unseen")),

@@ -285,6 +285,9 @@ SOAK_NEMESIS_CLIENT = {"socket.timeout.ms": 5000}
 SOAK_NEMESIS_PRODUCER = {**SOAK_NEMESIS_CLIENT, "request.timeout.ms": 5000}
 #: What a node keeps for lazyfs's power failures (kafkalab.storage.durability_ledger).
 LAZYFS = {"kafkalab.lazyfs.enable": "true"}
+#: A leader kill's detail when the leader was its ISR's only member: unavailable, by
+#: Kafka's rule, until it restarted (no failover measured).
+ISR_OF_ONE = "ISR of the leader alone: unavailable until it restarted"
 #: A clock step, in seconds (forward or back, chosen by the seed).
 CLOCK_STEP_S = 3600.0
 
@@ -485,6 +488,11 @@ class SoakReport:
         ]
 
     @property
+    def unavailable(self) -> list[int]:
+        """The faults that killed a leader alone in its ISR (no successor may lead)."""
+        return [r.number for r in self.records if r.detail == ISR_OF_ONE]
+
+    @property
     def controller_failovers_ms(self) -> list[float]:
         """Active controller killed -> a successor leads in a higher epoch and the
         next acks=all record is acknowledged, each."""
@@ -579,7 +587,13 @@ class SoakReport:
             (
                 "failover (leader kill -> ack)",
                 f"p50 {ms(percentile(fo, 50))}, p99 {ms(percentile(fo, 99))}, "
-                f"max {ms(max(fo, default=None))} (n={len(fo)})",
+                f"max {ms(max(fo, default=None))} (n={len(fo)})"
+                + (
+                    f"; {len(self.unavailable)} leader(s) killed alone in the ISR: "
+                    f"unavailable until restarted (faults {self.unavailable})"
+                    if self.unavailable
+                    else ""
+                ),
             ),
             *(
                 [
@@ -800,6 +814,18 @@ class Soak:
     # SIGSTOP, a cut link) is undone in a finally.
 
     def _leader_kill(self, leader: int) -> Iterator[Applied]:
+        if self._replica_states().get(leader, {}).get("isr") == [leader]:
+            # The ISR shrank to the leader alone after the last heal (a fetch still
+            # waiting out a dropped connection, say). With no unclean election no
+            # other replica may lead (Kafka's rule): the partition is unavailable,
+            # nothing is lost, until the killed broker is back, as a supervisor
+            # brings it back. No failover to time.
+            self.cluster.kill(leader)
+            time.sleep(self.pause_s)
+            self.cluster.restart(leader)
+            self.leader()
+            yield Applied(leader, True, None, ISR_OF_ONE)
+            return
         failover_ms = self.kill_leader(leader)
         yield Applied(leader, True, failover_ms)
         self.cluster.restart(leader)

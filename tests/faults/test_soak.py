@@ -8,8 +8,10 @@ regression test of its own."""
 
 from __future__ import annotations
 
+import random
 import subprocess
 import sys
+import time
 
 import pytest
 from confluent_kafka import Producer
@@ -21,10 +23,13 @@ from kafkalab.cluster.history import History, check
 from kafkalab.cluster.soak import (
     CONTROLLER_KINDS,
     FAULT_KINDS,
+    ISR_OF_ONE,
     NEMESIS_KINDS,
     OVERLAPS,
     FaultKind,
+    Soak,
     _cluster_settings,
+    _create_topic,
     default_kinds,
     overlaps,
     percentile,
@@ -340,3 +345,27 @@ def test_a_follower_more_than_a_fetch_behind_catches_up(tmp_path):
         verdict = check(history)
         assert len(history.replicas[("behind", 0)]) == 3
         assert not verdict.diverged, verdict.summary()
+
+
+def test_killing_a_leader_alone_in_its_isr_is_unavailability_not_a_failed_soak(tmp_path):
+    """Found by the soak: after a dropped-packet partition healed, the ISR shrank to
+    the leader alone, and the next fault killed that leader. No other replica may
+    lead (no unclean election): the partition is unavailable until the broker is
+    back, and nothing is lost. The soak restarts it, as a supervisor would, and
+    says so (ISR_OF_ONE), where it used to wait 120 s for a successor and fail."""
+    with LocalCluster(brokers=3, base_dir=tmp_path, session_timeout_ms=1000) as cluster:
+        _create_topic(cluster, "alone")
+        soak = Soak(cluster, "alone", None, random.Random(0), pause_s=0.5)
+        leader = soak.leader()
+        for follower in soak.followers(leader):
+            cluster.kill(follower)
+        deadline = time.monotonic() + 60
+        while soak._replica_states().get(leader, {}).get("isr") != [leader]:
+            assert time.monotonic() < deadline, soak._replica_states()
+            time.sleep(0.1)
+        fault = soak._leader_kill(leader)
+        applied = next(fault)
+        assert (applied.target, applied.failover_ms, applied.detail) == (leader, None, ISR_OF_ONE)
+        assert soak.leader() == leader  # back, and leading again: the only one who may
+        with pytest.raises(StopIteration):
+            next(fault)
