@@ -76,7 +76,7 @@ def read_range(opts: ReadOptions, r: OffsetRange, schema, consumer) -> Iterator:
     records [from, until) of one topic partition, fetched with `consumer`'s
     network client (see new_client). Raises on a non-retriable error."""
     from kafkalab.spark.batch_columns import BatchColumns
-    from kafkalab.spark.kafka_io import check_data_loss
+    from kafkalab.spark.kafka_io import after_out_of_range, check_data_loss
     from kafkalab.spark.schema import arrow_schema
 
     start, until = r.from_offset, r.until_offset
@@ -148,18 +148,13 @@ def read_range(opts: ReadOptions, r: OffsetRange, schema, consumer) -> Iterator:
             continue
         if error == Errors.OFFSET_OUT_OF_RANGE:
             low, high = _watermarks(consumer, r, timeout_s)
-            if low <= start < high:
-                time.sleep(RETRY_BACKOFF_S)
-                continue  # a stale answer during a leader change: go on
-            check_data_loss(
-                f"Offset {start} of {name} is out of range (earliest {low}, latest "
-                f"{high}); the query had to read up to {until}.",
-                opts.fail_on_data_loss,
-            )
-            if start >= high:
+            resume = after_out_of_range(name, start, until, low, high, opts.fail_on_data_loss)
+            if resume is None:
                 return
-            start = low
-            last_progress = time.monotonic()
+            if resume == start:  # a stale answer during a leader change: go on
+                time.sleep(RETRY_BACKOFF_S)
+            else:
+                start, last_progress = resume, time.monotonic()
             continue
         if error != Errors.NONE:
             raise RuntimeError(f"Reading {name} failed: Kafka error {error.name}")

@@ -205,6 +205,24 @@ def check_data_loss(message: str, fail_on_data_loss: bool) -> None:
     warnings.warn(f"{message} (failOnDataLoss=false: skipping)", stacklevel=2)
 
 
+def after_out_of_range(
+    name: str, start: int, until: int, low: int, high: int, fail_on_data_loss: bool
+) -> int | None:
+    """Where a read answered OFFSET_OUT_OF_RANGE at `start` goes on, given the
+    partition's earliest and latest offsets: at `start` again when it lies between
+    them (a stale answer during a leader change), else (data loss, as
+    failOnDataLoss says) at the earliest offset, or nowhere (None) when `start` is
+    past the latest."""
+    if low <= start < high:
+        return start
+    check_data_loss(
+        f"Offset {start} of {name} is out of range (earliest {low}, latest "
+        f"{high}); the query had to read up to {until}.",
+        fail_on_data_loss,
+    )
+    return None if start >= high else low
+
+
 # Executor consumers a Python worker keeps between a streaming query's
 # micro-batches (Spark reuses its Python workers: spark.python.worker.reuse),
 # one per consumer configuration, unassigned while idle: a worker runs one task
@@ -301,17 +319,12 @@ def _read_range_librdkafka(opts: ReadOptions, r: OffsetRange, schema, reuse: boo
                         KafkaError.OFFSET_OUT_OF_RANGE,
                     ):
                         low, high = _watermarks(consumer, TP(r.topic, r.partition), timeout_s)
-                        if low <= start < high:
-                            consumer.assign([TP(r.topic, r.partition, start)])
-                            continue  # a stale answer during a leader change: go on
-                        check_data_loss(
-                            f"Offset {start} of {name} is out of range (earliest {low}, latest "
-                            f"{high}); the query had to read up to {until}.",
-                            opts.fail_on_data_loss,
+                        resume = after_out_of_range(
+                            name, start, until, low, high, opts.fail_on_data_loss
                         )
-                        if start >= high:
+                        if resume is None:
                             return
-                        start = low
+                        start = resume
                         consumer.assign([TP(r.topic, r.partition, start)])
                     elif err.fatal() or not err.retriable():
                         raise RuntimeError(f"Reading {name} failed: {err}")
