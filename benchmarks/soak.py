@@ -19,40 +19,12 @@ import json
 import os
 import sys
 
-from kafkalab.cluster.soak import ALL_KINDS, default_kinds, percentile, run_soak
+from kafkalab.cluster.soak import ALL_KINDS, add_arguments, default_kinds, percentile, run_soak
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--faults", type=int, default=100, help="how many faults (default 100)")
-    parser.add_argument("--seed", type=int, default=0, help="chooses the faults (default 0)")
-    parser.add_argument(
-        "--kinds",
-        nargs="+",
-        choices=[k.value for k in ALL_KINDS],  # the strings, so --help and errors show them
-        help="fault kinds (default: all but leader-pause and the nemeses' kinds; the "
-        "controller kinds too with --controllers 3)",
-    )
-    parser.add_argument("--rate", type=float, default=200, help="records per second (200)")
-    parser.add_argument(
-        "--controllers",
-        type=int,
-        default=1,
-        help="1 (a single controller, the default) or 3 (a KRaft quorum: its faults join)",
-    )
-    parser.add_argument(
-        "--overlap",
-        action="store_true",
-        help="start some faults while the one before is still in force (soak.OVERLAPS)",
-    )
-    parser.add_argument(
-        "--client-log", metavar="PATH", help="write the clients' librdkafka debug log here"
-    )
-    parser.add_argument(
-        "--base-dir",
-        metavar="DIR",
-        help="run the cluster in DIR and keep it (logs, segments, events) for a post-mortem",
-    )
+    add_arguments(parser)
     args = parser.parse_args(argv)
     default = [k.value for k in default_kinds(args.controllers)]
     args.kinds = args.kinds or default

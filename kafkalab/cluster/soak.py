@@ -1373,20 +1373,14 @@ def _main(args: argparse.Namespace) -> int:
     return 0 if report.valid else 1
 
 
-def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "soak",
-        help="many faults in a row on a local cluster under load, then the checker's verdict",
-        description="A soak (kafkalab.cluster.soak): faults chosen by a seed on a "
-        "three-broker cluster under an acks=all load; prints one line a fault and the "
-        "report; exits 1 when the verdict is not valid. benchmarks/soak.py runs the "
-        "same and keeps the results.",
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """A soak's options: `kafkalab soak`'s and benchmarks/soak.py's."""
     parser.add_argument("--faults", type=int, default=100, help="how many faults (100)")
     parser.add_argument("--seed", type=int, default=0, help="chooses the faults (0)")
     parser.add_argument(
         "--kinds",
         nargs="+",
+        choices=[k.value for k in ALL_KINDS],  # the strings, so --help and errors show them
         metavar="KIND",
         help="fault kinds (default: all but leader-pause and the nemeses' kinds, and the "
         f"controller kinds with --controllers 3): {', '.join(k.value for k in ALL_KINDS)}",
@@ -1406,4 +1400,16 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
         metavar="DIR",
         help="run the cluster in DIR and keep it (logs, segments, events) for a post-mortem",
     )
+
+
+def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "soak",
+        help="many faults in a row on a local cluster under load, then the checker's verdict",
+        description="A soak (kafkalab.cluster.soak): faults chosen by a seed on a "
+        "three-broker cluster under an acks=all load; prints one line a fault and the "
+        "report; exits 1 when the verdict is not valid. benchmarks/soak.py runs the "
+        "same and keeps the results.",
+    )
+    add_arguments(parser)
     parser.set_defaults(func=_main)
