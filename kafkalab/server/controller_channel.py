@@ -354,10 +354,11 @@ class ControllerChannel:
             tried.add(index)
             endpoint = self.endpoints[index]
             try:
-                response = await asyncio.wait_for(
-                    self._connections[index].request(api_key, version, body),
-                    self.request_timeout_s + body.get("max_wait_ms", 0) / 1000,
-                )
+                # asyncio.timeout, not wait_for (see InterBrokerConnection.request)
+                async with asyncio.timeout(
+                    self.request_timeout_s + body.get("max_wait_ms", 0) / 1000
+                ):
+                    response = await self._connections[index].request(api_key, version, body)
                 if endpoint.node_id != UNKNOWN_ID and not self.hears(endpoint.node_id):
                     raise KafkaError(
                         Errors.NETWORK_EXCEPTION,

@@ -89,9 +89,11 @@ class InterBrokerConnection:
                 if self.request_timeout_ms is None:
                     frame = await _read_frame(reader)
                 else:
-                    frame = await asyncio.wait_for(
-                        _read_frame(reader), self.request_timeout_ms / 1000
-                    )
+                    # asyncio.timeout, not wait_for: Python 3.11's wait_for returns the
+                    # answer when it arrives just as the caller is cancelled, and the
+                    # caller's loop never learns it was stopped (a broker's stop hung).
+                    async with asyncio.timeout(self.request_timeout_ms / 1000):
+                        frame = await _read_frame(reader)
             except TimeoutError as e:
                 self.close()
                 raise KafkaError(

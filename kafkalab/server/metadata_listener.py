@@ -122,6 +122,7 @@ class BrokerMetadataListener:
         #: longer lists it as a replica of: deleted only once caught up (see _publish).
         self._strays: set[tuple[str, int]] = set()
         self._task: asyncio.Task | None = None
+        self._stopping = False
         #: Called with the image's broker configs when a ConfigRecord changed them.
         self.on_broker_configs: Callable[[dict[str, dict[str, str]]], None] | None = None
 
@@ -130,16 +131,18 @@ class BrokerMetadataListener:
         return self.next_offset - 1
 
     def start(self) -> None:
+        self._stopping = False
         self._task = asyncio.create_task(self.run())
 
     async def stop(self) -> None:
+        self._stopping = True  # should a cancellation be lost, the loop still ends
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
         self.controller.close()
 
     async def run(self) -> None:
-        while True:
+        while not self._stopping:
             try:
                 await self.catch_up(self.long_poll_ms)
             except KafkaError as e:

@@ -110,3 +110,33 @@ def test_one_partition_changed_is_one_partition_looked_at(tmp_path):
 
     apply(lst, [{"type": "RemoveTopicRecord", "name": "a"}])
     assert sorted({tp[0] for tp in rm.partitions}) == ["b"]
+
+
+def test_stop_ends_the_fetch_loop_even_when_a_fetch_swallows_the_cancellation(tmp_path):
+    """Python 3.11's asyncio.wait_for returns the answer instead of raising when the
+    answer arrives just as the waiting task is cancelled: the listener's loop then
+    fetched on and a broker's stop hung until its supervisor killed it (30 s, in one
+    stop of six). stop() now also tells the loop to end."""
+    lst, _, _ = listener(tmp_path)
+    fetches = []
+
+    class Controller:
+        def close(self) -> None:
+            pass
+
+    async def catch_up(long_poll_ms: int) -> None:  # an answer racing the cancellation
+        fetches.append(long_poll_ms)
+        try:
+            await asyncio.sleep(0.01)
+        except asyncio.CancelledError:
+            return  # what wait_for did: the cancellation is lost
+
+    async def main() -> None:
+        lst.controller, lst.catch_up = Controller(), catch_up
+        lst.start()
+        await asyncio.sleep(0.05)
+        async with asyncio.timeout(10):  # a hang fails the test instead of blocking it
+            await lst.stop()
+
+    asyncio.run(main())
+    assert fetches  # it was fetching when stopped
