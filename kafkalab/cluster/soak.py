@@ -814,19 +814,17 @@ class Soak:
     # SIGSTOP, a cut link) is undone in a finally.
 
     def _leader_kill(self, leader: int) -> Iterator[Applied]:
-        if self._replica_states().get(leader, {}).get("isr") == [leader]:
-            # The ISR shrank to the leader alone after the last heal (a fetch still
-            # waiting out a dropped connection, say). With no unclean election no
-            # other replica may lead (Kafka's rule): the partition is unavailable,
-            # nothing is lost, until the killed broker is back, as a supervisor
-            # brings it back. No failover to time.
-            self.cluster.kill(leader)
-            time.sleep(self.pause_s)
+        failover_ms = self.kill_leader(leader)
+        if failover_ms is None:
+            # The ISR had shrunk to the leader alone (after the last heal: a follower
+            # still waiting out a dropped fetch, or fenced meanwhile). With no unclean
+            # election no other replica may lead (Kafka's rule): the partition is
+            # unavailable, nothing is lost, until the killed broker is back, as a
+            # supervisor brings it back. No failover to time.
             self.cluster.restart(leader)
             self.leader()
             yield Applied(leader, True, None, ISR_OF_ONE)
             return
-        failover_ms = self.kill_leader(leader)
         yield Applied(leader, True, failover_ms)
         self.cluster.restart(leader)
 
@@ -999,20 +997,23 @@ class Soak:
         FaultKind.LAZYFS_POWER_FAILURE: _lazyfs_power_failure,
     }
 
-    def kill_leader(self, leader: int) -> float:
+    def kill_leader(self, leader: int) -> float | None:
         """SIGKILL the leader and wait until a successor acknowledged a record;
         return the kill -> that first acknowledgement, in ms (the caller starts the
-        broker again)."""
+        broker again), or None when the surviving replicas' metadata shows an ISR of
+        the killed leader alone: no successor may lead."""
         acks = self.workload.ack_times_ms
         seen = len(acks)
         killed_ms = time.time() * 1000
         self.cluster.kill(leader)
-        self.leader(not_in=[leader])
         # An ack in flight at the kill came from the old leader: the first one that
         # counts comes after the successor applied its leadership (its own record).
         deadline = time.monotonic() + self.recovery_timeout_s
         while time.monotonic() < deadline:
             time.sleep(0.1)
+            # the running brokers' metadata (none running: no successor either)
+            if all(s["isr"] == [leader] for s in self._replica_states().values()):
+                return None
             later = [t for t in acks[seen:] if t > killed_ms + 50]
             if not later:
                 continue

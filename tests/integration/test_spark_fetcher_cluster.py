@@ -10,16 +10,11 @@ import pytest
 from spark_helpers import create_topic, produce
 
 from kafkalab.cluster import LocalCluster
+from kafkalab.cluster.failover import current_leader
 
 pytestmark = pytest.mark.integration
 pytest.importorskip("pyarrow", reason="pyarrow is in the labs extra")
 pytest.importorskip("pyspark", reason="pyspark is in the labs extra (the source's schema)")
-
-
-def leader_of(cluster, topic: str, partition: int) -> int:
-    df = cluster.describe(topic)
-    rows = df[(df.partition == partition) & (df.role == "leader") & (df.status == "running")]
-    return int(rows.sort_values("leader epoch").broker.iloc[-1])
 
 
 def test_a_read_follows_the_new_leader_after_a_kill():
@@ -51,7 +46,7 @@ def test_a_read_follows_the_new_leader_after_a_kill():
         batches = kafka_io.read_range(opts, OffsetRange("moving", 0, 0, n), read_schema(False))
         first = next(batches)
         assert 0 < first.num_rows < n
-        old = leader_of(cluster, "moving", 0)
+        old = current_leader(cluster, "moving", 0)
         cluster.kill(old)
         rest = list(batches)
         offsets = first.column("offset").to_pylist() + [
@@ -62,4 +57,4 @@ def test_a_read_follows_the_new_leader_after_a_kill():
         ]
         assert offsets == list(range(n))
         assert values == [b"%05d" % i for i in range(n)]
-        assert leader_of(cluster, "moving", 0) != old
+        assert current_leader(cluster, "moving", 0) != old
