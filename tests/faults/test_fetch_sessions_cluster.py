@@ -94,6 +94,12 @@ def test_followers_in_fetch_sessions_stay_in_sync_through_a_killed_leader(cluste
     cluster.start_broker(victim)
     cluster.wait_fully_replicated(90)
     assert sessions_opened(cluster, victim, since_ms=back), "no session after the restart"
+    # fully replicated is the leaders' word; each follower's own report may lag a beat
+    wait_until(
+        lambda: all(
+            r["LEO"].nunique() == 1 for _, r in cluster.describe(TOPIC).groupby("partition")
+        )
+    )
     rows = cluster.describe(TOPIC)
     for _, replicas in rows.groupby(["topic", "partition"]):
         assert replicas["LEO"].nunique() == 1, replicas

@@ -16,7 +16,12 @@ from kafkalab.raft.kafka_metadata_log import METADATA_LOG_DIR
 from kafkalab.raft.snapshot import decode_snapshot, snapshot_filename
 from kafkalab.server.kafka_raft_manager import KafkaRaftManager, RaftApis
 
-SNAPSHOT_CONFIG = replace(CONFIG, fetch_snapshot_max_bytes=256)
+#: Three voters share this test's one event loop, which the leader's small segments
+#: (a roll and an fsync every few records) can hold past CONFIG's 600 ms fetch
+#: timeout on a loaded machine: the leader then resigns by check-quorum, as Raft
+#: should, and the test would wait for a commit that cannot come. No voter dies
+#: here but the stopped one, so a longer fetch timeout changes nothing else.
+SNAPSHOT_CONFIG = replace(CONFIG, fetch_snapshot_max_bytes=256, fetch_timeout_ms=5000)
 SEGMENT_BYTES = 1024
 
 
