@@ -31,7 +31,8 @@ and, only when asked for (EXTRA_KINDS):
                      still leads, with producers' requests in its sockets
 
 With a KRaft quorum of controllers (`run_soak(controllers=3)`, `benchmarks/soak.py
---controllers 3`; the quorum's timeouts LABS_QUORUM) the default mix adds
+--controllers 3`; the quorum's timeouts LABS_QUORUM, and a broker session that
+outlasts a controller failover, LABS_QUORUM_SESSION_MS) the default mix adds
 its faults (CONTROLLER_KINDS), each watched through DescribeQuorum:
 
     controller-kill           SIGKILL the active controller; timed: the kill -> a
