@@ -94,7 +94,9 @@ def main() -> int:
         fetched, at = [], 0  # the raw record bytes of each Fetch response
         while at < N:
             leader = client.client.connection(client.client.leader_for("columns", 0))
-            part = leader.request(ApiKeys.FETCH, fetch_body(at))["responses"][0]["partitions"][0]
+            part = leader.request(
+                ApiKeys.FETCH, fetcher.fetch_request("columns", 0, at, 8 << 20, False)
+            )["responses"][0]["partitions"][0]
             fetched.append((at, part["records"]))
             at = BatchColumns("columns", 0, arrow_schema(read_schema(False))).decode(
                 part["records"], at, N
@@ -184,35 +186,6 @@ def main() -> int:
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(result, indent=2))
     return 0
-
-
-def fetch_body(offset: int) -> dict:
-    """A Fetch request for partition 0 of `columns` from `offset`, as the fetcher sends."""
-    return {
-        "replica_id": -1,
-        "max_wait_ms": 500,
-        "min_bytes": 1,
-        "max_bytes": 64 << 20,
-        "isolation_level": 0,
-        "session_id": 0,
-        "session_epoch": -1,
-        "forgotten_topics_data": [],
-        "rack_id": "",
-        "topics": [
-            {
-                "topic": "columns",
-                "partitions": [
-                    {
-                        "partition": 0,
-                        "current_leader_epoch": -1,
-                        "fetch_offset": offset,
-                        "log_start_offset": -1,
-                        "partition_max_bytes": 8 << 20,
-                    }
-                ],
-            }
-        ],
-    }
 
 
 _FIRST_DECODE = """

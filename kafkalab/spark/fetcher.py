@@ -71,12 +71,50 @@ def new_client(opts: ReadOptions):
     )
 
 
+def fetch_request(
+    topic: str,
+    partition: int,
+    offset: int,
+    partition_max_bytes: int,
+    read_committed: bool,
+    max_wait_ms: int = 500,
+    min_bytes: int = 1,
+    max_bytes: int = 64 << 20,
+) -> dict:
+    """A consumer's Fetch request body for one partition from `offset` (no session)."""
+    return {
+        "replica_id": -1,
+        "max_wait_ms": max_wait_ms,
+        "min_bytes": min_bytes,
+        "max_bytes": max_bytes,
+        "isolation_level": 1 if read_committed else 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "forgotten_topics_data": [],
+        "rack_id": "",
+        "topics": [
+            {
+                "topic": topic,
+                "partitions": [
+                    {
+                        "partition": partition,
+                        "current_leader_epoch": -1,
+                        "fetch_offset": offset,
+                        "log_start_offset": -1,
+                        "partition_max_bytes": partition_max_bytes,
+                    }
+                ],
+            }
+        ],
+    }
+
+
 def read_range(opts: ReadOptions, r: OffsetRange, schema, consumer) -> Iterator:
     """Yield Arrow record batches of `schema` (a pyspark StructType) holding the
     records [from, until) of one topic partition, fetched with `consumer`'s
     network client (see new_client). Raises on a non-retriable error."""
     from kafkalab.spark.batch_columns import BatchColumns
-    from kafkalab.spark.kafka_io import after_out_of_range, check_data_loss
+    from kafkalab.spark.kafka_io import NOT_READABLE, after_out_of_range, check_read_stalled
     from kafkalab.spark.schema import arrow_schema
 
     start, until = r.from_offset, r.until_offset
@@ -85,47 +123,24 @@ def read_range(opts: ReadOptions, r: OffsetRange, schema, consumer) -> Iterator:
     committed = config["isolation.level"] == IsolationLevel.READ_COMMITTED.value
     columns = BatchColumns(r.topic, r.partition, arrow_schema(schema), read_committed=committed)
     partition_max = _setting(config, "max.partition.fetch.bytes", default=8 << 20)
-    body = {
-        "replica_id": -1,
+    sizes = {
         "max_wait_ms": _setting(config, "fetch.wait.max.ms", "fetch.max.wait.ms", default=500),
         "min_bytes": _setting(config, "fetch.min.bytes", default=1),
         "max_bytes": _setting(config, "fetch.max.bytes", default=64 << 20),
-        "isolation_level": 1 if committed else 0,
-        "session_id": 0,
-        "session_epoch": -1,
-        "forgotten_topics_data": [],
-        "rack_id": "",
     }
     client = consumer.client
     timeout_s = opts.poll_timeout_ms / 1000
     last_progress = time.monotonic()
 
-    def stalled(why: str) -> bool:
+    def stalled(why: str = NOT_READABLE) -> bool:
         """Past kafkaConsumer.pollTimeoutMs without progress: data loss (or raise)."""
         if time.monotonic() - last_progress <= timeout_s:
             return False
-        check_data_loss(
-            f"Cannot fetch records [{start}, {until}) of {name} within "
-            f"kafkaConsumer.pollTimeoutMs={opts.poll_timeout_ms}: {why}.",
-            opts.fail_on_data_loss,
-        )
+        check_read_stalled(name, start, until, opts, why)
         return True
 
     while start < until:
-        body["topics"] = [
-            {
-                "topic": r.topic,
-                "partitions": [
-                    {
-                        "partition": r.partition,
-                        "current_leader_epoch": -1,
-                        "fetch_offset": start,
-                        "log_start_offset": -1,
-                        "partition_max_bytes": partition_max,
-                    }
-                ],
-            }
-        ]
+        body = fetch_request(r.topic, r.partition, start, partition_max, committed, **sizes)
         leader = None
         try:
             leader = client.leader_for(r.topic, r.partition)
@@ -173,9 +188,7 @@ def read_range(opts: ReadOptions, r: OffsetRange, schema, consumer) -> Iterator:
         first = peek_size(data)
         if first is not None and first > partition_max:
             partition_max = first  # one batch larger than asked for: ask for all of it
-        elif stalled(
-            "they did not become readable (the partition's high watermark stayed below them)"
-        ):
+        elif stalled():
             return
 
 

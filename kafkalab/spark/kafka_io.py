@@ -205,6 +205,23 @@ def check_data_loss(message: str, fail_on_data_loss: bool) -> None:
     warnings.warn(f"{message} (failOnDataLoss=false: skipping)", stacklevel=2)
 
 
+#: Why a read that made no progress for kafkaConsumer.pollTimeoutMs stopped, unless
+#: it says otherwise.
+NOT_READABLE = "they did not become readable (the partition's high watermark stayed below them)"
+
+
+def check_read_stalled(
+    name: str, start: int, until: int, opts: ReadOptions, why: str = NOT_READABLE
+) -> None:
+    """A read of [start, until) made no progress within kafkaConsumer.pollTimeoutMs:
+    data loss, as failOnDataLoss says (both readers)."""
+    check_data_loss(
+        f"Cannot fetch records [{start}, {until}) of {name} within "
+        f"kafkaConsumer.pollTimeoutMs={opts.poll_timeout_ms}: {why}.",
+        opts.fail_on_data_loss,
+    )
+
+
 def after_out_of_range(
     name: str, start: int, until: int, low: int, high: int, fail_on_data_loss: bool
 ) -> int | None:
@@ -344,12 +361,7 @@ def _read_range_librdkafka(opts: ReadOptions, r: OffsetRange, schema, reuse: boo
                 start = min(eof_at, until)
                 last_progress = time.monotonic()
             elif time.monotonic() - last_progress > timeout_s:
-                check_data_loss(
-                    f"Cannot fetch records [{start}, {until}) of {name} within "
-                    f"kafkaConsumer.pollTimeoutMs={opts.poll_timeout_ms}: they did not become "
-                    "readable (the partition's high watermark stayed below them).",
-                    opts.fail_on_data_loss,
-                )
+                check_read_stalled(name, start, until, opts)
                 return
         read_all = True
     finally:
