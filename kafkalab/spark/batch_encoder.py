@@ -6,7 +6,9 @@ from columns and with no Python object per record. Python reads the Arrow
 buffers of the sink's columns (value, and optionally key, topic, partition,
 headers), compiled loops (numba) pick each row's partition and write the
 records' varints, keys, values and headers into one buffer, and Python fills
-each batch's 61-byte header (producer id, epoch, base sequence) and its CRC-32C.
+each batch's 61-byte header (producer id, epoch, base sequence) and its CRC-32C,
+compressing its records first with a codec (kafkalab.records.compression, as
+Kafka's producer writes each: batch.size bounds the records before compression).
 
 Partitions, as the librdkafka path with `partitioner=murmur2_random` (and
 Java's producer) picks them: a row's `partition` wins; else a key goes to
@@ -34,6 +36,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from kafkalab.records.compression import compress
 from kafkalab.records.crc import crc32c
 from kafkalab.records.record_batch import (
     ATTRIBUTES_OFFSET,
@@ -42,6 +45,7 @@ from kafkalab.records.record_batch import (
     MAGIC,
     NO_PARTITION_LEADER_EPOCH,
     RECORD_BATCH_OVERHEAD,
+    CompressionType,
 )
 from kafkalab.spark.batch_columns import njit
 from kafkalab.spark.errors import KafkaWriteError
@@ -295,9 +299,11 @@ class BatchEncoder:
         producer_epoch: int = -1,
         batch_size: int = 1_000_000,
         rng: random.Random | None = None,
+        compression: CompressionType = CompressionType.NONE,
     ) -> None:
         self.producer_id, self.producer_epoch = producer_id, producer_epoch
         self.batch_size = batch_size
+        self.compression = CompressionType(compression)
         self.sequences: dict[tuple[str, int], int] = {}
         self._rng = rng or random.Random()
 
@@ -374,15 +380,22 @@ class BatchEncoder:
             t = topics[g // width]
             p = g % width
             seq = self._next_sequence(t, p, count)
+            if self.compression == CompressionType.NONE:
+                buf, at, size = out, start, end - start
+            else:
+                records = compress(self.compression, view[start + RECORD_BATCH_OVERHEAD : end])
+                size = RECORD_BATCH_OVERHEAD + len(records)
+                buf, at = bytearray(size), 0
+                buf[RECORD_BATCH_OVERHEAD:] = records
             _HEADER.pack_into(
-                out,
-                start,
+                buf,
+                at,
                 0,
-                end - start - LOG_OVERHEAD,
+                size - LOG_OVERHEAD,
                 NO_PARTITION_LEADER_EPOCH,
                 MAGIC,
                 0,
-                0,  # attributes: no compression, CreateTime, not transactional
+                int(self.compression),  # attributes: the codec, CreateTime, not transactional
                 count - 1,
                 stamp,
                 stamp,
@@ -391,8 +404,9 @@ class BatchEncoder:
                 seq,
                 count,
             )
-            _CRC.pack_into(out, start + CRC_OFFSET, crc32c(view[start + ATTRIBUTES_OFFSET : end]))
-            result.append(EncodedBatch(t, p, seq, count, view[start:end]))
+            whole = memoryview(buf)[at : at + size]
+            _CRC.pack_into(buf, at + CRC_OFFSET, crc32c(whole[ATTRIBUTES_OFFSET:]))
+            result.append(EncodedBatch(t, p, seq, count, whole))
         return result
 
     def _next_sequence(self, topic: str, partition: int, count: int) -> int:

@@ -224,22 +224,25 @@ OWN_PRODUCE_PARAMS = frozenset(
         "security.protocol",
     }
 )
+#: The codecs kafkalab's own produce writes (kafkalab.records.compression).
+OWN_PRODUCE_CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 #: The values of OWN_PRODUCE_PARAMS that still need librdkafka: acks=0 (no answers
-#: to wait for), another partitioner than Java's (murmur2 of the key), a
-#: compression codec, and any security protocol but plaintext.
+#: to wait for), another partitioner than Java's (murmur2 of the key), a codec
+#: kafkalab does not write, and any security protocol but plaintext.
 _OWN_PRODUCE_VALUES = {
     "acks": lambda v: v != "0",
     "partitioner": lambda v: v == "murmur2_random",
-    "compression.type": lambda v: v == "none",
-    "compression.codec": lambda v: v == "none",
+    "compression.type": lambda v: v in OWN_PRODUCE_CODECS,
+    "compression.codec": lambda v: v in OWN_PRODUCE_CODECS,
     "security.protocol": lambda v: v == "plaintext",
 }
 
 
 def librdkafka_only_produce(kafka_params: Mapping[str, str]) -> list[str]:
     """The `kafka.*` options only librdkafka's producer can honour: kafkalab's own
-    produce speaks plaintext Kafka, writes uncompressed, non-transactional batches
-    with acks all or 1, and knows the settings of OWN_PRODUCE_PARAMS."""
+    produce speaks plaintext Kafka, writes non-transactional batches (uncompressed
+    or with one of OWN_PRODUCE_CODECS, at the codec's default level) with acks all
+    or 1, and knows the settings of OWN_PRODUCE_PARAMS."""
     return sorted(
         f"kafka.{name}"
         for name, value in kafka_params.items()
@@ -593,7 +596,8 @@ def _producer(opts: dict[str, str], params: dict[str, str]) -> Producer:
             raise KafkaSourceOptionError(
                 f"Option 'kafkalab.producer' is 'kafkalab', but {', '.join(only)} need "
                 "librdkafka (kafkalab's own produce speaks plaintext Kafka, writes "
-                "uncompressed batches with acks all or 1 and Java's murmur2 partitioner, and "
+                "non-transactional batches with acks all or 1, Java's murmur2 partitioner and "
+                f"the codecs {', '.join(OWN_PRODUCE_CODECS)}, and "
                 f"knows {', '.join(sorted(OWN_PRODUCE_PARAMS))}). Set 'kafkalab.producer' to "
                 "'auto' or 'librdkafka'."
             )

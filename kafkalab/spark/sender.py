@@ -21,8 +21,9 @@ rows, without a Python call per record:
 - DUPLICATE_SEQUENCE_NUMBER: the broker has the batch already: written;
 - any other error: KafkaWriteError naming the partition and Kafka's error.
 
-Uncompressed batches, plaintext only: options that need more go to librdkafka
-(kafkalab.spark.options.librdkafka_only_produce).
+Plaintext only, batches uncompressed or compressed with `kafka.compression.type`
+(gzip, snappy, lz4, zstd at their default levels), never transactional: options
+that need more go to librdkafka (kafkalab.spark.options.librdkafka_only_produce).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from collections.abc import Iterable
 
 from kafkalab.errors import Errors, KafkaError
 from kafkalab.protocol.api_keys import ApiKeys
+from kafkalab.records.record_batch import CompressionType
 from kafkalab.spark.batch_encoder import BatchEncoder, EncodedBatch
 from kafkalab.spark.errors import KafkaWriteError
 from kafkalab.spark.options import WriteOptions
@@ -121,8 +123,12 @@ class Sender:
         self.bootstrap_servers = opts.bootstrap_servers
         self.client = NetworkClient(opts.bootstrap_servers)
         producer_id, epoch = self._init_producer_id() if idempotent else (-1, -1)
+        codec = str(config.get("compression.type", config.get("compression.codec", "none")))
         self.encoder = BatchEncoder(
-            producer_id, epoch, _setting(config, "batch.size", default=1_000_000)
+            producer_id,
+            epoch,
+            _setting(config, "batch.size", default=1_000_000),
+            compression=CompressionType[codec.strip().upper()],
         )
         # node -> requests sent and not yet answered, oldest first:
         # (connection, correlation id, version, batches)

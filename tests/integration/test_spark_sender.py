@@ -124,16 +124,57 @@ def test_auto_writes_with_the_own_produce_unless_an_option_needs_librdkafka(brok
     auto = options(bs, "own-auto", "auto")
     assert kafka_io.produce_batches(auto, [batch]) == 10
     assert used == ["own"]
-    # a security setting, a codec, a transactional id: librdkafka writes
+    # a security setting, a codec's level, a transactional id: librdkafka writes
     for extra in (
         {"kafka.security.protocol": "SSL"},
-        {"kafka.compression.type": "lz4"},
+        {"kafka.compression.level": "5"},
         {"kafka.transactional.id": "tx"},
     ):
         assert not options(bs, "own-auto", "auto", **extra).own_produce(True)
-    lib = options(bs, "own-auto", "auto", **{"kafka.compression.type": "lz4"})
+    lib = options(
+        bs,
+        "own-auto",
+        "auto",
+        **{"kafka.security.protocol": "plaintext", "kafka.compression.level": "5"},
+    )
     assert kafka_io.produce_batches(lib, [batch]) == 10
     assert used == ["own"]
     assert [m.value() for m in consume_all(bs, "own-auto", 1)] == [
         b"v%d" % i for i in range(10)
     ] * 2
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_librdkafka_reads_what_the_own_produce_compressed(broker, codec):
+    bs = broker.bootstrap_servers
+    topic = f"own-{codec}"
+    create_topic(bs, topic, partitions=2)
+    values = [b"%d-" % i + b"abc" * 30 for i in range(2000)]
+    keys = [b"k%d" % (i % 20) for i in range(2000)]
+    batch = pa.RecordBatch.from_arrays(
+        [pa.array(values, pa.binary()), pa.array(keys, pa.binary())], names=["value", "key"]
+    )
+    opts = options(bs, topic, **{"kafka.compression.type": codec})
+    assert kafka_io.produce_batches(opts, [batch]) == 2000
+    got = consume_all(bs, topic, 2)
+    assert sorted((m.key(), m.value()) for m in got) == sorted(zip(keys, values, strict=True))
+    assert all(m.partition() == partition_for_key(m.key(), 2) for m in got)
+    in_order = {p: [m.value() for m in got if m.partition() == p] for p in (0, 1)}
+    for p, vs in in_order.items():
+        assert vs == [v for k, v in zip(keys, values, strict=True) if partition_for_key(k, 2) == p]
+    # The log holds the batches as the own produce compressed them.
+    from kafkalab.client.network_client import NetworkClient
+    from kafkalab.protocol.api_keys import ApiKeys
+    from kafkalab.records import CompressionType
+    from kafkalab.records.record_batch import iter_headers
+    from kafkalab.spark.fetcher import fetch_request
+
+    client = NetworkClient(bs)
+    try:
+        conn = client.connection(client.leader_for(topic, 0))
+        part = conn.request(ApiKeys.FETCH, fetch_request(topic, 0, 0, 8 << 20, False))
+        data = part["responses"][0]["partitions"][0]["records"]
+        codecs = {h.compression_type for _, h in iter_headers(data)}
+        assert codecs == {CompressionType[codec.upper()]}
+    finally:
+        client.close()

@@ -4,8 +4,8 @@ What the compiled encoder writes is decoded by kafkalab's own record decoder
 (kafkalab.records.iter_batches, which checks every CRC) and must give exactly
 the rows handed over, each in the partition the reference partitioner
 (kafkalab.client.partitioner, Java's murmur2) picks, in row order, with the
-producer's id, epoch and gap-free sequences, and batches no larger than
-batch.size unless one record alone is.
+producer's id, epoch and gap-free sequences, every codec, and (uncompressed)
+batches no larger than batch.size unless one record alone is.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 pa = pytest.importorskip("pyarrow", reason="pyarrow is in the labs extra")
 
 from kafkalab.client.partitioner import murmur2, partition_for_key, to_positive  # noqa: E402
-from kafkalab.records import iter_batches  # noqa: E402
+from kafkalab.records import CompressionType, iter_batches  # noqa: E402
 from kafkalab.spark.batch_encoder import BatchEncoder, _murmur2  # noqa: E402
 from kafkalab.spark.errors import KafkaWriteError  # noqa: E402
 
@@ -91,16 +91,19 @@ def written(encoded):
     st.booleans(),
     st.integers(80, 2000),
     st.integers(0, 1),
+    st.sampled_from(CompressionType),
 )
 def test_encoded_batches_decode_to_the_rows_in_the_reference_partitions(
-    data, columns, string_values, batch_size, sliced
+    data, columns, string_values, batch_size, sliced, codec
 ):
     data = data[sliced:] or data
     batch = arrow_batch(data, columns, string_values)
     if sliced:  # a slice of a larger batch: Arrow offsets that do not start at 0
         batch = arrow_batch([data[0], *data], columns, string_values).slice(1)
     topic = None if "topic" in columns else "b"
-    encoder = BatchEncoder(producer_id=42, producer_epoch=3, batch_size=batch_size, rng=Last())
+    encoder = BatchEncoder(
+        producer_id=42, producer_epoch=3, batch_size=batch_size, rng=Last(), compression=codec
+    )
     stamp = 1_700_000_000_123
     expected: dict = {}
     for r in data:
@@ -134,7 +137,9 @@ def test_encoded_batches_decode_to_the_rows_in_the_reference_partitions(
         for h, size in hs:
             assert (h.producer_id, h.producer_epoch, h.base_sequence) == (42, 3, seq)
             assert h.base_timestamp == h.max_timestamp == stamp
-            assert size <= batch_size or h.records_count == 1
+            assert h.compression_type == codec
+            # batch.size bounds the records before compression
+            assert codec != CompressionType.NONE or size <= batch_size or h.records_count == 1
             seq += h.records_count
         assert encoder.sequences[(t, p)] == seq
 

@@ -207,7 +207,7 @@ def test_write_options():
 def test_the_producer_is_kafkalabs_own_unless_an_option_needs_librdkafka():
     """`kafkalab.producer`: auto (the default) writes with kafkalab's own produce
     when numba is there and every kafka.* option is one it honours with the value
-    given; librdkafka else (TLS, SASL, a codec, a transactional id, acks=0...)."""
+    given; librdkafka else (TLS, SASL, a codec level, a transactional id, acks=0...)."""
     plain = parse_write_options(
         {**BS, "kafka.acks": "all", "kafka.batch.size": "65536", "kafka.linger.ms": "5"}
     )
@@ -216,7 +216,8 @@ def test_the_producer_is_kafkalabs_own_unless_an_option_needs_librdkafka():
     for option, value in (
         ("kafka.security.protocol", "SSL"),
         ("kafka.sasl.mechanism", "PLAIN"),
-        ("kafka.compression.type", "snappy"),
+        ("kafka.compression.level", "5"),
+        ("kafka.compression.type", "inherit"),
         ("kafka.transactional.id", "tx-1"),
         ("kafka.acks", "0"),
         ("kafka.partitioner", "consistent_random"),
@@ -229,6 +230,8 @@ def test_the_producer_is_kafkalabs_own_unless_an_option_needs_librdkafka():
     for option, value in (
         ("kafka.security.protocol", "PLAINTEXT"),
         ("kafka.compression.type", "none"),
+        ("kafka.compression.type", "zstd"),
+        ("kafka.compression.codec", "snappy"),
         ("kafka.partitioner", "murmur2_random"),
     ):
         assert parse_write_options({**BS, option: value}).own_produce(compiled=True)
