@@ -34,6 +34,7 @@ from collections.abc import Iterable
 
 from kafkalab.errors import Errors, KafkaError
 from kafkalab.protocol.api_keys import ApiKeys
+from kafkalab.protocol.types import RecordsView
 from kafkalab.records.record_batch import CompressionType
 from kafkalab.spark.batch_encoder import BatchEncoder, EncodedBatch
 from kafkalab.spark.errors import KafkaWriteError
@@ -196,7 +197,7 @@ class Sender:
         topics: dict[str, list[dict]] = {}
         for b in batches:
             topics.setdefault(b.topic, []).append(
-                {"partition_index": b.partition, "records": b.data}
+                {"partition_index": b.partition, "records": RecordsView(b.data)}
             )
         body = {
             "transactional_id": None,
