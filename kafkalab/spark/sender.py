@@ -300,9 +300,16 @@ class Sender:
             except (KafkaError, OSError) as e:
                 code = getattr(e, "code", Errors.NETWORK_EXCEPTION)
                 if code not in RETRIABLE or time.monotonic() > deadline:
+                    hint = (
+                        ": create it first, or let the brokers create it "
+                        "(auto.create.topics.enable)"
+                        if code == Errors.UNKNOWN_TOPIC_OR_PARTITION
+                        else ""
+                    )
                     raise KafkaWriteError(
                         f"Cannot write to topic {topic!r}: Kafka's error {Errors(code).name} "
-                        f"({e}; brokers {self.bootstrap_servers})"
+                        f"within delivery.timeout.ms={self.delivery_timeout_s * 1000:.0f}"
+                        f"{hint} ({e}; brokers {self.bootstrap_servers})"
                     ) from e
                 time.sleep(self.retry_backoff_s)
 

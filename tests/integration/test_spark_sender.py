@@ -178,3 +178,23 @@ def test_librdkafka_reads_what_the_own_produce_compressed(broker, codec):
         assert codecs == {CompressionType[codec.upper()]}
     finally:
         client.close()
+
+
+def test_a_batch_sent_twice_is_written_once(broker):
+    """The same batch (same producer id, epoch and sequence) sent again, as after a
+    lost answer: the broker's answer (its offset again, or DUPLICATE_SEQUENCE_NUMBER)
+    counts as written, and the log holds the records once."""
+    bs = broker.bootstrap_servers
+    create_topic(bs, "own-dup", partitions=1)
+    batch = pa.RecordBatch.from_pydict({"value": pa.array([b"a", b"b", b"c"])})
+    s = sender.Sender(options(bs, "own-dup"))
+    try:
+        [encoded] = s.encoder.encode(batch, "own-dup", s._partition_count)
+        assert encoded.base_sequence == 0 and s.encoder.producer_id >= 0
+        for _ in range(2):
+            s._dispatch([encoded])
+            s.flush()
+        assert s.written == 2 * encoded.count and not s.failed
+    finally:
+        s.close()
+    assert [m.value() for m in consume_all(bs, "own-dup", 1)] == [b"a", b"b", b"c"]
