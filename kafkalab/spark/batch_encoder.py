@@ -60,6 +60,12 @@ _HEADER_OVERHEAD = 10  # a header's key and value lengths
 
 
 @njit(cache=True, nogil=True)
+def _mul32(a, b):
+    """a * b modulo 2**32 (in 64 bits: no overflow, compiled or not)."""
+    return np.uint32((np.uint64(a) * np.uint64(b)) & np.uint64(0xFFFFFFFF))
+
+
+@njit(cache=True, nogil=True)
 def _murmur2(data, start, end):
     """Kafka's murmur2 (Utils.murmur2, seed 0x9747b28c) of data[start:end], as a
     non-negative int (toPositive)."""
@@ -75,10 +81,10 @@ def _murmur2(data, start, end):
             | (np.uint32(data[p + 2]) << np.uint32(16))
             | (np.uint32(data[p + 3]) << np.uint32(24))
         )
-        k = np.uint32(k * m)
+        k = _mul32(k, m)
         k ^= k >> np.uint32(24)
-        k = np.uint32(k * m)
-        h = np.uint32(h * m)
+        k = _mul32(k, m)
+        h = _mul32(h, m)
         h ^= k
     rest = length % 4
     tail = start + whole
@@ -88,9 +94,9 @@ def _murmur2(data, start, end):
         h ^= np.uint32(data[tail + 1]) << np.uint32(8)
     if rest >= 1:
         h ^= np.uint32(data[tail])
-        h = np.uint32(h * m)
+        h = _mul32(h, m)
     h ^= h >> np.uint32(13)
-    h = np.uint32(h * m)
+    h = _mul32(h, m)
     h ^= h >> np.uint32(15)
     return np.int64(h & np.uint32(0x7FFFFFFF))
 
