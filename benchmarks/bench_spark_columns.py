@@ -13,6 +13,13 @@ is sent; the queue only fills and is purged after each pass); beside it
 bench_spark.py's "librdkafka alone" does. Their difference is the sink's own
 Python per record. Best of three passes each.
 
+The sink's own produce (kafkalab.spark.sender, the default writer): the
+encoder alone (kafkalab.spark.batch_encoder: the same Arrow batches into v2
+RecordBatches, partitioned, sequenced and CRC'd, nothing sent), without keys and
+with the source's 1,000 customer keys over 4 partitions, beside the decoder;
+and the whole own produce into the in-process broker (CPU of encode, Produce
+requests and the broker's append, as `consume()` above includes the broker's).
+
 The source's own fetch (kafkalab.spark.fetcher, the default reader): the same
 records read by `read_range` with kafkalab's Fetch requests (CPU of fetch and
 decode, the in-process broker's included, as for `consume()`), and the decode
@@ -47,11 +54,12 @@ def main() -> int:
 
     from kafkalab.protocol.api_keys import ApiKeys
     from kafkalab.server.broker import BrokerThread
-    from kafkalab.spark import fetcher
+    from kafkalab.spark import fetcher, sender
     from kafkalab.spark.batch_columns import BatchColumns
+    from kafkalab.spark.batch_encoder import BatchEncoder
     from kafkalab.spark.kafka_io import _Columns, _gc_paused, produce_batch
     from kafkalab.spark.offsets import OffsetRange
-    from kafkalab.spark.options import EXECUTOR_FETCH, parse_read_options
+    from kafkalab.spark.options import EXECUTOR_FETCH, parse_read_options, parse_write_options
     from kafkalab.spark.schema import arrow_schema, read_schema
 
     load_before = os.getloadavg()
@@ -102,6 +110,34 @@ def main() -> int:
                 part["records"], at, N
             )[1]
         client.close()
+        for f in admin.create_topics([NewTopic("own-produce", 4, 1)]).values():
+            f.result(30)
+        time.sleep(1)
+        value = pa.array([f"{i}".rjust(100, "x").encode() for i in range(10_000)], pa.binary())
+        batch = pa.RecordBatch.from_arrays([value], names=["value"])
+        write = parse_write_options(
+            {"kafka.bootstrap.servers": bs, "topic": "own-produce", "kafkalab.producer": "kafkalab"}
+        )
+        own_produce_cpu = float("inf")
+        for _ in range(3):
+            t0 = time.process_time()
+            rows = sender.produce_batches(write, (batch for _ in range(N // batch.num_rows)))
+            own_produce_cpu = min(own_produce_cpu, time.process_time() - t0)
+            assert rows == N // batch.num_rows * batch.num_rows
+    keys = pa.array([f"customer-{i % 1000}".encode() for i in range(10_000)], pa.binary())
+    keyed = pa.RecordBatch.from_arrays([value, keys], names=["value", "key"])
+    encode_cpu, encode_keyed_cpu = float("inf"), float("inf")
+    for _ in range(3):
+        for b, was in ((batch, "plain"), (keyed, "keyed")):
+            encoder = BatchEncoder(1, 0, batch_size=1_000_000)
+            t0 = time.process_time()
+            for _ in range(N // b.num_rows):
+                encoder.encode(b, "columns", lambda _: 4)
+            took = time.process_time() - t0
+            if was == "plain":
+                encode_cpu = min(encode_cpu, took)
+            else:
+                encode_keyed_cpu = min(encode_keyed_cpu, took)
     columns = _Columns("columns", 0, read_schema(False))
     chunks = [msgs[i : i + CHUNK] for i in range(0, N, CHUNK)]
     best = float("inf")
@@ -121,8 +157,6 @@ def main() -> int:
         rows = sum(decoder.decode(data, at, N)[0].num_rows for at, data in fetched)
         decode_cpu = min(decode_cpu, time.process_time() - t0)
         assert rows == N
-    value = pa.array([f"{i}".rjust(100, "x").encode() for i in range(10_000)], pa.binary())
-    batch = pa.RecordBatch.from_arrays([value], names=["value"])
     producer = Producer(
         {
             "bootstrap.servers": "127.0.0.1:9",  # discard: nothing listens, nothing is sent
@@ -171,6 +205,9 @@ def main() -> int:
         "numba_first_decode_s_cached": first_decode_s(cache=True),
         "sink_produce_us_per_record": produce_cpu / N * 1e6,
         "produce_alone_us_per_record": produce_alone_cpu / N * 1e6,
+        "sink_encode_us_per_record": encode_cpu / N * 1e6,
+        "sink_encode_keyed_us_per_record": encode_keyed_cpu / N * 1e6,
+        "sink_own_produce_us_per_record_incl_broker": own_produce_cpu / N * 1e6,
         "load_average_before": load_before,
         "load_average_after": load_after,
         "commit": subprocess.run(

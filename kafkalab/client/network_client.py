@@ -22,7 +22,12 @@ from typing import Any
 
 from kafkalab.errors import Errors, KafkaError
 from kafkalab.protocol.api_keys import ApiKeys
-from kafkalab.protocol.header import RequestHeader, decode_response, encode_request
+from kafkalab.protocol.header import (
+    RequestHeader,
+    decode_response,
+    encode_request,
+    encode_request_parts,
+)
 from kafkalab.protocol.messages import APIS
 
 CLIENT_ID = "kafkalab-client"
@@ -102,23 +107,64 @@ class BrokerConnection:
         self, api_key: int, version: int, body: dict, expect_response: bool = True
     ) -> tuple[int, dict | None]:
         with self._lock:
+            correlation_id = self._send(api_key, version, body)
+            if not expect_response:
+                return version, None
+            return version, self._receive(api_key, version, correlation_id)
+
+    def send(self, api_key: int, body: dict) -> tuple[int, int]:
+        """Send a request at the negotiated version without waiting for its
+        response: (correlation id, version), for receive(). Several requests may be
+        in flight on one connection (Kafka: max.in.flight.requests.per.connection);
+        the broker answers them in the order sent. Only for a connection no other
+        thread uses meanwhile. Records given as a RecordsView go to the socket from
+        their own buffer, not copied into the frame."""
+        version = self.version(api_key)
+        with self._lock:
             correlation_id = next(self._ids)
+            header = RequestHeader(api_key, version, correlation_id, CLIENT_ID)
+            parts = encode_request_parts(header, body)
+            views = [memoryview(p if isinstance(p, (bytes, bytearray)) else p.data) for p in parts]
             try:
-                self.sock.sendall(
-                    encode_request(RequestHeader(api_key, version, correlation_id, CLIENT_ID), body)
-                )
-                if not expect_response:
-                    return version, None
-                frame = self._read_frame()
+                while views:  # sendmsg may send only a part: go on from there
+                    sent = self.sock.sendmsg(views)
+                    while views and sent >= views[0].nbytes:
+                        sent -= views[0].nbytes
+                        views.pop(0)
+                    if views and sent:
+                        views[0] = views[0][sent:]
             except OSError as e:  # the broker went away: a retriable network error
                 self.broken = True
                 raise KafkaError(Errors.NETWORK_EXCEPTION, str(e)) from e
+            return correlation_id, version
+
+    def receive(self, api_key: int, version: int, correlation_id: int) -> dict:
+        """The response to the oldest request in flight, sent by send()."""
+        with self._lock:
+            return self._receive(api_key, version, correlation_id)
+
+    def _send(self, api_key: int, version: int, body: dict) -> int:
+        correlation_id = next(self._ids)
+        frame = encode_request(RequestHeader(api_key, version, correlation_id, CLIENT_ID), body)
+        try:
+            self.sock.sendall(frame)
+        except OSError as e:  # the broker went away: a retriable network error
+            self.broken = True
+            raise KafkaError(Errors.NETWORK_EXCEPTION, str(e)) from e
+        return correlation_id
+
+    def _receive(self, api_key: int, version: int, correlation_id: int) -> dict:
+        try:
+            frame = self._read_frame()
+        except OSError as e:
+            self.broken = True
+            raise KafkaError(Errors.NETWORK_EXCEPTION, str(e)) from e
         got_id, response = decode_response(APIS[api_key], version, frame)
         if got_id != correlation_id:
             raise KafkaError(
                 Errors.NETWORK_EXCEPTION, f"correlation id {got_id} does not match {correlation_id}"
             )
-        return version, response
+        return response
 
     def _read_frame(self) -> bytes:
         (size,) = _SIZE.unpack(self._exactly(4))

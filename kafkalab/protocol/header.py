@@ -91,6 +91,27 @@ def encode_request(header: RequestHeader, body: dict, apis: Mapping[int, Api] = 
     return _SIZE.pack(len(data)) + data
 
 
+def encode_request_parts(
+    header: RequestHeader, body: dict, apis: Mapping[int, Api] = APIS
+) -> list[Any]:
+    """A whole request frame as parts, the first starting with the size prefix:
+    bytes, and each records value given as a RecordsView as it is (not copied)."""
+    api = apis[header.api_key]
+    w = Writer()
+    w.buf += b"\0\0\0\0"  # size, patched below
+    w.buf += _HEADER_START.pack(header.api_key, header.api_version, header.correlation_id)
+    STRING.write(w, header.client_id, False, True)
+    if request_header_version(api, header.api_version) >= 2:
+        write_tagged_fields(w)
+    api.request.encode(body, header.api_version, w)
+    parts = w.finish()
+    size = sum(len(p) if isinstance(p, (bytes, bytearray)) else p.size_in_bytes() for p in parts)
+    first = bytearray(parts[0])
+    _SIZE.pack_into(first, 0, size - 4)
+    parts[0] = bytes(first)
+    return parts
+
+
 def encode_response(api: Api, version: int, correlation_id: int, body: dict) -> list[Any]:
     """A whole response frame as parts: bytes, and FileRecords slices to send
     from their files. The first part starts with the size prefix."""

@@ -107,6 +107,23 @@ class Writer:
         return bytes(out)
 
 
+class RecordsView:
+    """Records bytes a request carries by reference: written as a part of their
+    own (Writer.file_range), so encode_request_parts hands the caller's buffer to
+    the socket without copying it into the frame (a producer's 1 MB batches)."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes | bytearray | memoryview) -> None:
+        self.data = memoryview(data)
+
+    def size_in_bytes(self) -> int:
+        return self.data.nbytes
+
+    def read(self) -> bytes:
+        return bytes(self.data)
+
+
 class Type:
     """One wire type. `nullable` is decided per field and version by the schema."""
 

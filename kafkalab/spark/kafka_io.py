@@ -5,7 +5,9 @@ by-timestamp offsets. Executors: read one offset range into Arrow record batches
 and produce Arrow record batches. A batch of messages at a time, never a Spark
 row per record; the per-record work left is the attribute reads confluent-kafka's
 Message API requires. Reads go through kafkalab's own Fetch instead
-(kafkalab.spark.fetcher) unless an option needs librdkafka (`kafkalab.fetcher`).
+(kafkalab.spark.fetcher) unless an option needs librdkafka (`kafkalab.fetcher`), and
+writes through kafkalab's own Produce (kafkalab.spark.sender) unless an option
+needs librdkafka (`kafkalab.producer`).
 """
 
 from __future__ import annotations
@@ -439,7 +441,23 @@ class _Columns:
 def produce_batches(opts: WriteOptions, batches: Iterable, flush_timeout_s: float = 300) -> int:
     """Produce every row of Arrow record batches (columns value, and optionally key,
     topic, partition, headers); wait for every acknowledgement. Returns the number
-    of records; raises KafkaWriteError with Kafka's error if any delivery failed."""
+    of records; raises KafkaWriteError with Kafka's error if any delivery failed.
+
+    With kafkalab's own produce (WriteOptions.own_produce) through
+    kafkalab.spark.sender: whole Arrow batches encoded into RecordBatches and sent
+    with idempotent Produce requests; else through a librdkafka producer."""
+    from kafkalab.spark.batch_columns import COMPILED
+
+    if opts.own_produce(COMPILED):
+        from kafkalab.spark import sender
+
+        return sender.produce_batches(opts, batches)
+    return _produce_batches_librdkafka(opts, batches, flush_timeout_s)
+
+
+def _produce_batches_librdkafka(
+    opts: WriteOptions, batches: Iterable, flush_timeout_s: float
+) -> int:
     from confluent_kafka import Producer
 
     failures: list[str] = []

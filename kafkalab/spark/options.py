@@ -2,7 +2,8 @@
 
 Names, defaults and rules follow Spark's Kafka integration guide. Option names
 are case-insensitive (Spark lower-cases them); `kafkalab.fetcher` says what reads
-on the executors (kafkalab's own Fetch or librdkafka); every `kafka.`-prefixed option
+on the executors (kafkalab's own Fetch or librdkafka) and `kafkalab.producer` what
+writes (kafkalab's own Produce or librdkafka); every `kafka.`-prefixed option
 goes to librdkafka without its prefix (`kafka.isolation.level` ->
 `isolation.level`), except the Kafka settings Spark itself refuses.
 `kafka.isolation.level=read_committed` makes a read see only committed
@@ -185,6 +186,71 @@ def librdkafka_only(kafka_params: Mapping[str, str]) -> list[str]:
     )
 
 
+class Producer(StrEnum):
+    """`kafkalab.producer`: what writes records on the executors. `kafkalab` encodes
+    Arrow batches into RecordBatches in compiled code and sends them with
+    kafkalab's own idempotent Produce requests (kafkalab.spark.sender);
+    `librdkafka` hands every row to a confluent-kafka producer; `auto` (the
+    default) takes kafkalab's unless numba is missing or an option needs
+    librdkafka. Not a `kafka.*` option: it is not a Kafka setting, not sent to
+    a client, and Spark's own Kafka sink ignores this one."""
+
+    AUTO = "auto"
+    KAFKALAB = "kafkalab"
+    LIBRDKAFKA = "librdkafka"
+
+
+# The `kafka.*` settings kafkalab's own produce honours (or, for lingering and
+# client names, may ignore: it sends each Arrow batch as it comes); any other one
+# (librdkafka's local queue settings too), and these with the values
+# _OWN_PRODUCE_VALUES refuses, needs librdkafka.
+OWN_PRODUCE_PARAMS = frozenset(
+    {
+        "acks",
+        "enable.idempotence",
+        "partitioner",
+        "batch.size",
+        "linger.ms",
+        "queue.buffering.max.ms",
+        "client.id",
+        "request.timeout.ms",
+        "delivery.timeout.ms",
+        "message.timeout.ms",
+        "retry.backoff.ms",
+        "max.in.flight.requests.per.connection",
+        "max.in.flight",
+        "compression.type",
+        "compression.codec",
+        "security.protocol",
+    }
+)
+#: The codecs kafkalab's own produce writes (kafkalab.records.compression).
+OWN_PRODUCE_CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+#: The values of OWN_PRODUCE_PARAMS that still need librdkafka: acks=0 (no answers
+#: to wait for), another partitioner than Java's (murmur2 of the key), a codec
+#: kafkalab does not write, and any security protocol but plaintext.
+_OWN_PRODUCE_VALUES = {
+    "acks": lambda v: v != "0",
+    "partitioner": lambda v: v == "murmur2_random",
+    "compression.type": lambda v: v in OWN_PRODUCE_CODECS,
+    "compression.codec": lambda v: v in OWN_PRODUCE_CODECS,
+    "security.protocol": lambda v: v == "plaintext",
+}
+
+
+def librdkafka_only_produce(kafka_params: Mapping[str, str]) -> list[str]:
+    """The `kafka.*` options only librdkafka's producer can honour: kafkalab's own
+    produce speaks plaintext Kafka, writes non-transactional batches (uncompressed
+    or with one of OWN_PRODUCE_CODECS, at the codec's default level) with acks all
+    or 1, and knows the settings of OWN_PRODUCE_PARAMS."""
+    return sorted(
+        f"kafka.{name}"
+        for name, value in kafka_params.items()
+        if name not in OWN_PRODUCE_PARAMS
+        or not _OWN_PRODUCE_VALUES.get(name, lambda v: True)(str(value).strip().lower())
+    )
+
+
 @dataclass(frozen=True)
 class ReadOptions:
     bootstrap_servers: str
@@ -233,6 +299,13 @@ class WriteOptions:
     bootstrap_servers: str
     topic: str | None
     kafka_params: dict[str, str] = field(default_factory=dict)
+    producer: Producer = Producer.AUTO
+
+    def own_produce(self, compiled: bool) -> bool:
+        """Whether executors write with kafkalab's own produce (`compiled`: numba is there)."""
+        if self.producer == Producer.AUTO:
+            return compiled and not librdkafka_only_produce(self.kafka_params)
+        return self.producer == Producer.KAFKALAB
 
     def producer_config(self) -> dict[str, str | int | bool]:
         """Idempotent and acks=all unless the user says otherwise (Kafka's own
@@ -506,4 +579,26 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     topic = opts.get("topic")
     if topic is not None and not topic.strip():
         raise KafkaSourceOptionError("Option 'topic' is empty; name the topic to write to")
-    return WriteOptions(opts["kafka.bootstrap.servers"], topic, params)
+    return WriteOptions(opts["kafka.bootstrap.servers"], topic, params, _producer(opts, params))
+
+
+def _producer(opts: dict[str, str], params: dict[str, str]) -> Producer:
+    raw = opts.get("kafkalab.producer", "auto")
+    try:
+        producer = Producer(raw.strip().lower())
+    except ValueError:
+        raise KafkaSourceOptionError(
+            f"Option 'kafkalab.producer' must be 'auto', 'kafkalab' or 'librdkafka', got {raw!r}"
+        ) from None
+    if producer == Producer.KAFKALAB:
+        only = librdkafka_only_produce(params)
+        if only:
+            raise KafkaSourceOptionError(
+                f"Option 'kafkalab.producer' is 'kafkalab', but {', '.join(only)} need "
+                "librdkafka (kafkalab's own produce speaks plaintext Kafka, writes "
+                "non-transactional batches with acks all or 1, Java's murmur2 partitioner and "
+                f"the codecs {', '.join(OWN_PRODUCE_CODECS)}, and "
+                f"knows {', '.join(sorted(OWN_PRODUCE_PARAMS))}). Set 'kafkalab.producer' to "
+                "'auto' or 'librdkafka'."
+            )
+    return producer

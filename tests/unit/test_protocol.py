@@ -227,3 +227,39 @@ def test_writer_keeps_file_ranges_apart():
     parts = w.finish()
     assert parts[0] == b"head" + struct.pack(">i", 3)
     assert isinstance(parts[1], FakeRange) and parts[2] == b"tail"
+
+
+@pytest.mark.parametrize("version", [3, 8, 9])
+def test_request_parts_carry_records_by_reference_and_join_to_the_frame(version):
+    from kafkalab.protocol.header import encode_request_parts
+    from kafkalab.protocol.types import RecordsView
+
+    batches = [bytearray(b"first-batch" * 50), bytearray(b"second" * 7)]
+    body = {
+        "transactional_id": None,
+        "acks": -1,
+        "timeout_ms": 30_000,
+        "topics": [
+            {"name": "t", "partitions": [{"partition_index": 0, "records": batches[0]}]},
+            {"name": "u", "partitions": [{"partition_index": 3, "records": batches[1]}]},
+        ],
+    }
+    header = RequestHeader(0, version, 11, "me")
+    by_ref = {
+        **body,
+        "topics": [
+            {
+                **t,
+                "partitions": [
+                    {**p, "records": RecordsView(p["records"])} for p in t["partitions"]
+                ],
+            }
+            for t in body["topics"]
+        ],
+    }
+    parts = encode_request_parts(header, by_ref)
+    views = [p for p in parts if isinstance(p, RecordsView)]
+    assert [v.data.obj for v in views] == batches  # the caller's buffers, not copies
+    assert all(v.data.obj is b for v, b in zip(views, batches, strict=True))
+    joined = b"".join(p if isinstance(p, bytes) else p.read() for p in parts)
+    assert joined == encode_request(header, body)

@@ -204,6 +204,44 @@ def test_write_options():
         parse_write_options({**BS, "kafka.value.serializer": "x"})
 
 
+def test_the_producer_is_kafkalabs_own_unless_an_option_needs_librdkafka():
+    """`kafkalab.producer`: auto (the default) writes with kafkalab's own produce
+    when numba is there and every kafka.* option is one it honours with the value
+    given; librdkafka else (TLS, SASL, a codec level, a transactional id, acks=0...)."""
+    plain = parse_write_options(
+        {**BS, "kafka.acks": "all", "kafka.batch.size": "65536", "kafka.linger.ms": "5"}
+    )
+    assert plain.producer == "auto"
+    assert plain.own_produce(compiled=True) and not plain.own_produce(compiled=False)
+    for option, value in (
+        ("kafka.security.protocol", "SSL"),
+        ("kafka.sasl.mechanism", "PLAIN"),
+        ("kafka.compression.level", "5"),
+        ("kafka.compression.type", "inherit"),
+        ("kafka.transactional.id", "tx-1"),
+        ("kafka.acks", "0"),
+        ("kafka.partitioner", "consistent_random"),
+        ("kafka.queue.buffering.max.messages", "7"),
+    ):
+        needs = parse_write_options({**BS, option: value})
+        assert not needs.own_produce(compiled=True), option
+        with pytest.raises(KafkaSourceOptionError, match=option.replace(".", r"\.")):
+            parse_write_options({**BS, option: value, "kafkalab.producer": "kafkalab"})
+    for option, value in (
+        ("kafka.security.protocol", "PLAINTEXT"),
+        ("kafka.compression.type", "none"),
+        ("kafka.compression.type", "zstd"),
+        ("kafka.compression.codec", "snappy"),
+        ("kafka.partitioner", "murmur2_random"),
+    ):
+        assert parse_write_options({**BS, option: value}).own_produce(compiled=True)
+    forced = parse_write_options({**BS, "kafkalab.producer": "LibRdKafka"})
+    assert not forced.own_produce(compiled=True)
+    assert parse_write_options({**BS, "kafkalab.producer": "kafkalab"}).own_produce(False)
+    with pytest.raises(KafkaSourceOptionError, match="'auto', 'kafkalab' or 'librdkafka'"):
+        parse_write_options({**BS, "kafkalab.producer": "java"})
+
+
 # -- offset JSON ---------------------------------------------------------------
 
 
