@@ -166,11 +166,12 @@ def librdkafka_alone(cluster: LocalCluster, topic: str, run: int) -> list[dict]:
     p = Producer(WriteOptions(bs, topic).producer_config())
     with Meter(cluster, None) as w:
         for _ in range(N):
-            try:
-                p.produce(topic, value)
-            except BufferError:
-                p.poll(0.05)
-                p.produce(topic, value)
+            while True:
+                try:
+                    p.produce(topic, value)
+                    break
+                except BufferError:  # librdkafka's queue is full: wait for room
+                    p.poll(0.05)
         assert p.flush(600) == 0
     c = Consumer(
         {
