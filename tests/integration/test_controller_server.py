@@ -3,7 +3,6 @@ silent, change ISRs, and read the metadata log with Fetch."""
 
 from __future__ import annotations
 
-import json
 import socket
 import struct
 import time
@@ -11,12 +10,14 @@ import uuid
 
 import pytest
 
+from kafkalab.controller.metadata_record_serde import deserialize
 from kafkalab.controller.quorum_controller import METADATA_TOPIC
 from kafkalab.errors import Errors
 from kafkalab.protocol import RequestHeader, decode_response, encode_request
 from kafkalab.protocol.messages import CONTROLLER_APIS
 from kafkalab.records import iter_batches
 from kafkalab.server.controller_server import ControllerThread
+from kafkalab.server.events import read_events
 
 
 def read_frame(sock):
@@ -112,7 +113,7 @@ class Client:
         # A fetch returns whole batches: records before the fetch offset are skipped,
         # as every Kafka client does.
         return [
-            json.loads(r.value)
+            deserialize(r.value)
             for b in iter_batches(bytes(part["records"]))
             for r in b.records
             if r.offset >= offset
@@ -181,7 +182,7 @@ def test_brokers_register_heartbeat_and_read_the_metadata_log(controller):
     assert len(client.metadata_records(len(records) - 1)) == 1  # resumable from any offset
 
 
-def test_a_silent_broker_is_fenced_and_its_leaderships_move(controller):
+def test_a_silent_broker_is_fenced_and_its_leaderships_move(controller, tmp_path):
     client = Client(controller.server.address)
     epochs = {b: client.register(b) for b in (1, 2, 3)}
     for b, e in epochs.items():
@@ -215,7 +216,11 @@ def test_a_silent_broker_is_fenced_and_its_leaderships_move(controller):
     part = controller.call(lambda c: c.topics["t"].partitions[0])
     assert part.leader != leader and leader not in part.isr and part.leader_epoch == 1
     changes = [r for r in client.metadata_records() if r["type"] == "PartitionChangeRecord"]
-    assert changes[-1]["reason"] == f"broker {leader} fenced"
+    assert (changes[-1]["leader"], changes[-1]["isr"]) == (part.leader, part.isr)
+    # why is not in Kafka's record: the controller's events log has it
+    events = [e for e in read_events(tmp_path) if e["event"] == "partition_change"]
+    assert events[-1]["reason"] == f"broker {leader} fenced"
+    assert (events[-1]["leader"], events[-1]["leader_epoch"]) == (part.leader, 1)
 
 
 def test_alter_partition_over_the_wire(controller):
@@ -432,8 +437,8 @@ def test_a_single_controller_is_a_quorum_of_one_that_leads_at_once_and_again(tmp
         written = client.metadata_records()
         assert [r["type"] for r in written] == ["RegisterBrokerRecord"]
     raft = KafkaMetadataLog(tmp_path)
-    assert [type(e.record) for e in raft.entries] == [LeaderChangeMessage, list]
-    assert raft.entries[1].record == written
+    assert [type(e.record) for e in raft.entries] == [LeaderChangeMessage, dict]
+    assert [e.record for e in raft.entries[1:]] == written
     raft.close()
     with ControllerThread(props) as controller:
         q = describe_quorum(parse_bootstrap_servers(controller.server.address), 10)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
+from kafkalab.controller.metadata_image import MetadataImage, name_based_topic_id
 from kafkalab.replication.partition import Role
 from kafkalab.replication.replica_manager import ReplicaManager
 from kafkalab.server.events import EventLog
@@ -33,15 +34,19 @@ class Fetchers:
         pass
 
 
+def topic_id(name: str) -> str:
+    return str(name_based_topic_id(name))
+
+
 def topic(name: str, partitions: int, leaders: list[int]) -> list[dict]:
-    out = [{"type": "TopicRecord", "name": name}]
+    out = [{"type": "TopicRecord", "name": name, "topic_id": topic_id(name)}]
     for p in range(partitions):
         leader = leaders[p % len(leaders)]
         replicas = [leader] + [b for b in (1, 2, 3) if b != leader]
         out.append(
             {
                 "type": "PartitionRecord",
-                "topic": name,
+                "topic_id": topic_id(name),
                 "partition": p,
                 "replicas": replicas,
                 "isr": replicas,
@@ -63,21 +68,34 @@ def listener(tmp_path):
 def apply(lst: BrokerMetadataListener, records: list[dict]) -> None:
     delta = MetadataDelta()
     for r in records:
+        delta.replay(r, lst.image)
         lst.image.replay(r)
-        delta.replay(r)
     asyncio.run(lst._publish(delta))
 
 
+def topic_config(name: str, key: str, value: str) -> dict:
+    return {
+        "type": "ConfigRecord",
+        "resource_type": 2,
+        "resource_name": name,
+        "name": key,
+        "value": value,
+    }
+
+
 def test_a_delta_names_the_partitions_its_records_change():
+    image = MetadataImage()
+    for r in topic("a", 3, [1]) + topic("c", 1, [1]):
+        image.replay(r)
     delta = MetadataDelta()
-    for r in topic("a", 3, [1]) + [
-        {"type": "ConfigRecord", "topic": "b", "name": "retention.ms", "value": "1"},
-        {"type": "RemoveTopicRecord", "name": "c"},
-        {"type": "FenceBrokerRecord", "broker_id": 2},
+    for r in topic("a", 3, [1])[1:] + [
+        topic_config("b", "retention.ms", "1"),
+        {"type": "RemoveTopicRecord", "topic_id": topic_id("c")},  # named by id
+        {"type": "FenceBrokerRecord", "broker_id": 2, "broker_epoch": 0},
     ]:
-        delta.replay(r)
+        delta.replay(r, image)
     assert delta.partitions_named == {("a", 0), ("a", 1), ("a", 2)}
-    assert delta.topics == {"b"} and delta.removed_topics == {"c"}
+    assert delta.config_topics == {"b"} and delta.removed_topics == {"c"}
 
 
 def test_one_partition_changed_is_one_partition_looked_at(tmp_path):
@@ -90,14 +108,12 @@ def test_one_partition_changed_is_one_partition_looked_at(tmp_path):
     looked_at = []
     partition = rm.partition
     rm.partition = lambda tp: looked_at.append(tp) or partition(tp)
-    change = {
+    change = {  # a new leader: the leader epoch goes from 0 to 1
         "type": "PartitionChangeRecord",
-        "topic": "b",
+        "topic_id": topic_id("b"),
         "partition": 7,
         "leader": 1,
         "isr": [1, 3],
-        "leader_epoch": 1,
-        "partition_epoch": 1,
     }
     apply(lst, [change])
     assert looked_at == [("b", 7)]
@@ -105,10 +121,11 @@ def test_one_partition_changed_is_one_partition_looked_at(tmp_path):
     assert rm.partitions[("b", 7)].leader_epoch == 1
 
     looked_at.clear()
-    apply(lst, [{"type": "ConfigRecord", "topic": "a", "name": "retention.ms", "value": "9"}])
-    assert len(looked_at) == 12  # every partition of the topic whose configs changed
+    apply(lst, [topic_config("a", "retention.ms", "9")])
+    assert looked_at == []  # the topic's logs take it live, no partition is looked at
+    assert rm.partitions[("a", 0)].log.config.retention_ms == 9
 
-    apply(lst, [{"type": "RemoveTopicRecord", "name": "a"}])
+    apply(lst, [{"type": "RemoveTopicRecord", "topic_id": topic_id("a")}])
     assert sorted({tp[0] for tp in rm.partitions}) == ["b"]
 
 
