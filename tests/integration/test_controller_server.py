@@ -3,6 +3,7 @@ silent, change ISRs, and read the metadata log with Fetch."""
 
 from __future__ import annotations
 
+import json
 import socket
 import struct
 import time
@@ -10,7 +11,12 @@ import uuid
 
 import pytest
 
-from kafkalab.controller.metadata_record_serde import deserialize
+from kafkalab.cli import main
+from kafkalab.controller.metadata_record_serde import (
+    JsonMetadataRecordError,
+    deserialize,
+    kafka_uuid_string,
+)
 from kafkalab.controller.quorum_controller import METADATA_TOPIC
 from kafkalab.errors import Errors
 from kafkalab.protocol import RequestHeader, decode_response, encode_request
@@ -18,6 +24,7 @@ from kafkalab.protocol.messages import CONTROLLER_APIS
 from kafkalab.records import iter_batches
 from kafkalab.server.controller_server import ControllerThread
 from kafkalab.server.events import read_events
+from kafkalab.server.quorum_meta_log_listener import metadata_image_log_dir
 
 
 def read_frame(sock):
@@ -354,7 +361,9 @@ def test_create_partitions_over_the_wire_writes_partition_records(controller, ve
     )
 
 
-def test_create_topics_v7_answers_what_was_created_and_validate_only_writes_nothing(controller):
+def test_create_topics_v7_answers_what_was_created_and_validate_only_writes_nothing(
+    controller, tmp_path, capsys
+):
     """CreateTopics v5+ answers each created topic's partitions, replication factor and
     configs, v7 its TopicRecord's id; validate_only checks as a creation would (the
     live brokers, partitions, configs, existence) and writes nothing; a topic that
@@ -415,6 +424,40 @@ def test_create_topics_v7_answers_what_was_created_and_validate_only_writes_noth
     assert again["error_code"] == Errors.TOPIC_ALREADY_EXISTS
     assert again["topic_id"] == uuid.UUID(int=0) and again["configs"] is None
 
+    # the KRaft logs as `kafka-dump-log --cluster-metadata-decoder` prints them (issue 25):
+    # Raft's (one entry a record; a write of several a metadata transaction) and the
+    # metadata-image log brokers fetch (one batch a write)
+    topic_id = kafka_uuid_string(made["topic_id"])
+    for log_dir, framing in (
+        (tmp_path / f"{METADATA_TOPIC}-0", ["BEGIN_TRANSACTION_RECORD", "END_TRANSACTION_RECORD"]),
+        (metadata_image_log_dir(tmp_path), []),
+    ):
+        capsys.readouterr()
+        assert main(["dump-log", "--cluster-metadata-decoder", str(log_dir)]) == 0
+        lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
+        payloads = [
+            json.loads(line.split(" payload: ", 1)[1]) for line in lines if "payload" in line
+        ]
+        mine = [p for p in payloads if p["data"].get("topicId") == topic_id]
+        assert [p["type"] for p in mine] == ["TOPIC_RECORD", "PARTITION_RECORD", "PARTITION_RECORD"]
+        assert mine[0] == {
+            "type": "TOPIC_RECORD",
+            "version": 0,
+            "data": {"name": "fine", "topicId": topic_id},
+        }
+        assert [p["data"]["partitionId"] for p in mine[1:]] == [0, 1]
+        assert all(len(p["data"]["replicas"]) == 2 for p in mine[1:])
+        config = next(p for p in payloads if p["type"] == "CONFIG_RECORD")
+        assert config["data"] == {
+            "resourceType": 2,
+            "resourceName": "fine",
+            "name": "retention.ms",
+            "value": "1000",
+        }
+        assert {"REGISTER_BROKER_RECORD", "UNFENCE_BROKER_RECORD", *framing} <= {
+            p["type"] for p in payloads
+        }
+
 
 def test_a_single_controller_is_a_quorum_of_one_that_leads_at_once_and_again(tmp_path):
     """Without controller.quorum.voters the controller is a KRaft quorum of one: it
@@ -464,3 +507,34 @@ def test_a_directory_from_before_the_quorum_of_one_is_refused(tmp_path):
     with pytest.raises(StorageError, match="before it ran as a KRaft quorum of one"):
         asyncio.run(server.start())
     assert (tmp_path / f"{METADATA_TOPIC}-0").is_dir()  # left as it was
+
+
+def test_a_quorum_directory_with_json_metadata_records_is_refused(tmp_path):
+    """A controller's directory from before metadata records were Kafka's binary
+    format (issue 25) holds JSON records in its Raft log: they are not read (no
+    on-disk compatibility with those logs), and the controller refuses to start with
+    an error that says to re-create the cluster directory."""
+    import asyncio
+
+    from kafkalab.records import SimpleRecord, build_batch
+    from kafkalab.server.controller_server import ControllerServer
+    from kafkalab.storage.log_config import LogConfig
+    from kafkalab.storage.unified_log import UnifiedLog
+
+    props = {"log.dirs": str(tmp_path), "listeners": "CONTROLLER://127.0.0.1:0"}
+    with ControllerThread(props) as controller:
+        Client(controller.server.address).register(1)
+    raft = UnifiedLog(tmp_path / f"{METADATA_TOPIC}-0", LogConfig())
+    old = {"type": "FenceBrokerRecord", "broker_id": 1}  # as the JSON logs held it
+    raft.append_as_follower(
+        build_batch(
+            [SimpleRecord(json.dumps(old).encode())],
+            base_offset=raft.log_end_offset,
+            partition_leader_epoch=1,
+        )
+    )
+    raft.flush()
+    raft.close()
+    server = ControllerServer(props)
+    with pytest.raises(JsonMetadataRecordError, match="Re-create the cluster directory"):
+        asyncio.run(server.start())
