@@ -23,12 +23,15 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
-#: ConfigRecord resource types (Kafka: ConfigResource.Type).
-#: kafkalab's marker (not a Kafka record type): the records after it, up to its
-#: `end_offset`, are a snapshot of the image at that offset (MetadataImage.write_records),
-#: written where a controller loaded a KRaft snapshot into its metadata log; replaying
-#: it empties the image, so the records after it rebuild it whole.
+#: kafkalab's marker (not a Kafka record type: apiKey 10000 on disk, far outside
+#: Kafka's range; dump-log names it KAFKALAB_METADATA_SNAPSHOT_RECORD): the records
+#: after it, up to its `end_offset`, are a snapshot of the image at that offset
+#: (MetadataImage.write_records), written where a controller loaded a KRaft snapshot
+#: into its metadata log; replaying it empties the image, so the records after it
+#: rebuild it whole. (Kafka's snapshots open with a SnapshotHeader control record, but
+#: it names no offset, and this marker sits in the metadata-image log, not a snapshot.)
 SNAPSHOT_RECORD = "MetadataSnapshotRecord"
+#: ConfigRecord resource types (Kafka: ConfigResource.Type).
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
 

@@ -42,9 +42,9 @@ keeps, in `<log.dirs>/metadata-image/__cluster_metadata-0`, the committed record
 the order Raft committed them (the same offsets on every controller, so a broker
 epoch, the offset of its registration, is the same everywhere). It is not fsynced as
 it is written (Raft's log is, before a write counts): it is flushed only up to where a
-snapshot's checkpoint (below) names it, and aligned with Raft at every start. (Kafka's
-brokers fetch the Raft log itself as observers; here that is the next step, with
-metadata records in Kafka's binary format.)
+snapshot's checkpoint (below) names it, and aligned with Raft at every start. Both logs
+hold Kafka's binary metadata records (controller/metadata_record_serde.py). (Kafka's
+brokers fetch the Raft log itself as observers; here that is a later step.)
 
 Snapshots (KIP-630). Every `metadata.log.max.record.bytes.between.snapshots` bytes of
 committed records (Kafka's name and default, 20 MiB; the records' binary size), or
@@ -169,10 +169,12 @@ def quorum_config(props: dict[str, str]) -> QuorumConfig:
 
 def metadata_image_log_dir(data_dir: Path) -> Path:
     """Where, under a controller's log.dirs, the committed metadata records lie as the
-    QuorumController wrote them (JSON, one batch a write): what its brokers fetch, and
-    what a reader of the controller's records (`kafkalab cluster status`, tests, labs)
-    replays. Raft's own log, `<log.dirs>/__cluster_metadata-0`, holds the same
-    records in Raft's entries, beside its LeaderChange records."""
+    QuorumController wrote them (Kafka's binary records, one batch a write): what its
+    brokers fetch, and what a reader of the controller's records (`kafkalab cluster
+    status`, tests, labs) replays. Raft's own log, `<log.dirs>/__cluster_metadata-0`,
+    holds the same records, one Raft entry each (a write of several between a
+    BeginTransactionRecord and an EndTransactionRecord), beside its LeaderChange
+    records. `kafkalab dump-log --cluster-metadata-decoder` prints either."""
     return data_dir / METADATA_IMAGE_DIR / f"{METADATA_TOPIC}-0"
 
 
@@ -638,7 +640,7 @@ def quorum_voters(
 
 def refuse_pre_quorum_directory(data_dir: Path) -> None:
     """A directory a single controller wrote before it ran as a quorum of one holds
-    the QuorumController's JSON records, not a Raft log, in `__cluster_metadata-0`
+    the QuorumController's records, not a Raft log, in `__cluster_metadata-0`
     (and no quorum-state file): refuse it rather than read it as Raft's log."""
     log_dir = data_dir / METADATA_LOG_DIR
     if any(log_dir.glob("*.log")) and not (log_dir / QUORUM_STATE_FILE).exists():
