@@ -10,6 +10,8 @@ sent back to the log start, where the image begins."""
 
 from __future__ import annotations
 
+import json
+
 from test_controller_quorum import (
     call,
     create_topic,
@@ -20,6 +22,7 @@ from test_controller_quorum import (
     voter_configs,
 )
 
+from kafkalab.cli import main
 from kafkalab.controller.metadata_image import MetadataImage
 from kafkalab.controller.metadata_record_serde import deserialize
 from kafkalab.errors import Errors
@@ -35,7 +38,7 @@ def delete_topic(port: int, name: str) -> dict:
 
 
 def test_a_controller_back_after_snapshots_loads_the_leaders_and_serves_the_same_offsets(
-    tmp_path,
+    tmp_path, capsys
 ):
     ports, _, configs = voter_configs(
         tmp_path,
@@ -77,6 +80,18 @@ def test_a_controller_back_after_snapshots_loads_the_leaders_and_serves_the_same
         assert int(segments[0].stem) > 0
         checkpoint = tmp_path / f"controller-{first}" / METADATA_IMAGE_DIR / IMAGE_CHECKPOINT_FILE
         assert checkpoint.exists()
+        # a snapshot file read as kafka-dump-log --cluster-metadata-decoder reads it
+        snapshot = sorted(
+            (tmp_path / f"controller-{first}" / METADATA_LOG_DIR).glob("*.checkpoint")
+        )
+        assert main(["dump-log", "--cluster-metadata-decoder", str(snapshot[-1])]) == 0
+        dumped = capsys.readouterr().out.splitlines()
+        kinds = [
+            json.loads(line.split(" payload: ")[1])["type"] for line in dumped if "payload" in line
+        ]
+        assert kinds[0] == "KAFKALAB_METADATA_SNAPSHOT_RECORD"  # then the image
+        assert {"REGISTER_BROKER_RECORD", "TOPIC_RECORD", "PARTITION_RECORD"} <= set(kinds)
+        assert "SNAPSHOT_HEADER" in dumped[3] and "SNAPSHOT_FOOTER" in dumped[-1]
         history = leader.controller.records_since(0)
         assert history[0][0] == 0  # the active controller's metadata log stays whole
 
