@@ -37,7 +37,7 @@ import logging
 from collections.abc import Callable
 
 from kafkalab.controller.metadata_image import SNAPSHOT_RECORD, TOPIC_RESOURCE, MetadataImage
-from kafkalab.controller.metadata_record_serde import deserialize
+from kafkalab.controller.metadata_record_serde import MetadataParseError, deserialize
 from kafkalab.controller.quorum_controller import METADATA_TOPIC
 from kafkalab.errors import Errors, KafkaError
 from kafkalab.protocol.api_keys import ApiKeys
@@ -140,9 +140,15 @@ class BrokerMetadataListener:
         self.controller.close()
 
     async def run(self) -> None:
+        """Fetch and apply until stopped. A record this broker cannot read (a JSON one
+        from a metadata log written before Kafka's binary records: MetadataParseError,
+        whose message says what to do) ends it: fetching it again cannot help."""
         while not self._stopping:
             try:
                 await self.catch_up(self.long_poll_ms)
+            except MetadataParseError as e:
+                log.error("cannot read the controller's metadata log: %s", e.message)
+                raise
             except KafkaError as e:
                 log.warning("metadata fetch from the controller failed (%s); retrying", e)
                 await asyncio.sleep(0.1)

@@ -5,8 +5,13 @@ costs one partition on every broker, not every partition of the cluster."""
 from __future__ import annotations
 
 import asyncio
+import json
+
+import pytest
 
 from kafkalab.controller.metadata_image import MetadataImage, name_based_topic_id
+from kafkalab.controller.metadata_record_serde import JsonMetadataRecordError
+from kafkalab.records import SimpleRecord, build_batch
 from kafkalab.replication.partition import Role
 from kafkalab.replication.replica_manager import ReplicaManager
 from kafkalab.server.events import EventLog
@@ -157,3 +162,29 @@ def test_stop_ends_the_fetch_loop_even_when_a_fetch_swallows_the_cancellation(tm
 
     asyncio.run(main())
     assert fetches  # it was fetching when stopped
+
+
+def test_a_json_metadata_record_ends_the_fetch_loop_with_what_to_do(tmp_path):
+    """A controller serving a metadata log from before Kafka's binary records (issue
+    25): the broker does not fetch it again and again, its listener stops with the
+    typed error that says to re-create the cluster directory."""
+    lst, rm, _ = listener(tmp_path)
+    old = {"type": "TopicRecord", "name": "a", "topic_id": topic_id("a")}
+    records = build_batch([SimpleRecord(json.dumps(old).encode())])
+    fetches = []
+
+    class Controller:
+        async def request(self, api_key, version, body):
+            fetches.append(body)
+            partition = {
+                "error_code": 0,
+                "high_watermark": 1,
+                "log_start_offset": 0,
+                "records": records,
+            }
+            return {"responses": [{"partitions": [partition]}]}
+
+    lst.controller = Controller()
+    with pytest.raises(JsonMetadataRecordError, match="Re-create the cluster directory"):
+        asyncio.run(lst.run())
+    assert len(fetches) == 1 and lst.image.topics == {} and not rm.partitions
