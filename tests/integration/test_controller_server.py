@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import socket
 import struct
+import subprocess
+import sys
 import time
 import uuid
 
@@ -535,6 +537,19 @@ def test_a_quorum_directory_with_json_metadata_records_is_refused(tmp_path):
     )
     raft.flush()
     raft.close()
+    # `kafkalab controller CONFIG` says so and exits 1, no traceback; so does a server
+    # started in this process
+    config = tmp_path / "controller.properties"
+    config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    out = subprocess.run(
+        [sys.executable, "-m", "kafkalab", "controller", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 1, out.stderr
+    assert "Re-create the cluster directory" in out.stderr
+    assert "Traceback" not in out.stderr
     server = ControllerServer(props)
     with pytest.raises(JsonMetadataRecordError, match="Re-create the cluster directory"):
         asyncio.run(server.start())
