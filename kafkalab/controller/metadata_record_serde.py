@@ -47,6 +47,10 @@ Dicts and Kafka's fields differ where kafkalab's names came first:
     Begin/End/AbortTransactionRecord      Kafka's fields (name, reason: absent if null)
     MetadataSnapshotRecord end_offset
 
+Fencing: Kafka's controller writes BrokerRegistrationChangeRecord (its Fenced field)
+since metadata version 3.3; kafkalab writes the older FenceBrokerRecord and
+UnfenceBrokerRecord, Kafka's records too, which carry the same facts.
+
 Metadata logs written before this format held JSON values; they are not read:
 `deserialize` raises JsonMetadataRecordError, which says to re-create the cluster
 directory.

@@ -15,7 +15,11 @@ QuorumController runs on it:
       BeginTransactionRecord, the records, EndTransactionRecord, so that it commits
       whole: a standby applies it at its EndTransactionRecord, and one cut short by
       a new epoch, whose leader never had its end, is dropped, as the
-      AbortTransactionRecord Kafka's new active controller writes for it would);
+      AbortTransactionRecord Kafka's new active controller writes for it would.
+      Kafka appends an atomic write as one batch and uses metadata transactions only
+      for writes too big for one; kafkalab's Raft log keeps one batch an entry, so
+      that Raft may truncate at any offset, hence a transaction for every write of
+      more than one record);
       it is applied to
       the in-memory image at once (Kafka applies uncommitted records to its timeline
       structures too) but the response to the request that wrote it waits until the
