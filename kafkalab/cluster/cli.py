@@ -68,6 +68,7 @@ from kafkalab.cluster.local_cluster import (
     under_replicated,
 )
 from kafkalab.controller.metadata_image import MetadataImage
+from kafkalab.controller.metadata_record_serde import deserialize
 from kafkalab.records import iter_batches
 from kafkalab.server.broker import BrokerProcess
 from kafkalab.server.clock import read_clock, reset_clock, skew_clock, step_clock
@@ -340,7 +341,7 @@ def reassignments_in_progress(
     for path in sorted(metadata_image_log_dir(controller_dir).glob("*.log")):
         for batch in iter_batches(path.read_bytes()):
             for r in batch.records:
-                image.replay(json.loads(r.value))
+                image.replay(deserialize(r.value, r.offset))
     return [
         (topic.name, p, part.replicas, part.adding_replicas, part.removing_replicas)
         for topic in image.topics.values()

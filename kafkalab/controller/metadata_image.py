@@ -9,8 +9,13 @@ Topic ids: the controller gives every topic a random UUID when it creates it
 (Kafka: Uuid.randomUuid() in ReplicationControlManager), written in its
 TopicRecord, so a topic deleted and created again under the same name is a
 different topic. Clients of the KIP-848 protocol and Metadata v10+ name topics
-by id. A TopicRecord written before kafkalab recorded ids gets
-`name_based_topic_id(name)`, so every broker replaying it agrees.
+by id, and so do the records after a topic's TopicRecord, as in Kafka:
+PartitionRecord, PartitionChangeRecord and RemoveTopicRecord carry its `topic_id`,
+and replay finds the topic by it (`topics_by_id`, Kafka: TopicsImage.topicsById).
+A TopicRecord built by hand without an id gets `name_based_topic_id(name)`.
+
+The records are dicts (kafkalab/controller/metadata_record_serde.py turns them into
+Kafka's binary records and back, and lists their fields).
 """
 
 from __future__ import annotations
@@ -18,12 +23,15 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
-#: ConfigRecord resource types (Kafka: ConfigResource.Type).
-#: kafkalab's marker (not a Kafka record type): the records after it, up to its
-#: `end_offset`, are a snapshot of the image at that offset (MetadataImage.write_records),
-#: written where a controller loaded a KRaft snapshot into its metadata log; replaying
-#: it empties the image, so the records after it rebuild it whole.
+#: kafkalab's marker (not a Kafka record type: apiKey 10000 on disk, far outside
+#: Kafka's range; dump-log names it KAFKALAB_METADATA_SNAPSHOT_RECORD): the records
+#: after it, up to its `end_offset`, are a snapshot of the image at that offset
+#: (MetadataImage.write_records), written where a controller loaded a KRaft snapshot
+#: into its metadata log; replaying it empties the image, so the records after it
+#: rebuild it whole. (Kafka's snapshots open with a SnapshotHeader control record, but
+#: it names no offset, and this marker sits in the metadata-image log, not a snapshot.)
 SNAPSHOT_RECORD = "MetadataSnapshotRecord"
+#: ConfigRecord resource types (Kafka: ConfigResource.Type).
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
 
@@ -82,6 +90,8 @@ class MetadataImage:
     def __init__(self) -> None:
         self.brokers: dict[int, BrokerRegistration] = {}
         self.topics: dict[str, TopicInfo] = {}
+        #: The same topics by id (a UUID string), as the records name them.
+        self.topics_by_id: dict[str, TopicInfo] = {}
         self.offset = -1  # the last record applied
         #: The first producer id no broker has been given yet (Kafka:
         #: ProducerIdControlManager's nextProducerBlock, from ProducerIdsRecord).
@@ -94,11 +104,12 @@ class MetadataImage:
         """The image as the records that rebuild it, replayed into an empty image
         (Kafka: MetadataImage.write(ImageWriter), what a snapshot holds): each broker's
         registration (its broker epoch kept, Fenced as it is now), each topic with its configs
-        and its partitions as they are now (a reassignment in progress as a
-        PartitionChangeRecord after its PartitionRecord), the brokers' dynamic configs,
-        the next producer id."""
+        and its partitions as they are now (a reassignment in progress in its
+        PartitionRecord's AddingReplicas and RemovingReplicas, as Kafka writes it), the
+        brokers' dynamic configs, the next producer id."""
         out: list[dict] = []
         for b in self.brokers.values():
+            endpoints = [[n, h, p] for n, (h, p) in b.endpoints.items()]
             record: dict = {
                 "type": "RegisterBrokerRecord",
                 "broker_id": b.broker_id,
@@ -106,45 +117,40 @@ class MetadataImage:
                 "port": b.port,
                 "incarnation_id": b.incarnation_id,
                 "broker_epoch": b.broker_epoch,
+                "endpoints": endpoints or [["PLAINTEXT", b.host, b.port]],
             }
-            if b.endpoints:
-                record["endpoints"] = [[n, h, p] for n, (h, p) in b.endpoints.items()]
             if not b.fenced:
                 record["fenced"] = False
             out.append(record)
         for t in self.topics.values():
-            out.append({"type": "TopicRecord", "name": t.name, "topic_id": str(t.topic_id)})
+            topic_id = str(t.topic_id)
+            out.append({"type": "TopicRecord", "name": t.name, "topic_id": topic_id})
             out += [
-                {"type": "ConfigRecord", "topic": t.name, "name": k, "value": v}
+                {
+                    "type": "ConfigRecord",
+                    "resource_type": TOPIC_RESOURCE,
+                    "resource_name": t.name,
+                    "name": k,
+                    "value": v,
+                }
                 for k, v in t.configs.items()
             ]
             for p, part in t.partitions.items():
-                out.append(
-                    {
-                        "type": "PartitionRecord",
-                        "topic": t.name,
-                        "partition": p,
-                        "replicas": list(part.replicas),
-                        "isr": list(part.isr),
-                        "leader": part.leader,
-                        "leader_epoch": part.leader_epoch,
-                        "partition_epoch": part.partition_epoch,
-                    }
-                )
-                if part.adding_replicas or part.removing_replicas:
-                    out.append(
-                        {
-                            "type": "PartitionChangeRecord",
-                            "topic": t.name,
-                            "partition": p,
-                            "isr": list(part.isr),
-                            "leader": part.leader,
-                            "leader_epoch": part.leader_epoch,
-                            "partition_epoch": part.partition_epoch,
-                            "adding_replicas": list(part.adding_replicas),
-                            "removing_replicas": list(part.removing_replicas),
-                        }
-                    )
+                record = {
+                    "type": "PartitionRecord",
+                    "topic_id": topic_id,
+                    "partition": p,
+                    "replicas": list(part.replicas),
+                    "isr": list(part.isr),
+                    "leader": part.leader,
+                    "leader_epoch": part.leader_epoch,
+                    "partition_epoch": part.partition_epoch,
+                }
+                if part.adding_replicas:
+                    record["adding_replicas"] = list(part.adding_replicas)
+                if part.removing_replicas:
+                    record["removing_replicas"] = list(part.removing_replicas)
+                out.append(record)
         for name, configs in self.broker_configs.items():
             out += [
                 {
@@ -167,6 +173,11 @@ class MetadataImage:
             )
         return out
 
+    def topic_name(self, topic_id: str) -> str | None:
+        """The name of the topic with this id (a UUID string), None if there is none."""
+        topic = self.topics_by_id.get(topic_id)
+        return None if topic is None else topic.name
+
     def replay(self, r: dict) -> None:
         kind = r["type"]
         if kind == SNAPSHOT_RECORD:
@@ -174,6 +185,7 @@ class MetadataImage:
             # (in place: a QuorumController holds these dicts)
             self.brokers.clear()
             self.topics.clear()
+            self.topics_by_id.clear()
             self.broker_configs.clear()
             self.next_producer_id = 0
         elif kind == "RegisterBrokerRecord":
@@ -194,21 +206,32 @@ class MetadataImage:
             self.brokers[r["broker_id"]].fenced = True
         elif kind == "TopicRecord":
             topic_id = r.get("topic_id")
-            self.topics[r["name"]] = TopicInfo(
-                r["name"], topic_id=uuid.UUID(topic_id) if topic_id else None
-            )
+            topic = TopicInfo(r["name"], topic_id=uuid.UUID(topic_id) if topic_id else None)
+            self.topics[r["name"]] = topic
+            self.topics_by_id[str(topic.topic_id)] = topic
         elif kind == "ConfigRecord":
             self._replay_config(r)
         elif kind == "PartitionRecord":
-            self.topics[r["topic"]].partitions[r["partition"]] = PartitionRegistration(
-                r["replicas"], r["isr"], r["leader"], r["leader_epoch"], r["partition_epoch"]
+            self.topics_by_id[r["topic_id"]].partitions[r["partition"]] = PartitionRegistration(
+                r["replicas"],
+                r["isr"],
+                r["leader"],
+                r["leader_epoch"],
+                r["partition_epoch"],
+                adding_replicas=r.get("adding_replicas", []),
+                removing_replicas=r.get("removing_replicas", []),
             )
         elif kind == "PartitionChangeRecord":
-            part = self.topics[r["topic"]].partitions[r["partition"]]
-            part.isr, part.leader = r["isr"], r["leader"]
-            part.leader_epoch, part.partition_epoch = r["leader_epoch"], r["partition_epoch"]
-            # Kafka's PartitionChangeRecord: Replicas, AddingReplicas and RemovingReplicas
-            # are there only when they change (a reassignment).
+            # Kafka's PartitionRegistration.merge: the record holds only what changes;
+            # the partition epoch goes up by one, the leader epoch by one when the
+            # record names a leader (the same one too: a replica left, KIP-455)
+            part = self.topics_by_id[r["topic_id"]].partitions[r["partition"]]
+            part.partition_epoch += 1
+            if "leader" in r:
+                part.leader = r["leader"]
+                part.leader_epoch += 1
+            if "isr" in r:
+                part.isr = r["isr"]
             if "replicas" in r:
                 part.replicas = r["replicas"]
             if "adding_replicas" in r:
@@ -216,19 +239,18 @@ class MetadataImage:
             if "removing_replicas" in r:
                 part.removing_replicas = r["removing_replicas"]
         elif kind == "RemoveTopicRecord":
-            self.topics.pop(r["name"], None)
+            topic = self.topics_by_id.pop(r["topic_id"], None)
+            if topic is not None:
+                self.topics.pop(topic.name, None)
         elif kind == "ProducerIdsRecord":
             self.next_producer_id = r["next_producer_id"]
         else:
             raise ValueError(f"unknown metadata record type {kind!r}")
 
     def _replay_config(self, r: dict) -> None:
-        """A ConfigRecord: CreateTopics writes {"topic": name, ...}; AlterConfigs and
-        IncrementalAlterConfigs write Kafka's fields (resource_type 2 a topic, 4 a
-        broker; a None value deletes the key)."""
-        if "topic" in r:
-            configs = self.topics[r["topic"]].configs
-        elif r["resource_type"] == TOPIC_RESOURCE:
+        """A ConfigRecord (Kafka's fields): resource_type 2 a topic, 4 a broker (its
+        id, or "" for the cluster-wide default); a None value deletes the key."""
+        if r["resource_type"] == TOPIC_RESOURCE:
             topic = self.topics.get(r["resource_name"])
             if topic is None:
                 return  # deleted since

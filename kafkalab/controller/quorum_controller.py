@@ -11,11 +11,16 @@ or lags simply catches up.
 Record types (KRaft's names): RegisterBrokerRecord, UnfenceBrokerRecord,
 FenceBrokerRecord, TopicRecord, PartitionRecord, PartitionChangeRecord,
 RemoveTopicRecord, ConfigRecord (a topic's or a broker's config:
-configuration_control_manager), ProducerIdsRecord. Values are JSON, so `kafkalab dump-log
---print-data-log` shows them. A PartitionChangeRecord of a reassignment also carries
-`replicas`, `adding_replicas` and `removing_replicas` (Kafka's Replicas, AddingReplicas,
-RemovingReplicas: present only when they change); `partition_reassignment.py` works
-out the steps.
+configuration_control_manager), ProducerIdsRecord. In memory they are dicts; in the log
+they are Kafka's binary records (metadata_record_serde.py, which lists the fields), so
+`kafkalab dump-log --cluster-metadata-decoder` prints them as Kafka's kafka-dump-log
+does. Records after a TopicRecord name the topic by its id (`topic_id`), as Kafka's do.
+A PartitionChangeRecord holds only what changes (Kafka's tagged fields): `isr`,
+`leader` (there only when the leader epoch goes up), and for a reassignment
+`replicas`, `adding_replicas`, `removing_replicas`; replaying it adds one to the
+partition epoch. `partition_reassignment.py` works out a reassignment's steps. Why a
+partition changed (a fence, an AlterPartition, an election) is not in Kafka's record:
+the controller keeps it beside the log for the events log (`partition_changes`).
 
 With a KRaft quorum the controller's image is also a snapshot's records
 (`snapshot_records`: a MetadataSnapshotRecord naming the metadata log offset, then
@@ -40,7 +45,6 @@ Invariants kept here:
 
 from __future__ import annotations
 
-import json
 import random
 import uuid
 from collections.abc import Callable
@@ -56,6 +60,7 @@ from kafkalab.controller.metadata_image import (
     PartitionRegistration,
     TopicInfo,
 )
+from kafkalab.controller.metadata_record_serde import deserialize, serialize
 from kafkalab.controller.partition_reassignment import (
     PartitionReassignmentReplicas,
     revert,
@@ -75,6 +80,8 @@ MAX_PARTITIONS_PER_BATCH = 10_000
 NO_LEADER = -1
 #: Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE: producer ids a broker gets at a time.
 PRODUCER_ID_BLOCK_SIZE = 1000
+#: How many recent partition changes `partition_changes` keeps for the events log.
+PARTITION_CHANGES_KEPT = 10_000
 
 
 #: The messages Kafka's ApiError gives these election errors (their default messages).
@@ -83,6 +90,16 @@ _ELECTION_MESSAGES = {
     Errors.PREFERRED_LEADER_NOT_AVAILABLE: "The preferred leader was not available.",
     Errors.ELIGIBLE_LEADERS_NOT_AVAILABLE: "Eligible topic partition leaders are not available.",
 }
+
+
+def incarnation_uuid(incarnation_id: str) -> str:
+    """A broker incarnation's id as a UUID string (Kafka's IncarnationId is a UUID): the
+    UUID it is, or one derived from it (a by-hand registration's "inc-1"), the same for
+    the same string."""
+    try:
+        return str(uuid.UUID(incarnation_id))
+    except ValueError:
+        return str(uuid.uuid5(uuid.NAMESPACE_URL, f"kafkalab-incarnation:{incarnation_id}"))
 
 
 def assign_replicas_rack_unaware(
@@ -129,6 +146,12 @@ class QuorumController:
         #: Where the snapshot this log starts with ends (its log start offset if none):
         #: a fetch from inside it must start over from the log start (load_snapshot).
         self.snapshot_end_offset = self.log.log_start_offset
+        #: offset -> a PartitionChangeRecord's partition as it left it: {"topic",
+        #: "partition", "leader", "leader_epoch", "isr", "reason"} (the reason is
+        #: kafkalab's note, not in Kafka's record; "" for records another controller
+        #: wrote). What ControllerChanges puts in the events log; the newest
+        #: PARTITION_CHANGES_KEPT are kept.
+        self.partition_changes: dict[int, dict] = {}
         for _, record in self.records_since(0):
             self._replay(record)
         self.log.update_high_watermark(self.log.log_end_offset)
@@ -147,10 +170,11 @@ class QuorumController:
         record sink appends them to Raft's log first, which is flushed instead).
         Returns the offset of the first one (a broker's epoch is the offset of its
         registration)."""
+        reasons = [r.pop("reason", "") for r in records]  # not a field of Kafka's record
         if self.record_sink is None:
-            return self._append(records, flush=True)
+            return self._append(records, flush=True, reasons=reasons)
         self.record_sink(records)  # durable in Raft's log before it goes on
-        return self._append(records, flush=False)
+        return self._append(records, flush=False, reasons=reasons)
 
     def apply_committed(self, records: list[dict] | tuple[dict, ...]) -> None:
         """Records the quorum committed that this controller did not write (another
@@ -159,18 +183,34 @@ class QuorumController:
         it at every start."""
         self._append(tuple(records), flush=False)
 
-    def _append(self, records: tuple[dict, ...], flush: bool) -> int:
+    def _append(
+        self, records: tuple[dict, ...], flush: bool, reasons: list[str] | None = None
+    ) -> int:
         now = self.clock() if self.clock is not None else None  # None: the real time
-        batch = build_batch(
-            [SimpleRecord(json.dumps(r, sort_keys=True).encode(), timestamp=now) for r in records]
-        )
+        batch = build_batch([SimpleRecord(serialize(r), timestamp=now) for r in records])
         info = self.log.append_as_leader(batch, origin=AppendOrigin.COORDINATOR)
         if flush:  # a controller on its own: nothing is acknowledged that could be lost
             self.log.flush()
             self.log.update_high_watermark(self.log.log_end_offset)
-        for record in records:
+        for i, record in enumerate(records):
             self._replay(record)
+            if record["type"] == "PartitionChangeRecord":
+                self._note_change(info.first_offset + i, record, reasons[i] if reasons else "")
         return info.first_offset
+
+    def _note_change(self, offset: int, record: dict, reason: str) -> None:
+        topic = self.image.topics_by_id[record["topic_id"]]
+        part = topic.partitions[record["partition"]]
+        self.partition_changes[offset] = {
+            "topic": topic.name,
+            "partition": record["partition"],
+            "leader": part.leader,
+            "leader_epoch": part.leader_epoch,
+            "isr": list(part.isr),
+            "reason": reason,
+        }
+        if len(self.partition_changes) > PARTITION_CHANGES_KEPT:
+            del self.partition_changes[next(iter(self.partition_changes))]
 
     def records_since(self, offset: int) -> list[tuple[int, dict]]:
         """(offset, record) from `offset` on: what a broker fetches to catch up."""
@@ -179,7 +219,7 @@ class QuorumController:
         while position < self.log.log_end_offset:
             data = self.log.read(position, 1 << 20).read_bytes()
             got = [
-                (r.offset, json.loads(r.value))
+                (r.offset, deserialize(r.value, r.offset))
                 for batch in iter_batches(data)
                 for r in batch.records
                 if r.offset >= position
@@ -229,10 +269,7 @@ class QuorumController:
         if start < 0:
             raise ValueError(f"{len(records)} snapshot records do not fit below offset {end}")
         self.log.truncate_fully_and_start_at(start)
-        batch = build_batch(
-            [SimpleRecord(json.dumps(r, sort_keys=True).encode()) for r in records],
-            base_offset=start,
-        )
+        batch = build_batch([SimpleRecord(serialize(r)) for r in records], base_offset=start)
         self.log.append_as_follower(batch)
         self.log.flush()
         self.log.update_high_watermark(end)
@@ -259,21 +296,25 @@ class QuorumController:
     ) -> int:
         """A broker (re)starts: a new registration and a new broker epoch. It
         stays fenced until its first heartbeat (Kafka: registerBroker).
-        `endpoints`: (listener name, host, port) of each of its listeners."""
+        `endpoints`: (listener name, host, port) of each of its listeners; the first is
+        the one clients are told (`host` and `port` then are its). None: one, PLAINTEXT
+        at `host`, `port`. `incarnation_id`: a UUID string (Kafka's IncarnationId is
+        a UUID); any other string names the UUID `incarnation_uuid` derives from it."""
+        incarnation_id = incarnation_uuid(incarnation_id)
         existing = self.brokers.get(broker_id)
         if existing and existing.incarnation_id == incarnation_id:
             return existing.broker_epoch
         epoch = self.metadata_offset
+        listeners = [list(e) for e in endpoints] if endpoints else [["PLAINTEXT", host, port]]
         record = {
             "type": "RegisterBrokerRecord",
             "broker_id": broker_id,
-            "host": host,
-            "port": port,
+            "host": listeners[0][1],
+            "port": listeners[0][2],
             "incarnation_id": incarnation_id,
             "broker_epoch": epoch,
+            "endpoints": listeners,
         }
-        if endpoints:
-            record["endpoints"] = [list(e) for e in endpoints]
         self._write(record)
         self.brokers[broker_id].last_heartbeat_ms = now_ms
         self._elect_where_needed(now_ms, f"broker {broker_id} re-registered")
@@ -298,7 +339,13 @@ class QuorumController:
         broker = self._registered(broker_id, broker_epoch)
         broker.last_heartbeat_ms = now_ms
         if broker.fenced:
-            self._write({"type": "UnfenceBrokerRecord", "broker_id": broker_id})
+            self._write(
+                {
+                    "type": "UnfenceBrokerRecord",
+                    "broker_id": broker_id,
+                    "broker_epoch": broker.broker_epoch,
+                }
+            )
             self._elect_where_needed(now_ms, f"broker {broker_id} unfenced")
         return broker.fenced
 
@@ -323,9 +370,16 @@ class QuorumController:
     def fence_broker(self, broker_id: int, now_ms: int) -> None:
         """Fence a broker (missed heartbeats, or a controlled shutdown): it leaves
         every ISR it is in (unless it is the last member) and loses its leaderships."""
-        if self.brokers[broker_id].fenced:
+        broker = self.brokers[broker_id]
+        if broker.fenced:
             return
-        self._write({"type": "FenceBrokerRecord", "broker_id": broker_id})
+        self._write(
+            {
+                "type": "FenceBrokerRecord",
+                "broker_id": broker_id,
+                "broker_epoch": broker.broker_epoch,
+            }
+        )
         self._elect_where_needed(now_ms, f"broker {broker_id} fenced")
 
     def alive(self) -> set[int]:
@@ -427,14 +481,15 @@ class QuorumController:
         if validate_only:
             return topic_id, assignment
         records = [{"type": "TopicRecord", "name": name, "topic_id": str(topic_id)}]
-        records += [
-            {"type": "ConfigRecord", "topic": name, "name": k, "value": str(v)}
-            for k, v in (configs or {}).items()
-        ]
+        records += config_control.config_records(
+            config_control.ResourceType.TOPIC,
+            name,
+            {k: str(v) for k, v in (configs or {}).items()},
+        )
         records += [
             {
                 "type": "PartitionRecord",
-                "topic": name,
+                "topic_id": str(topic_id),
                 "partition": p,
                 "replicas": replicas,
                 "isr": replicas,
@@ -549,7 +604,7 @@ class QuorumController:
             records.append(
                 {
                     "type": "PartitionRecord",
-                    "topic": name,
+                    "topic_id": str(topic.topic_id),
                     "partition": p,
                     "replicas": replicas,
                     "isr": isr,
@@ -565,7 +620,7 @@ class QuorumController:
     def delete_topic(self, name: str) -> None:
         if name not in self.topics:
             raise KafkaError(Errors.UNKNOWN_TOPIC_OR_PARTITION, name)
-        self._write({"type": "RemoveTopicRecord", "name": name})
+        self._write({"type": "RemoveTopicRecord", "topic_id": str(self.topics[name].topic_id)})
 
     # -- partitions --------------------------------------------------------------------------
 
@@ -578,18 +633,21 @@ class QuorumController:
         return self.unclean_default if value is None else value.lower() == "true"
 
     def _change(self, topic: str, partition: int, leader: int, isr: list[int]) -> dict | None:
-        part = self.topics[topic].partitions[partition]
+        """The PartitionChangeRecord giving the partition this leader and ISR (None if it
+        has them): `leader` only when it changes, which bumps the leader epoch."""
+        info = self.topics[topic]
+        part = info.partitions[partition]
         if leader == part.leader and isr == part.isr:
             return None
-        return {
+        record = {
             "type": "PartitionChangeRecord",
-            "topic": topic,
+            "topic_id": str(info.topic_id),
             "partition": partition,
-            "leader": leader,
             "isr": isr,
-            "leader_epoch": part.leader_epoch + (1 if leader != part.leader else 0),
-            "partition_epoch": part.partition_epoch + 1,
         }
+        if leader != part.leader:
+            record["leader"] = leader
+        return record
 
     def _elect_where_needed(self, now_ms: int, reason: str) -> list[dict]:
         """After a fence or unfence: drop fenced brokers from ISRs (keeping the last
@@ -940,13 +998,12 @@ class QuorumController:
         bump = leader != part.leader or any(r not in replicas for r in part.replicas)
         record = {
             "type": "PartitionChangeRecord",
-            "topic": name,
+            "topic_id": str(self.topics[name].topic_id),
             "partition": p,
-            "leader": leader,
             "isr": isr,
-            "leader_epoch": part.leader_epoch + (1 if bump else 0),
-            "partition_epoch": part.partition_epoch + 1,
         }
+        if bump:  # Kafka: the Leader field set, to the same leader too, bumps the epoch
+            record["leader"] = leader
         if replicas != part.replicas:
             record["replicas"] = replicas
         if adding != part.adding_replicas:

@@ -35,7 +35,8 @@ variants switch on QuorumConfig.defects (KAFKA-12619, KAFKA-10527; off by defaul
                         (Vote v2, BeginQuorumEpoch v1, EndQuorumEpoch v1, Fetch v16,
                         DescribeQuorum v2; schemas in kafkalab/protocol/messages/raft.py)
     record_serde        entries as Kafka record batches (the epoch in the batch's
-                        PartitionLeaderEpoch; LeaderChange a control record)
+                        PartitionLeaderEpoch; LeaderChange a control record; a
+                        metadata record Kafka's binary one, MetadataRecordSerde)
     quorum_config       the controller.quorum.* timeouts
     errors              RaftError and its subclasses
 

@@ -6,9 +6,16 @@ disk (`__cluster_metadata-0`): RecordBatch v2, one batch per run of entries of o
 epoch, the epoch in the batch's PartitionLeaderEpoch, no producer id. A
 LeaderChangeMessage is a control batch of its own (control type 2, LEADER_CHANGE),
 its value Kafka's LeaderChangeMessage schema (version 0: Version, LeaderId,
-Voters, GrantingVoters, flexible), as Kafka writes it. Any other record is JSON (the
-QuorumController's metadata records are JSON dicts in this step; Kafka's
-ApiMessageAndVersion binary records are a later step of issue 25).
+Voters, GrantingVoters, flexible), as Kafka writes it. A metadata record (a dict
+whose "type" is a metadata record's name: everything the QuorumController writes) is
+Kafka's ApiMessageAndVersion frame (frame version 1, apiKey, version, the record:
+kafkalab/controller/metadata_record_serde.py), as Kafka's KafkaRaftClient is given
+MetadataRecordSerde. Kafka's Raft is generic over its RecordSerde; so is this one's
+log, which the Raft tests and the by-hand labs fill with plain values (strings,
+numbers, dicts of no metadata type): those are JSON, their test serde (a frame
+starts with byte 1, JSON never does). A JSON value that is a metadata record (a log
+written before metadata records were Kafka's binary format) raises
+JsonMetadataRecordError, which says to re-create the cluster directory.
 
     encode_entries(entries)  -> bytes of record batches
     decode_entries(buf)      -> tuple[LogEntry, ...]; a trailing partial batch is
@@ -21,6 +28,13 @@ import json
 import struct
 from collections.abc import Iterable, Sequence
 
+from kafkalab.controller.metadata_record_serde import (
+    FRAME_VERSION,
+    METADATA_RECORD_TYPES,
+    JsonMetadataRecordError,
+    deserialize,
+    serialize,
+)
 from kafkalab.protocol.schema import Field as F
 from kafkalab.protocol.schema import Message
 from kafkalab.protocol.types import INT16, INT32
@@ -65,6 +79,26 @@ def decode_leader_change(value: bytes) -> LeaderChangeMessage:
     )
 
 
+def encode_record(record: object) -> bytes:
+    """A metadata record as Kafka's frame; a plain value as JSON (see above)."""
+    if isinstance(record, dict) and record.get("type") in METADATA_RECORD_TYPES:
+        return serialize(record)
+    return json.dumps(record, sort_keys=True).encode()
+
+
+def decode_record(value: bytes | None, offset: int) -> object:
+    """The record of a value encode_record wrote."""
+    if value is None:
+        return None
+    if value[:1] == bytes([FRAME_VERSION]):
+        return deserialize(value, offset)
+    record = json.loads(value)
+    if isinstance(record, dict) and record.get("type") in METADATA_RECORD_TYPES:
+        deserialize(value, offset)  # raises JsonMetadataRecordError, which says what to do
+        raise JsonMetadataRecordError(f"a JSON metadata record at offset {offset}")
+    return record
+
+
 def _runs(entries: Sequence[LogEntry]) -> Iterable[list[LogEntry]]:
     """Consecutive entries of one epoch and one kind (control or data)."""
     run: list[LogEntry] = []
@@ -91,7 +125,7 @@ def encode_batch(run: Sequence[LogEntry]) -> bytes:
         return build_batch(
             [record], base_offset=first.offset, partition_leader_epoch=first.epoch, is_control=True
         )
-    records = [SimpleRecord(json.dumps(e.record, sort_keys=True).encode()) for e in run]
+    records = [SimpleRecord(encode_record(e.record)) for e in run]
     return build_batch(records, base_offset=first.offset, partition_leader_epoch=first.epoch)
 
 
@@ -114,6 +148,7 @@ def decode_entries(buf: bytes | bytearray | memoryview) -> tuple[LogEntry, ...]:
                     raise CorruptRecordError(f"control record type {kind} in the metadata log")
                 out.append(LogEntry(record.offset, epoch, decode_leader_change(record.value)))
             else:
-                value = json.loads(record.value) if record.value is not None else None
-                out.append(LogEntry(record.offset, epoch, value))
+                out.append(
+                    LogEntry(record.offset, epoch, decode_record(record.value, record.offset))
+                )
     return tuple(out)

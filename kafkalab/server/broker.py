@@ -31,6 +31,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
+from kafkalab.controller.metadata_record_serde import MetadataParseError
 from kafkalab.coordinator.group.group_config import GroupConfig
 from kafkalab.coordinator.transaction import TransactionConfig
 from kafkalab.errors import KafkaError
@@ -652,7 +653,8 @@ def run_from_command_line(
 ) -> int:
     """`kafkalab broker|controller CONFIG [--override KEY=VALUE ...]`: read the
     properties, log to stdout, run until stopped. Exit 2 for bad arguments, 1
-    when the data directory is another process's."""
+    when the data directory is another process's or holds a metadata log this
+    version cannot read (its message says what to do)."""
     overrides = {}
     for item in args.override:
         if "=" not in item:
@@ -672,7 +674,7 @@ def run_from_command_line(
         durability_ledger.install_for(props)
     try:
         asyncio.run(run(props))
-    except LogDirInUseError as e:
+    except (LogDirInUseError, MetadataParseError) as e:
         print(e, file=sys.stderr)
         return 1
     return 0

@@ -478,19 +478,14 @@ class MetadataLogChanges:
         end = self.controller.metadata_offset
         if end == self.seen:
             return
-        for _, record in self.controller.records_since(self.seen):
+        changes = self.controller.partition_changes
+        for offset, record in self.controller.records_since(self.seen):
             if record["type"] == "FenceBrokerRecord":
                 self.events.record("fenced", broker=record["broker_id"])
-            elif record["type"] == "PartitionChangeRecord":
-                self.events.record(
-                    "partition_change",
-                    topic=record["topic"],
-                    partition=record["partition"],
-                    leader=record["leader"],
-                    leader_epoch=record["leader_epoch"],
-                    isr=record["isr"],
-                    reason=record.get("reason", ""),
-                )
+            elif record["type"] == "PartitionChangeRecord" and offset in changes:
+                # the partition as the record left it, and why (QuorumController
+                # keeps both: Kafka's record holds only what changed)
+                self.events.record("partition_change", **changes.pop(offset))
         self.seen = end
         self._grown.set()
         self._grown = asyncio.Event()
@@ -592,7 +587,7 @@ class ControllerServer:
                 for change in changes:
                     log.info(
                         "preferred leader election: %s-%d led by broker %d",
-                        change["topic"],
+                        self.controller.image.topic_name(change["topic_id"]),
                         change["partition"],
                         change["leader"],
                     )

@@ -33,11 +33,11 @@ in the broker's EventLog.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Callable
 
 from kafkalab.controller.metadata_image import SNAPSHOT_RECORD, TOPIC_RESOURCE, MetadataImage
+from kafkalab.controller.metadata_record_serde import MetadataParseError, deserialize
 from kafkalab.controller.quorum_controller import METADATA_TOPIC
 from kafkalab.errors import Errors, KafkaError
 from kafkalab.protocol.api_keys import ApiKeys
@@ -59,37 +59,35 @@ YIELD_EVERY_S = 0.01
 
 class MetadataDelta:
     """What a run of metadata records changed, as far as a broker's replicas care
-    (Kafka: MetadataDelta): the partitions they name (every partition of a topic
-    whose configs changed) and the topics they removed."""
+    (Kafka: MetadataDelta): the partitions they name and the topics they removed."""
 
     def __init__(self) -> None:
-        self.topics: set[str] = set()
         self.partitions_named: set[tuple[str, int]] = set()
         self.removed_topics: set[str] = set()
         #: Topics whose overrides an AlterConfigs changed; whether broker configs changed.
         self.config_topics: set[str] = set()
         self.broker_configs_changed = False
 
-    def replay(self, record: dict) -> None:
+    def replay(self, record: dict, image: MetadataImage) -> None:
+        """Note what `record` changes; `image` is the image before it is replayed
+        (records name topics by id: a removed topic's name is found there)."""
         kind = record["type"]
         if kind in ("PartitionRecord", "PartitionChangeRecord"):
-            self.partitions_named.add((record["topic"], record["partition"]))
-        elif kind == "ConfigRecord" and "topic" in record:
-            self.topics.add(record["topic"])  # CreateTopics' configs
+            name = image.topic_name(record["topic_id"])
+            if name is not None:
+                self.partitions_named.add((name, record["partition"]))
         elif kind == "ConfigRecord" and record["resource_type"] == TOPIC_RESOURCE:
             self.config_topics.add(record["resource_name"])
         elif kind == "ConfigRecord":
             self.broker_configs_changed = True
         elif kind == "RemoveTopicRecord":
-            self.removed_topics.add(record["name"])
+            name = image.topic_name(record["topic_id"])
+            if name is not None:
+                self.removed_topics.add(name)
 
     def partitions(self, image: MetadataImage) -> list[tuple[str, int]]:
         """The partitions to look at, in the image's order (topics as created)."""
-        named = set(self.partitions_named)
-        for name in self.topics:
-            topic = image.topics.get(name)
-            if topic is not None:
-                named.update((name, p) for p in topic.partitions)
+        named = self.partitions_named
         order = {name: i for i, name in enumerate(image.topics)}
         return sorted((tp for tp in named if tp[0] in order), key=lambda tp: (order[tp[0]], tp[1]))
 
@@ -142,9 +140,15 @@ class BrokerMetadataListener:
         self.controller.close()
 
     async def run(self) -> None:
+        """Fetch and apply until stopped. A record this broker cannot read (a JSON one
+        from a metadata log written before Kafka's binary records: MetadataParseError,
+        whose message says what to do) ends it: fetching it again cannot help."""
         while not self._stopping:
             try:
                 await self.catch_up(self.long_poll_ms)
+            except MetadataParseError as e:
+                log.error("cannot read the controller's metadata log: %s", e.message)
+                raise
             except KafkaError as e:
                 log.warning("metadata fetch from the controller failed (%s); retrying", e)
                 await asyncio.sleep(0.1)
@@ -185,7 +189,7 @@ class BrokerMetadataListener:
                 if part["error_code"]:  # no controller answered as the active one
                     raise KafkaError(part["error_code"], "metadata fetch")
                 records = [
-                    (r.offset, json.loads(r.value))
+                    (r.offset, deserialize(r.value, r.offset))
                     for b in iter_batches(bytes(part["records"] or b""))
                     for r in b.records
                     if r.offset >= self.next_offset
@@ -196,8 +200,8 @@ class BrokerMetadataListener:
                 for offset, record in records:
                     if record["type"] == SNAPSHOT_RECORD:  # every topic may be gone
                         delta.removed_topics |= set(self.image.topics)
+                    delta.replay(record, self.image)
                     self.image.replay(record)
-                    delta.replay(record)
                     self.next_offset = offset + 1
                 await self._publish(delta, caught_up=self.next_offset >= part["high_watermark"])
                 async with self._applied:

@@ -10,7 +10,17 @@ QuorumController runs on it:
     - the active controller is the Raft leader, once the LeaderChange record of its
       epoch (and so every record before it) is committed and applied;
     - every batch the active controller writes goes first to Raft (QuorumController's
-      `record_sink`: one Raft entry, the batch's records, as JSON); it is applied to
+      `record_sink`: one Raft entry a record, each Kafka's binary metadata record;
+      a batch of more than one record is a metadata transaction, KIP-868's
+      BeginTransactionRecord, the records, EndTransactionRecord, so that it commits
+      whole: a standby applies it at its EndTransactionRecord, and one cut short by
+      a new epoch, whose leader never had its end, is dropped, as the
+      AbortTransactionRecord Kafka's new active controller writes for it would.
+      Kafka appends an atomic write as one batch and uses metadata transactions only
+      for writes too big for one; kafkalab's Raft log keeps one batch an entry, so
+      that Raft may truncate at any offset, hence a transaction for every write of
+      more than one record);
+      it is applied to
       the in-memory image at once (Kafka applies uncommitted records to its timeline
       structures too) but the response to the request that wrote it waits until the
       quorum's high watermark passes it: acknowledged means committed;
@@ -36,12 +46,12 @@ keeps, in `<log.dirs>/metadata-image/__cluster_metadata-0`, the committed record
 the order Raft committed them (the same offsets on every controller, so a broker
 epoch, the offset of its registration, is the same everywhere). It is not fsynced as
 it is written (Raft's log is, before a write counts): it is flushed only up to where a
-snapshot's checkpoint (below) names it, and aligned with Raft at every start. (Kafka's
-brokers fetch the Raft log itself as observers; here that is the next step, with
-metadata records in Kafka's binary format.)
+snapshot's checkpoint (below) names it, and aligned with Raft at every start. Both logs
+hold Kafka's binary metadata records (controller/metadata_record_serde.py). (Kafka's
+brokers fetch the Raft log itself as observers; here that is a later step.)
 
 Snapshots (KIP-630). Every `metadata.log.max.record.bytes.between.snapshots` bytes of
-committed records (Kafka's name and default, 20 MiB; the JSON of the records here), or
+committed records (Kafka's name and default, 20 MiB; the records' binary size), or
 `metadata.log.max.snapshot.interval.ms` (1 hour) after the last one if any record
 committed since, a controller snapshots its image
 at the Raft offset it has applied: the records that rebuild it
@@ -53,7 +63,7 @@ Raft may drop anything below it. At start:
 
     - a checkpoint at or above Raft's log start: the metadata-image log is cut to its
       offset and Raft's entries after it are applied again (the same records at the
-      same offsets: each committed entry is one batch);
+      same offsets: each committed record or transaction is one batch);
     - no checkpoint and Raft's log whole (from offset 0): rebuilt from Raft (as before
       snapshots);
     - otherwise (the voter installed its leader's snapshot, from beyond what its
@@ -78,6 +88,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from kafkalab.controller.metadata_record_serde import serialize
 from kafkalab.controller.quorum_controller import METADATA_TOPIC, QuorumController
 from kafkalab.errors import Errors, KafkaError
 from kafkalab.protocol.api_keys import ApiKeys
@@ -162,10 +173,12 @@ def quorum_config(props: dict[str, str]) -> QuorumConfig:
 
 def metadata_image_log_dir(data_dir: Path) -> Path:
     """Where, under a controller's log.dirs, the committed metadata records lie as the
-    QuorumController wrote them (JSON, one batch a write): what its brokers fetch, and
-    what a reader of the controller's records (`kafkalab cluster status`, tests, labs)
-    replays. Raft's own log, `<log.dirs>/__cluster_metadata-0`, holds the same
-    records in Raft's entries, beside its LeaderChange records."""
+    QuorumController wrote them (Kafka's binary records, one batch a write): what its
+    brokers fetch, and what a reader of the controller's records (`kafkalab cluster
+    status`, tests, labs) replays. Raft's own log, `<log.dirs>/__cluster_metadata-0`,
+    holds the same records, one Raft entry each (a write of several between a
+    BeginTransactionRecord and an EndTransactionRecord), beside its LeaderChange
+    records. `kafkalab dump-log --cluster-metadata-decoder` prints either."""
     return data_dir / METADATA_IMAGE_DIR / f"{METADATA_TOPIC}-0"
 
 
@@ -307,8 +320,15 @@ class QuorumMetaLogListener:
                 f"controller {self.manager.node_id} is not the active controller "
                 f"(the leader is {self.manager.leader_id})",
             )
+        entries = list(records)
+        if len(entries) > 1:  # KIP-868: committed whole or not at all
+            entries = [
+                {"type": "BeginTransactionRecord"},
+                *entries,
+                {"type": "EndTransactionRecord"},
+            ]
         try:
-            offset = self.manager.append([list(records)])
+            offset = self.manager.append(entries)
         except NotLeaderError as e:
             raise KafkaError(Errors.NOT_CONTROLLER, str(e)) from e
         self._own[offset] = self.controller.log.log_end_offset + len(records)
@@ -354,15 +374,37 @@ class QuorumMetaLogListener:
         if self.applied >= hw:
             return
         c = self.controller
+        # A metadata transaction (BeginTransactionRecord .. EndTransactionRecord) is
+        # applied at its end, whole; `applied` stays at its start until then. One that
+        # an entry of a later epoch interrupts (a LeaderChange: its leader is gone,
+        # and the new one never had its end) is dropped.
+        txn: tuple[int, list[dict]] | None = None  # (its epoch, its records so far)
         for entry in self.manager.log.read(self.applied, hw - self.applied):
-            if isinstance(entry.record, list):
+            record = entry.record
+            if txn is not None and entry.epoch != txn[0]:
+                txn = None  # aborted
+            if not isinstance(record, dict):  # a LeaderChange
+                if txn is None:
+                    self.applied = entry.offset + 1
+                continue
+            kind = record["type"]
+            if kind == "BeginTransactionRecord":
+                txn = (entry.epoch, [])
+            elif kind == "AbortTransactionRecord":
+                txn = None
+                self.applied = entry.offset + 1
+            elif txn is not None and kind != "EndTransactionRecord":
+                txn[1].append(record)
+            else:
+                records = [record] if txn is None else txn[1]
+                txn = None
                 local_end = self._own.pop(entry.offset, None)
                 if local_end is None:  # another controller's write (or ours of an old epoch)
-                    c.apply_committed(entry.record)
+                    c.apply_committed(records)
                     local_end = c.log.log_end_offset
                 c.log.update_high_watermark(local_end)
-                self.bytes_since_snapshot += len(json.dumps(entry.record))
-            self.applied = entry.offset + 1
+                self.bytes_since_snapshot += sum(len(serialize(r)) for r in records)
+                self.applied = entry.offset + 1
 
     def _activate(self) -> None:
         now = _now_ms()
@@ -602,7 +644,7 @@ def quorum_voters(
 
 def refuse_pre_quorum_directory(data_dir: Path) -> None:
     """A directory a single controller wrote before it ran as a quorum of one holds
-    the QuorumController's JSON records, not a Raft log, in `__cluster_metadata-0`
+    the QuorumController's records, not a Raft log, in `__cluster_metadata-0`
     (and no quorum-state file): refuse it rather than read it as Raft's log."""
     log_dir = data_dir / METADATA_LOG_DIR
     if any(log_dir.glob("*.log")) and not (log_dir / QUORUM_STATE_FILE).exists():

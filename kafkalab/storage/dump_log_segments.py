@@ -16,6 +16,14 @@ index entry must point at the start of a batch whose last offset is the entry's
 offset; a time index entry's offset must be in the log with a batch timestamp
 that matches; a transaction index entry's lastOffset must be an ABORT marker of
 its producer in the log, at or after its firstOffset. Mismatches are listed at the end and make the exit status 1.
+
+`--cluster-metadata-decoder` reads a KRaft log (`__cluster_metadata-0`, a controller's
+Raft log or its metadata-image log, and snapshot `.checkpoint` files) as Kafka's
+`kafka-dump-log --cluster-metadata-decoder` does: each record's type, version and
+fields, in Kafka's camelCase, as JSON:
+
+    | offset: 3 CreateTime: ... payload: {"type":"PARTITION_RECORD","version":0,
+      "data":{"partitionId":0,"topicId":"WcUtMkfhR9KP7yWkjjW0dQ","replicas":[1],...}}
 """
 
 from __future__ import annotations
@@ -381,6 +389,13 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
         "(implies --print-data-log)",
     )
     parser.add_argument(
+        "--cluster-metadata-decoder",
+        action="store_true",
+        help="decode KRaft metadata records (__cluster_metadata-0 segments and snapshot "
+        ".checkpoint files) as Kafka's tool does: each record's type, version and fields "
+        "as JSON (implies --print-data-log)",
+    )
+    parser.add_argument(
         "--transaction-log-decoder",
         action="store_true",
         help="decode __transaction_state records: each transactional id's producer id, "
@@ -397,6 +412,10 @@ def _run(args: argparse.Namespace) -> int:
         from kafkalab.coordinator.group.coordinator_records import describe_record
 
         decoder = describe_record
+    elif args.cluster_metadata_decoder:
+        from kafkalab.controller.metadata_record_serde import describe_record as describe_metadata
+
+        decoder = describe_metadata
     elif args.transaction_log_decoder:
         from kafkalab.coordinator.transaction.transaction_log import (
             describe_record as describe_txn_record,

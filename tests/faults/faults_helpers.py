@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import time
 
 from confluent_kafka.admin import AdminClient
 
+from kafkalab.controller.metadata_record_serde import deserialize
 from kafkalab.records import iter_batches
 from kafkalab.server.quorum_meta_log_listener import metadata_image_log_dir
 
@@ -23,11 +23,14 @@ def controller_isr_history(cluster, topic: str) -> list[list[int]]:
     """Every ISR the controller wrote for the topic's partitions, oldest first (read
     from its metadata log files, which brokers may not have applied yet)."""
     history: list[list[int]] = []
+    ids: set[str] = set()  # the records after a TopicRecord name the topic by its id
     for path in sorted(metadata_image_log_dir(cluster.base_dir / "controller").glob("*.log")):
         for batch in iter_batches(path.read_bytes()):
             for r in batch.records:
-                record = json.loads(r.value)
-                if record.get("topic") == topic and record["type"] in (
+                record = deserialize(r.value)
+                if record["type"] == "TopicRecord" and record["name"] == topic:
+                    ids.add(record["topic_id"])
+                elif record.get("topic_id") in ids and record["type"] in (
                     "PartitionRecord",
                     "PartitionChangeRecord",
                 ):

@@ -17,7 +17,6 @@ second was written was answered during the pass.
 
 from __future__ import annotations
 
-import json
 import random
 import time
 
@@ -26,6 +25,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafkalab.cluster.failover import LABS_FAILOVER
 from kafkalab.cluster.local_cluster import LocalCluster
+from kafkalab.controller.metadata_record_serde import deserialize
 from kafkalab.records import iter_batches
 from kafkalab.server.quorum_meta_log_listener import metadata_image_log_dir
 from kafkalab.storage.checkpoint_file import OffsetCheckpointFile
@@ -44,7 +44,7 @@ def fence_records(cluster: LocalCluster) -> list[dict]:
     for path in sorted(metadata_image_log_dir(cluster.base_dir / "controller").glob("*.log")):
         for batch in iter_batches(path.read_bytes()):
             for r in batch.records:
-                record = json.loads(r.value)
+                record = deserialize(r.value)
                 if record["type"] == "FenceBrokerRecord":
                     out.append(record)
     return out

@@ -7,7 +7,6 @@ heartbeat from anyone and fenced every broker on its first tick.)"""
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 
@@ -18,6 +17,7 @@ from faults_helpers import wait_until
 
 from kafkalab.cluster import LocalCluster
 from kafkalab.controller.metadata_image import MetadataImage
+from kafkalab.controller.metadata_record_serde import deserialize
 from kafkalab.records import iter_batches
 from kafkalab.server.events import read_events
 from kafkalab.server.quorum_meta_log_listener import metadata_image_log_dir
@@ -33,7 +33,7 @@ HEARTBEAT_MS = 1000
 def controller_records(cluster: LocalCluster) -> list[dict]:
     """The committed metadata records, from the controller's files."""
     return [
-        json.loads(r.value)
+        deserialize(r.value)
         for path in sorted(metadata_image_log_dir(cluster.base_dir / "controller").glob("*.log"))
         for batch in iter_batches(path.read_bytes())
         for r in batch.records

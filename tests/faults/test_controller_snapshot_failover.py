@@ -28,8 +28,9 @@ def cluster(tmp_path):
         session_timeout_ms=6000,
         controller_props={
             **LABS_QUORUM,
-            "metadata.log.max.record.bytes.between.snapshots": "4000",
-            "metadata.log.segment.bytes": "8192",
+            # Kafka's binary records: about 75 bytes a topic created, 20 deleted
+            "metadata.log.max.record.bytes.between.snapshots": "1000",
+            "metadata.log.segment.bytes": "4096",
         },
     ) as c:
         yield c

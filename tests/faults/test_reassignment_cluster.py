@@ -46,6 +46,7 @@ from kafkalab.cluster.workload import (
     wait_for_replicas_in_sync,
 )
 from kafkalab.controller.metadata_image import MetadataImage
+from kafkalab.controller.metadata_record_serde import deserialize
 from kafkalab.errors import Errors
 from kafkalab.records import iter_batches
 from kafkalab.server.quorum_meta_log_listener import metadata_image_log_dir
@@ -67,7 +68,7 @@ def controller_partition(cluster, topic: str, partition: int = 0):
     for path in sorted(metadata_image_log_dir(cluster.base_dir / "controller").glob("*.log")):
         for batch in iter_batches(path.read_bytes()):
             for r in batch.records:
-                image.replay(json.loads(r.value))
+                image.replay(deserialize(r.value))
     return image.topics[topic].partitions[partition]
 
 

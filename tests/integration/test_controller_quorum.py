@@ -7,12 +7,12 @@ one comes back as a standby."""
 
 from __future__ import annotations
 
-import json
 import socket
 import struct
 import time
 import uuid
 
+from kafkalab.controller.metadata_record_serde import deserialize
 from kafkalab.controller.quorum_controller import METADATA_TOPIC
 from kafkalab.errors import Errors
 from kafkalab.protocol import RequestHeader, decode_response, encode_request
@@ -171,7 +171,7 @@ def test_a_controller_quorum_fails_over_with_every_committed_record(tmp_path):
         assert create_topic(ports[first], "t")["error_code"] == 0
         part = metadata_fetch(ports[first])
         records = [
-            json.loads(r.value) for b in iter_batches(bytes(part["records"])) for r in b.records
+            deserialize(r.value) for b in iter_batches(bytes(part["records"])) for r in b.records
         ]
         assert {"RegisterBrokerRecord", "TopicRecord"} <= {r["type"] for r in records}
         # every standby replayed the committed records

@@ -6,17 +6,27 @@ from __future__ import annotations
 import json
 import socket
 import struct
+import subprocess
+import sys
 import time
 import uuid
 
 import pytest
 
+from kafkalab.cli import main
+from kafkalab.controller.metadata_record_serde import (
+    JsonMetadataRecordError,
+    deserialize,
+    kafka_uuid_string,
+)
 from kafkalab.controller.quorum_controller import METADATA_TOPIC
 from kafkalab.errors import Errors
 from kafkalab.protocol import RequestHeader, decode_response, encode_request
 from kafkalab.protocol.messages import CONTROLLER_APIS
 from kafkalab.records import iter_batches
 from kafkalab.server.controller_server import ControllerThread
+from kafkalab.server.events import read_events
+from kafkalab.server.quorum_meta_log_listener import metadata_image_log_dir
 
 
 def read_frame(sock):
@@ -112,7 +122,7 @@ class Client:
         # A fetch returns whole batches: records before the fetch offset are skipped,
         # as every Kafka client does.
         return [
-            json.loads(r.value)
+            deserialize(r.value)
             for b in iter_batches(bytes(part["records"]))
             for r in b.records
             if r.offset >= offset
@@ -181,7 +191,7 @@ def test_brokers_register_heartbeat_and_read_the_metadata_log(controller):
     assert len(client.metadata_records(len(records) - 1)) == 1  # resumable from any offset
 
 
-def test_a_silent_broker_is_fenced_and_its_leaderships_move(controller):
+def test_a_silent_broker_is_fenced_and_its_leaderships_move(controller, tmp_path):
     client = Client(controller.server.address)
     epochs = {b: client.register(b) for b in (1, 2, 3)}
     for b, e in epochs.items():
@@ -215,7 +225,11 @@ def test_a_silent_broker_is_fenced_and_its_leaderships_move(controller):
     part = controller.call(lambda c: c.topics["t"].partitions[0])
     assert part.leader != leader and leader not in part.isr and part.leader_epoch == 1
     changes = [r for r in client.metadata_records() if r["type"] == "PartitionChangeRecord"]
-    assert changes[-1]["reason"] == f"broker {leader} fenced"
+    assert (changes[-1]["leader"], changes[-1]["isr"]) == (part.leader, part.isr)
+    # why is not in Kafka's record: the controller's events log has it
+    events = [e for e in read_events(tmp_path) if e["event"] == "partition_change"]
+    assert events[-1]["reason"] == f"broker {leader} fenced"
+    assert (events[-1]["leader"], events[-1]["leader_epoch"]) == (part.leader, 1)
 
 
 def test_alter_partition_over_the_wire(controller):
@@ -349,7 +363,9 @@ def test_create_partitions_over_the_wire_writes_partition_records(controller, ve
     )
 
 
-def test_create_topics_v7_answers_what_was_created_and_validate_only_writes_nothing(controller):
+def test_create_topics_v7_answers_what_was_created_and_validate_only_writes_nothing(
+    controller, tmp_path, capsys
+):
     """CreateTopics v5+ answers each created topic's partitions, replication factor and
     configs, v7 its TopicRecord's id; validate_only checks as a creation would (the
     live brokers, partitions, configs, existence) and writes nothing; a topic that
@@ -410,6 +426,40 @@ def test_create_topics_v7_answers_what_was_created_and_validate_only_writes_noth
     assert again["error_code"] == Errors.TOPIC_ALREADY_EXISTS
     assert again["topic_id"] == uuid.UUID(int=0) and again["configs"] is None
 
+    # the KRaft logs as `kafka-dump-log --cluster-metadata-decoder` prints them (issue 25):
+    # Raft's (one entry a record; a write of several a metadata transaction) and the
+    # metadata-image log brokers fetch (one batch a write)
+    topic_id = kafka_uuid_string(made["topic_id"])
+    for log_dir, framing in (
+        (tmp_path / f"{METADATA_TOPIC}-0", ["BEGIN_TRANSACTION_RECORD", "END_TRANSACTION_RECORD"]),
+        (metadata_image_log_dir(tmp_path), []),
+    ):
+        capsys.readouterr()
+        assert main(["dump-log", "--cluster-metadata-decoder", str(log_dir)]) == 0
+        lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
+        payloads = [
+            json.loads(line.split(" payload: ", 1)[1]) for line in lines if "payload" in line
+        ]
+        mine = [p for p in payloads if p["data"].get("topicId") == topic_id]
+        assert [p["type"] for p in mine] == ["TOPIC_RECORD", "PARTITION_RECORD", "PARTITION_RECORD"]
+        assert mine[0] == {
+            "type": "TOPIC_RECORD",
+            "version": 0,
+            "data": {"name": "fine", "topicId": topic_id},
+        }
+        assert [p["data"]["partitionId"] for p in mine[1:]] == [0, 1]
+        assert all(len(p["data"]["replicas"]) == 2 for p in mine[1:])
+        config = next(p for p in payloads if p["type"] == "CONFIG_RECORD")
+        assert config["data"] == {
+            "resourceType": 2,
+            "resourceName": "fine",
+            "name": "retention.ms",
+            "value": "1000",
+        }
+        assert {"REGISTER_BROKER_RECORD", "UNFENCE_BROKER_RECORD", *framing} <= {
+            p["type"] for p in payloads
+        }
+
 
 def test_a_single_controller_is_a_quorum_of_one_that_leads_at_once_and_again(tmp_path):
     """Without controller.quorum.voters the controller is a KRaft quorum of one: it
@@ -432,8 +482,8 @@ def test_a_single_controller_is_a_quorum_of_one_that_leads_at_once_and_again(tmp
         written = client.metadata_records()
         assert [r["type"] for r in written] == ["RegisterBrokerRecord"]
     raft = KafkaMetadataLog(tmp_path)
-    assert [type(e.record) for e in raft.entries] == [LeaderChangeMessage, list]
-    assert raft.entries[1].record == written
+    assert [type(e.record) for e in raft.entries] == [LeaderChangeMessage, dict]
+    assert [e.record for e in raft.entries[1:]] == written
     raft.close()
     with ControllerThread(props) as controller:
         q = describe_quorum(parse_bootstrap_servers(controller.server.address), 10)
@@ -459,3 +509,47 @@ def test_a_directory_from_before_the_quorum_of_one_is_refused(tmp_path):
     with pytest.raises(StorageError, match="before it ran as a KRaft quorum of one"):
         asyncio.run(server.start())
     assert (tmp_path / f"{METADATA_TOPIC}-0").is_dir()  # left as it was
+
+
+def test_a_quorum_directory_with_json_metadata_records_is_refused(tmp_path):
+    """A controller's directory from before metadata records were Kafka's binary
+    format (issue 25) holds JSON records in its Raft log: they are not read (no
+    on-disk compatibility with those logs), and the controller refuses to start with
+    an error that says to re-create the cluster directory."""
+    import asyncio
+
+    from kafkalab.records import SimpleRecord, build_batch
+    from kafkalab.server.controller_server import ControllerServer
+    from kafkalab.storage.log_config import LogConfig
+    from kafkalab.storage.unified_log import UnifiedLog
+
+    props = {"log.dirs": str(tmp_path), "listeners": "CONTROLLER://127.0.0.1:0"}
+    with ControllerThread(props) as controller:
+        Client(controller.server.address).register(1)
+    raft = UnifiedLog(tmp_path / f"{METADATA_TOPIC}-0", LogConfig())
+    old = {"type": "FenceBrokerRecord", "broker_id": 1}  # as the JSON logs held it
+    raft.append_as_follower(
+        build_batch(
+            [SimpleRecord(json.dumps(old).encode())],
+            base_offset=raft.log_end_offset,
+            partition_leader_epoch=1,
+        )
+    )
+    raft.flush()
+    raft.close()
+    # `kafkalab controller CONFIG` says so and exits 1, no traceback; so does a server
+    # started in this process
+    config = tmp_path / "controller.properties"
+    config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    out = subprocess.run(
+        [sys.executable, "-m", "kafkalab", "controller", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 1, out.stderr
+    assert "Re-create the cluster directory" in out.stderr
+    assert "Traceback" not in out.stderr
+    server = ControllerServer(props)
+    with pytest.raises(JsonMetadataRecordError, match="Re-create the cluster directory"):
+        asyncio.run(server.start())

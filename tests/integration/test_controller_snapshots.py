@@ -22,7 +22,9 @@ from test_controller_quorum import (
     voter_configs,
 )
 
+from kafkalab.cli import main
 from kafkalab.controller.metadata_image import MetadataImage
+from kafkalab.controller.metadata_record_serde import deserialize
 from kafkalab.errors import Errors
 from kafkalab.raft.kafka_metadata_log import METADATA_LOG_DIR
 from kafkalab.records import iter_batches
@@ -36,14 +38,15 @@ def delete_topic(port: int, name: str) -> dict:
 
 
 def test_a_controller_back_after_snapshots_loads_the_leaders_and_serves_the_same_offsets(
-    tmp_path,
+    tmp_path, capsys
 ):
     ports, _, configs = voter_configs(
         tmp_path,
         {
             "broker.session.timeout.ms": "60000",
-            "metadata.log.max.record.bytes.between.snapshots": "3000",
-            "metadata.log.segment.bytes": "2048",
+            # Kafka's binary records: about 75 bytes a topic created, 20 deleted
+            "metadata.log.max.record.bytes.between.snapshots": "1000",
+            "metadata.log.segment.bytes": "1024",
         },
     )
     controllers = {i: ControllerThread(configs[i]).__enter__() for i in ports}
@@ -77,6 +80,18 @@ def test_a_controller_back_after_snapshots_loads_the_leaders_and_serves_the_same
         assert int(segments[0].stem) > 0
         checkpoint = tmp_path / f"controller-{first}" / METADATA_IMAGE_DIR / IMAGE_CHECKPOINT_FILE
         assert checkpoint.exists()
+        # a snapshot file read as kafka-dump-log --cluster-metadata-decoder reads it
+        snapshot = sorted(
+            (tmp_path / f"controller-{first}" / METADATA_LOG_DIR).glob("*.checkpoint")
+        )
+        assert main(["dump-log", "--cluster-metadata-decoder", str(snapshot[-1])]) == 0
+        dumped = capsys.readouterr().out.splitlines()
+        kinds = [
+            json.loads(line.split(" payload: ")[1])["type"] for line in dumped if "payload" in line
+        ]
+        assert kinds[0] == "KAFKALAB_METADATA_SNAPSHOT_RECORD"  # then the image
+        assert {"REGISTER_BROKER_RECORD", "TOPIC_RECORD", "PARTITION_RECORD"} <= set(kinds)
+        assert "SNAPSHOT_HEADER" in dumped[3] and "SNAPSHOT_FOOTER" in dumped[-1]
         history = leader.controller.records_since(0)
         assert history[0][0] == 0  # the active controller's metadata log stays whole
 
@@ -130,7 +145,7 @@ def test_a_controller_back_after_snapshots_loads_the_leaders_and_serves_the_same
         part = metadata_fetch(ports[down], start)
         assert part["error_code"] == 0
         records = [
-            json.loads(r.value) for b in iter_batches(bytes(part["records"])) for r in b.records
+            deserialize(r.value) for b in iter_batches(bytes(part["records"])) for r in b.records
         ]
         assert records[0] == {"type": "MetadataSnapshotRecord", "end_offset": end}
         image = MetadataImage()  # a broker's, which read history before: emptied first

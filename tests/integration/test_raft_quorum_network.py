@@ -97,6 +97,10 @@ async def _describe(port: int) -> dict:
         conn.close()
 
 
+#: A metadata record (Kafka's binary format on the wire and on disk) and a plain value.
+A_ID, B_ID = "8a1f7a3e-5d0c-4c52-9b1e-2f9c1d6e7a01", "8a1f7a3e-5d0c-4c52-9b1e-2f9c1d6e7a02"
+
+
 async def _scenario(root: Path) -> None:
     servers = [await _listener() for _ in range(3)]
     voters = [Voter(i + 1, root / f"controller-{i + 1}", s) for i, s in enumerate(servers)]
@@ -108,7 +112,7 @@ async def _scenario(root: Path) -> None:
         leader = _leader(voters)
         assert leader is not None
         first_epoch = leader.epoch
-        offset = leader.append([{"type": "TopicRecord", "name": "a"}, {"n": 2}])
+        offset = leader.append([{"type": "TopicRecord", "name": "a", "topic_id": A_ID}, {"n": 2}])
         await leader.wait_for_commit(offset)
         await _until(lambda: all(v.manager.high_watermark > offset for v in voters))
         logs = {v.node_id: v.manager.log.entries for v in voters}
@@ -137,7 +141,7 @@ async def _scenario(root: Path) -> None:
         await _until(lambda: _stable(rest))
         new = _leader(rest)
         assert new is not None and new.node_id != gone.node_id and new.epoch > first_epoch
-        offset = new.append([{"type": "TopicRecord", "name": "b"}])
+        offset = new.append([{"type": "TopicRecord", "name": "b", "topic_id": B_ID}])
         await new.wait_for_commit(offset)
 
         # the old leader restarts from its directory and follows, with the same log

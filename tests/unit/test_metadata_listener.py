@@ -5,7 +5,13 @@ costs one partition on every broker, not every partition of the cluster."""
 from __future__ import annotations
 
 import asyncio
+import json
 
+import pytest
+
+from kafkalab.controller.metadata_image import MetadataImage, name_based_topic_id
+from kafkalab.controller.metadata_record_serde import JsonMetadataRecordError
+from kafkalab.records import SimpleRecord, build_batch
 from kafkalab.replication.partition import Role
 from kafkalab.replication.replica_manager import ReplicaManager
 from kafkalab.server.events import EventLog
@@ -33,15 +39,19 @@ class Fetchers:
         pass
 
 
+def topic_id(name: str) -> str:
+    return str(name_based_topic_id(name))
+
+
 def topic(name: str, partitions: int, leaders: list[int]) -> list[dict]:
-    out = [{"type": "TopicRecord", "name": name}]
+    out = [{"type": "TopicRecord", "name": name, "topic_id": topic_id(name)}]
     for p in range(partitions):
         leader = leaders[p % len(leaders)]
         replicas = [leader] + [b for b in (1, 2, 3) if b != leader]
         out.append(
             {
                 "type": "PartitionRecord",
-                "topic": name,
+                "topic_id": topic_id(name),
                 "partition": p,
                 "replicas": replicas,
                 "isr": replicas,
@@ -63,21 +73,34 @@ def listener(tmp_path):
 def apply(lst: BrokerMetadataListener, records: list[dict]) -> None:
     delta = MetadataDelta()
     for r in records:
+        delta.replay(r, lst.image)
         lst.image.replay(r)
-        delta.replay(r)
     asyncio.run(lst._publish(delta))
 
 
+def topic_config(name: str, key: str, value: str) -> dict:
+    return {
+        "type": "ConfigRecord",
+        "resource_type": 2,
+        "resource_name": name,
+        "name": key,
+        "value": value,
+    }
+
+
 def test_a_delta_names_the_partitions_its_records_change():
+    image = MetadataImage()
+    for r in topic("a", 3, [1]) + topic("c", 1, [1]):
+        image.replay(r)
     delta = MetadataDelta()
-    for r in topic("a", 3, [1]) + [
-        {"type": "ConfigRecord", "topic": "b", "name": "retention.ms", "value": "1"},
-        {"type": "RemoveTopicRecord", "name": "c"},
-        {"type": "FenceBrokerRecord", "broker_id": 2},
+    for r in topic("a", 3, [1])[1:] + [
+        topic_config("b", "retention.ms", "1"),
+        {"type": "RemoveTopicRecord", "topic_id": topic_id("c")},  # named by id
+        {"type": "FenceBrokerRecord", "broker_id": 2, "broker_epoch": 0},
     ]:
-        delta.replay(r)
+        delta.replay(r, image)
     assert delta.partitions_named == {("a", 0), ("a", 1), ("a", 2)}
-    assert delta.topics == {"b"} and delta.removed_topics == {"c"}
+    assert delta.config_topics == {"b"} and delta.removed_topics == {"c"}
 
 
 def test_one_partition_changed_is_one_partition_looked_at(tmp_path):
@@ -90,14 +113,12 @@ def test_one_partition_changed_is_one_partition_looked_at(tmp_path):
     looked_at = []
     partition = rm.partition
     rm.partition = lambda tp: looked_at.append(tp) or partition(tp)
-    change = {
+    change = {  # a new leader: the leader epoch goes from 0 to 1
         "type": "PartitionChangeRecord",
-        "topic": "b",
+        "topic_id": topic_id("b"),
         "partition": 7,
         "leader": 1,
         "isr": [1, 3],
-        "leader_epoch": 1,
-        "partition_epoch": 1,
     }
     apply(lst, [change])
     assert looked_at == [("b", 7)]
@@ -105,10 +126,11 @@ def test_one_partition_changed_is_one_partition_looked_at(tmp_path):
     assert rm.partitions[("b", 7)].leader_epoch == 1
 
     looked_at.clear()
-    apply(lst, [{"type": "ConfigRecord", "topic": "a", "name": "retention.ms", "value": "9"}])
-    assert len(looked_at) == 12  # every partition of the topic whose configs changed
+    apply(lst, [topic_config("a", "retention.ms", "9")])
+    assert looked_at == []  # the topic's logs take it live, no partition is looked at
+    assert rm.partitions[("a", 0)].log.config.retention_ms == 9
 
-    apply(lst, [{"type": "RemoveTopicRecord", "name": "a"}])
+    apply(lst, [{"type": "RemoveTopicRecord", "topic_id": topic_id("a")}])
     assert sorted({tp[0] for tp in rm.partitions}) == ["b"]
 
 
@@ -140,3 +162,29 @@ def test_stop_ends_the_fetch_loop_even_when_a_fetch_swallows_the_cancellation(tm
 
     asyncio.run(main())
     assert fetches  # it was fetching when stopped
+
+
+def test_a_json_metadata_record_ends_the_fetch_loop_with_what_to_do(tmp_path):
+    """A controller serving a metadata log from before Kafka's binary records (issue
+    25): the broker does not fetch it again and again, its listener stops with the
+    typed error that says to re-create the cluster directory."""
+    lst, rm, _ = listener(tmp_path)
+    old = {"type": "TopicRecord", "name": "a", "topic_id": topic_id("a")}
+    records = build_batch([SimpleRecord(json.dumps(old).encode())])
+    fetches = []
+
+    class Controller:
+        async def request(self, api_key, version, body):
+            fetches.append(body)
+            partition = {
+                "error_code": 0,
+                "high_watermark": 1,
+                "log_start_offset": 0,
+                "records": records,
+            }
+            return {"responses": [{"partitions": [partition]}]}
+
+    lst.controller = Controller()
+    with pytest.raises(JsonMetadataRecordError, match="Re-create the cluster directory"):
+        asyncio.run(lst.run())
+    assert len(fetches) == 1 and lst.image.topics == {} and not rm.partitions

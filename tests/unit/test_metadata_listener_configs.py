@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
+from kafkalab.controller.metadata_image import name_based_topic_id
 from kafkalab.replication.replica_manager import ReplicaManager
 from kafkalab.server.dynamic_broker_config import DynamicBrokerConfig
 from kafkalab.server.events import EventLog
@@ -30,12 +31,16 @@ class Fetchers:
         pass
 
 
+def topic_id(name: str) -> str:
+    return str(name_based_topic_id(name))
+
+
 def led_here(name: str) -> list[dict]:
     return [
-        {"type": "TopicRecord", "name": name},
+        {"type": "TopicRecord", "name": name, "topic_id": topic_id(name)},
         {
             "type": "PartitionRecord",
-            "topic": name,
+            "topic_id": topic_id(name),
             "partition": 0,
             "replicas": [1],
             "isr": [1],
@@ -69,8 +74,8 @@ def listener(tmp_path):
 def apply(lst: BrokerMetadataListener, records: list[dict]) -> None:
     delta = MetadataDelta()
     for r in records:
+        delta.replay(r, lst.image)
         lst.image.replay(r)
-        delta.replay(r)
     asyncio.run(lst._publish(delta))
 
 
@@ -103,6 +108,6 @@ def test_a_topic_created_again_starts_from_the_defaults(tmp_path):
     lst, rm = listener(tmp_path)
     apply(lst, led_here("t") + [config(2, "t", "min.insync.replicas", "2")])
     assert rm.partition(("t", 0)).log.config.min_insync_replicas == 2
-    apply(lst, [{"type": "RemoveTopicRecord", "name": "t"}])
+    apply(lst, [{"type": "RemoveTopicRecord", "topic_id": topic_id("t")}])
     apply(lst, led_here("t"))
     assert rm.partition(("t", 0)).log.config.min_insync_replicas == 1

@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import asyncio
 
-from test_metadata_listener import apply, listener, topic
+from test_metadata_listener import apply, listener, topic, topic_id
 
 from kafkalab.replication.partition import Role
 from kafkalab.server.metadata_listener import MetadataDelta
 
 
 def change(**fields) -> dict:
-    return {"type": "PartitionChangeRecord", "topic": "a", "partition": 0, **fields}
+    """Kafka's PartitionChangeRecord: only what changes; `leader` there bumps the
+    leader epoch (the same leader too), every change bumps the partition epoch."""
+    return {"type": "PartitionChangeRecord", "topic_id": topic_id("a"), "partition": 0, **fields}
 
 
 def test_a_leader_tracks_the_adding_replica_then_forgets_the_removed_one(tmp_path):
@@ -26,8 +28,7 @@ def test_a_leader_tracks_the_adding_replica_then_forgets_the_removed_one(tmp_pat
         lst,
         [
             change(
-                leader=1, isr=[1, 2, 3], leader_epoch=0, partition_epoch=1,
-                replicas=[1, 2, 4, 3], adding_replicas=[4], removing_replicas=[3],
+                isr=[1, 2, 3], replicas=[1, 2, 4, 3], adding_replicas=[4], removing_replicas=[3],
             )
         ],
     )  # fmt: skip
@@ -38,7 +39,7 @@ def test_a_leader_tracks_the_adding_replica_then_forgets_the_removed_one(tmp_pat
         lst,
         [
             change(
-                leader=1, isr=[1, 2, 4], leader_epoch=1, partition_epoch=2,
+                leader=1, isr=[1, 2, 4],
                 replicas=[1, 2, 4], adding_replicas=[], removing_replicas=[],
             )
         ],
@@ -54,7 +55,7 @@ def test_a_broker_moved_off_a_partition_deletes_its_log(tmp_path):
         lst,
         [
             change(
-                leader=2, isr=[2, 3], leader_epoch=1, partition_epoch=2,
+                leader=2, isr=[2, 3],
                 replicas=[2, 3], adding_replicas=[], removing_replicas=[],
             )
         ],
@@ -78,17 +79,17 @@ def test_a_log_is_kept_while_the_image_is_only_part_of_the_log(tmp_path):
     away and a move back: nothing is deleted until the image is the whole log."""
     lst, rm, _ = listener(tmp_path)
     apply(lst, topic("a", 1, [2]))  # broker 1 follows 2
-    away = change(leader=2, isr=[2, 3], leader_epoch=1, partition_epoch=2, replicas=[2, 3])
-    back = change(leader=2, isr=[2, 3, 1], leader_epoch=1, partition_epoch=3, replicas=[2, 3, 1])
+    away = change(leader=2, isr=[2, 3], replicas=[2, 3])
+    back = change(isr=[2, 3, 1], replicas=[2, 3, 1])
     for record, caught_up in ((away, False), (back, True)):
         delta = MetadataDelta()
+        delta.replay(record, lst.image)
         lst.image.replay(record)
-        delta.replay(record)
         asyncio.run(lst._publish(delta, caught_up=caught_up))
     assert rm.partition(("a", 0)) is not None and (tmp_path / "logs" / "a-0").exists()
     delta = MetadataDelta()
+    delta.replay(away, lst.image)
     lst.image.replay(away)
-    delta.replay(away)
     asyncio.run(lst._publish(delta, caught_up=False))
     assert (tmp_path / "logs" / "a-0").exists()  # not yet: more of the log may follow
     asyncio.run(lst._publish(MetadataDelta(), caught_up=True))

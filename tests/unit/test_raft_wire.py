@@ -9,6 +9,7 @@ import uuid
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_metadata_record_serde import records as metadata_records
 
 from kafkalab.errors import Errors
 from kafkalab.protocol.api_keys import ApiKeys
@@ -80,6 +81,7 @@ def log_entries(draw: st.DrawFn) -> tuple[LogEntry, ...]:
         record = draw(
             st.one_of(
                 json_values,
+                metadata_records,  # Kafka's binary records (issue 25)
                 st.builds(
                     LeaderChangeMessage,
                     ids,
