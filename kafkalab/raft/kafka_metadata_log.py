@@ -46,7 +46,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from kafkalab.raft.raft_log import LogEntry, OffsetAndEpoch, RaftLog, ValidOffsetAndEpochKind
+from kafkalab.raft.raft_log import LogEntry, OffsetAndEpoch, RaftLog
 from kafkalab.raft.raft_wire import METADATA_PARTITION, METADATA_TOPIC
 from kafkalab.raft.record_serde import decode_entries, encode_batch
 from kafkalab.raft.snapshot import PARTIAL_SUFFIX, parse_snapshot_filename, snapshot_filename
@@ -110,15 +110,17 @@ class KafkaMetadataLog(RaftLog):
         latest = self.latest_snapshot_id
         if latest is None:
             return
-        holds = (
-            self._start <= latest.offset <= self.end_offset
-            and self.validate_offset_and_epoch(latest.offset, latest.epoch).kind
-            is ValidOffsetAndEpochKind.VALID
-        )
-        if holds:
-            self.delete_before_snapshot(latest)
-        else:
+        # Kafka's rule: the log is emptied only when the snapshot lies beyond it (a
+        # later epoch than its last record's, or past its end: a leader's snapshot
+        # installed before the log was truncated to it); otherwise the snapshot only
+        # moves the log start. (Asking the log whether it holds the snapshot's offset
+        # and epoch is wrong here: segments below the log start survive a restart
+        # with records whose epochs the leader-epoch checkpoint no longer lists.)
+        last_epoch = self._entries[-1].epoch if self._entries else -1
+        if latest.epoch > last_epoch or not self._start <= latest.offset <= self.end_offset:
             self._truncate_fully_and_start_at(latest)
+        else:
+            self.delete_before_snapshot(latest)
 
     def read_snapshot(self, snapshot_id: OffsetAndEpoch) -> bytes | None:
         if snapshot_id not in self._snapshots:
