@@ -80,6 +80,13 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
+def produce_results(response: dict) -> dict[tuple[str, int], dict]:
+    """A Produce response's partition results by (topic, partition)."""
+    return {
+        (t["name"], r["partition_index"]): r for t in response["responses"] for r in t["partitions"]
+    }
+
+
 @dataclass(frozen=True)
 class RecordMetadata:
     topic: str
@@ -267,11 +274,7 @@ class Sender(threading.Thread):
                 batch.complete(-1, -1)
                 p.accumulator.done(batch)
             return
-        results = {
-            (t["name"], r["partition_index"]): r
-            for t in response["responses"]
-            for r in t["partitions"]
-        }
+        results = produce_results(response)
         for batch in batches:
             r = results.get((batch.topic, batch.partition))
             error = Errors(r["error_code"]) if r else Errors.UNKNOWN_SERVER_ERROR

@@ -32,6 +32,7 @@ import time
 from collections import deque
 from collections.abc import Iterable
 
+from kafkalab.client.producer import produce_results
 from kafkalab.errors import Errors, KafkaError
 from kafkalab.protocol.api_keys import ApiKeys
 from kafkalab.protocol.types import RecordsView
@@ -222,11 +223,7 @@ class Sender:
             self._connection_lost(leader, str(e))
             return
         self.in_flight[leader].popleft()
-        results = {
-            (t["name"], r["partition_index"]): r
-            for t in response["responses"]
-            for r in t["partitions"]
-        }
+        results = produce_results(response)
         for b in batches:
             r = results.get((b.topic, b.partition))
             error = Errors(r["error_code"]) if r else Errors.UNKNOWN_SERVER_ERROR
