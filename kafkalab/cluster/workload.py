@@ -204,9 +204,23 @@ def record_replicas(
 
 
 def wait_for_replicas_in_sync(
-    cluster, topic: str, partition: int = 0, replicas: int = 3, timeout: float = 60
+    cluster,
+    topic: str,
+    partition: int = 0,
+    replicas: int = 3,
+    timeout: float = 60,
+    log_end_offset: int = 0,
 ):
-    """Wait until `replicas` running replicas report the same LEO and HW = LEO."""
+    """Wait until `replicas` running replicas report the same LEO, at least
+    `log_end_offset`, and HW = LEO.
+
+    The reports are what each broker last wrote (`cluster.describe`), every 100 ms
+    at best and later on a loaded machine: right after a producer's flush they may
+    all still show the log as it was before the sends, in sync at the old end. A
+    caller that needs its acknowledged records on every replica (before a fault
+    that would otherwise lose them) passes the end it knows, `log_end_offset`: a
+    report at or past it was written after the records came, and its HW = LEO
+    held then and still holds (neither goes back without a fault)."""
     deadline = time.monotonic() + timeout
     while True:
         df = cluster.describe(topic)
@@ -214,12 +228,16 @@ def wait_for_replicas_in_sync(
         if (
             len(rows) == replicas
             and rows.LEO.nunique() == 1
+            and (rows.LEO >= log_end_offset).all()
             and (rows.HW == rows.LEO).all()
             and (rows.role == "leader").sum() == 1
         ):
             return rows
         if time.monotonic() > deadline:
-            raise TimeoutError(f"replicas of {topic}-{partition} not in sync:\n{df}")
+            raise TimeoutError(
+                f"replicas of {topic}-{partition} not in sync at or past offset "
+                f"{log_end_offset}:\n{df}"
+            )
         time.sleep(0.2)
 
 

@@ -104,7 +104,10 @@ def test_acks_1_loses_acknowledged_records_when_the_leader_dies_and_the_checker_
     for n in range(50):
         workload.send(n)
     assert workload.producer.flush(30) == 0
-    wait_for_replicas_in_sync(cluster, "risky")
+    # On every replica before the cut (the brokers' reports can still show the log
+    # before the sends: at its old end, all "in sync"; cut then, the followers may not
+    # have the first 50 either, and all 100 are lost).
+    wait_for_replicas_in_sync(cluster, "risky", log_end_offset=50)
     # The leader's answers stop reaching both followers (their fetches still reach
     # it): for less than replica.lag.time.max.ms they stay in the ISR, and the
     # leader acknowledges acks=1 writes that only it has.
@@ -158,7 +161,7 @@ def test_a_follower_truncating_to_its_stale_high_watermark_loses_a_committed_rec
         for n in range(5):
             workload.send(n)
         assert workload.producer.flush(30) == 0
-        wait_for_replicas_in_sync(cluster, "kip101", timeout=30)
+        wait_for_replicas_in_sync(cluster, "kip101", timeout=30, log_end_offset=5)
         cluster.cut_link(2, 3, both_ways=False)  # 3 no longer hears 2
         workload.send(5)
         assert workload.producer.flush(30) == 0  # m5 is committed: on all three
@@ -218,7 +221,7 @@ def test_after_both_replicas_lose_unflushed_data_the_logs_diverge_only_without_e
         for n in range(2):
             workload.send(n)
         assert workload.producer.flush(30) == 0
-        wait_for_replicas_in_sync(cluster, "kip101b", replicas=2)
+        wait_for_replicas_in_sync(cluster, "kip101b", replicas=2, log_end_offset=2)
         time.sleep(1.5)  # broker 1's checkpoints (recovery point, HW) now say 2
         cluster.power_failure(1)
         assert leader_of(cluster, "kip101b", not_in=[1]) == 2
