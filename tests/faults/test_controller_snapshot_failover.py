@@ -68,6 +68,30 @@ def _topics(bootstrap: str) -> set[str]:
     return {t for t in md.topics if not t.startswith("__")}
 
 
+def _make_active(cluster, admin: AdminClient, wanted: int) -> None:
+    """Make voter `wanted` the active controller by Raft's election rule, not by the
+    chance of whose timeout fires first: a voter grants no (pre-)vote to a log behind
+    its own. The third voter is paused (SIGSTOP) while the active one writes two
+    records, each committed by the active one and `wanted` alone; then the active one
+    is killed and the third resumed. The third may hold the first record (the answer
+    to a fetch it had parked at the leader) but never the second, so `wanted` refuses
+    it every vote and it grants `wanted` its own: `wanted` alone can win. A majority
+    is up at every step but the election; the killed voter comes back and follows."""
+    active = cluster.active_controller(timeout_s=20)
+    if active == wanted:
+        return
+    third = next(c for c in cluster.controllers if c not in (active, wanted))
+    cluster.pause(third)
+    try:
+        admin.create_topics([NewTopic("behind", 1, 1)])["behind"].result(30)
+        admin.delete_topics(["behind"])["behind"].result(30)
+        cluster.kill(active)
+    finally:
+        cluster.resume(third)
+    wait_until(lambda: cluster.active_controller(timeout_s=20) == wanted, timeout=30)
+    cluster.restart(active)
+
+
 def test_a_controller_back_by_fetch_snapshot_leads_the_brokers(cluster):
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     leader = wait_until(lambda: _caught_up(cluster), timeout=30).leader_id
@@ -88,15 +112,8 @@ def test_a_controller_back_by_fetch_snapshot_leads_the_brokers(cluster):
     assert _image_log_start(cluster, down) > 0  # it loaded the leader's snapshot
     assert _image_log_start(cluster, leader) == 0  # the others keep their history
 
-    # make it the active controller (a majority stays up at every step)
-    for _ in range(10):  # each election picks one of two: rarely 10 times the other
-        active = cluster.active_controller(timeout_s=20)
-        if active == down:
-            break
-        cluster.kill(active)
-        wait_until(lambda a=active: cluster.active_controller(timeout_s=20) != a, timeout=30)
-        cluster.restart(active)
-        wait_until(lambda: _caught_up(cluster), timeout=30)
+    _make_active(cluster, admin, down)
+    wait_until(lambda: _caught_up(cluster), timeout=30)
     assert cluster.active_controller(timeout_s=20) == down
 
     _create(admin, NewTopic("after", 1, 3))
