@@ -50,6 +50,7 @@ from kafkalab.cluster.checker import (
     Verdict,
     check,
 )
+from kafkalab.cluster.workload import wait_for_replicas_in_sync
 
 #: The cluster these runs expect: three brokers; a follower that stops fetching
 #: stays in the ISR for 6 s (long enough for acks=1 to acknowledge what only the
@@ -182,26 +183,8 @@ def _create(cluster, topic: str, configs: dict | None = None) -> None:
     new = NewTopic(topic, num_partitions=1, replica_assignment=[[1, 2, 3]], config=configs or {})
     for future in admin.create_topics([new]).values():
         future.result(10)
-    _in_sync_at(cluster, topic, 0)
+    wait_for_replicas_in_sync(cluster, topic, log_end_offset=0)
     _wait(lambda: _leader(cluster, topic) == 1, "broker 1 leads")
-
-
-def _in_sync_at(cluster, topic: str, end: int) -> None:
-    """Until the three replicas report the log end `end` and the high watermark
-    there, one of them leading (what `describe()` reports can be a moment old:
-    a bare "all alike" passes on the state before the last writes)."""
-
-    def synced() -> bool:
-        df = cluster.describe(topic)
-        rows = df[df.status == "running"]
-        return (
-            len(rows) == 3
-            and (rows.LEO == end).all()
-            and (rows.HW == end).all()
-            and (rows.role == "leader").sum() == 1
-        )
-
-    _wait(synced, f"{topic}: three replicas at LEO = HW = {end}")
 
 
 def _leader(cluster, topic: str, not_in=()) -> int | None:
@@ -244,7 +227,7 @@ def acks_1_leader_kill(cluster, topic: str = "acks-1") -> Run:
     bs = cluster.bootstrap_servers
     p0 = _Producer(bs, "p0", history, topic, acks="1", **{"enable.idempotence": False})
     p0.send(_values("v", range(50)))
-    _in_sync_at(cluster, topic, 50)
+    wait_for_replicas_in_sync(cluster, topic, log_end_offset=50)
     cluster.cut_link(1, 2, both_ways=False)  # 2 and 3 still fetch; the answers are lost
     cluster.cut_link(1, 3, both_ways=False)
     time.sleep(0.5)  # brokers re-read their link faults every 100 ms
@@ -253,12 +236,12 @@ def acks_1_leader_kill(cluster, topic: str = "acks-1") -> Run:
     cluster.heal_links()
     _wait(lambda: _leader(cluster, topic, not_in=[1]) is not None, "a follower leads")
     cluster.restart(1)
-    _in_sync_at(cluster, topic, 50)  # the new leader's log: v-0..49
+    wait_for_replicas_in_sync(cluster, topic, log_end_offset=50)  # the new leader's log: v-0..49
     p1 = _Producer(bs, "p1", history, topic, acks="1", **{"enable.idempotence": False})
     p1.send(_values("w", range(20)))
     # acks=1 answers before the followers have them: wait for the high watermark,
     # which is where a consumer's reads end
-    _in_sync_at(cluster, topic, 70)
+    wait_for_replicas_in_sync(cluster, topic, log_end_offset=70)
     _read_all(bs, "c0", history, topic)
     return Run(
         "acks=1, leader killed",
@@ -290,7 +273,7 @@ def unclean_election(cluster, topic: str = "unclean") -> Run:
     p1 = _Producer(bs, "p1", history, topic, acks="all", **{"enable.idempotence": True})
     p1.send(_values("w", range(10)))
     cluster.restart(1)  # comes back, truncates to the new leader's log
-    _in_sync_at(cluster, topic, 10)
+    wait_for_replicas_in_sync(cluster, topic, log_end_offset=10)
     _read_all(bs, "c0", history, topic)
     return Run(
         "unclean leader election",

@@ -51,6 +51,10 @@ class ProducerWorkload:
             }
         )
         self.sent = self.acked = self.failed = 0
+        #: The offset after the last record acknowledged: what a replica must hold
+        #: before a fault for none of them to be lost (wait_for_replicas_in_sync's
+        #: log_end_offset).
+        self.end_offset = 0
         #: librdkafka's error name -> how many sends failed with it
         self.failed_by_error: dict[str, int] = {}
         #: Wall-clock time (ms since the epoch, as the processes' events.jsonl) of
@@ -63,6 +67,7 @@ class ProducerWorkload:
         value = msg.value()
         if err is None:
             self.acked += 1
+            self.end_offset = max(self.end_offset, msg.offset() + 1)
             self.ack_times_ms.append(time.time() * 1000)
             self.history.ack(self.topic, msg.partition(), value, msg.offset())
         else:
