@@ -314,8 +314,9 @@ class IdempotentFailoverMachine(RuleBasedStateMachine):
         self.r = Replicas(self.root, config, sync_truncation=False)
         self.r.elect(1)
         self.fenced: set[int] = set()
-        # a truncation round in flight, by broker: (the leader asked, the rounds, its answer)
-        self.asking: dict[int, tuple[int, object, tuple[int, int] | None]] = {}
+        # a truncation round in flight, by broker: (the leader asked, in which leader
+        # epoch, the rounds, its answer)
+        self.asking: dict[int, tuple[int, int, object, tuple[int, int] | None]] = {}
         self.next_seq = 0  # the next new value the application produces
         self.unacked: list[int] = []  # sequences not yet acknowledged, in order
         # (seq, broker, leader epoch there, the offset acks=all waits for)
@@ -543,19 +544,23 @@ class IdempotentFailoverMachine(RuleBasedStateMachine):
         except StopIteration as done:
             p.needs_truncation = done.value is None
             return
-        self.asking[broker] = (p.leader_id, rounds, self._answer(p.leader_id, question))
+        answer = self._answer(p.leader_id, question)
+        self.asking[broker] = (p.leader_id, p.leader_epoch, rounds, answer)
 
     @rule(broker=st.sampled_from(BROKERS))
     def answer_arrives(self, broker):
-        """The answer is used as the replica fetcher uses it: the rounds go on with the
-        same leader until they end, and a truncation that ended clears the
-        partition's need to truncate."""
+        """The answer is used as the replica fetcher uses it: dropped if the partition
+        no longer follows that leader in the epoch it asked in (Kafka's rule);
+        else the rounds go on with the same leader until they end, and a truncation
+        that ended clears the partition's need to truncate."""
         if broker not in self.asking:
             return
-        leader, rounds, answer = self.asking.pop(broker)
+        leader, epoch, rounds, answer = self.asking.pop(broker)
         p = self.r.parts[broker]
-        if p.role != Role.FOLLOWER or p.leader_id != leader:
-            event("a truncation answer after the leader moved")
+        if p.role != Role.FOLLOWER or p.leader_id != leader or p.leader_epoch != epoch:
+            event("a truncation answer after the leader moved: dropped")
+            rounds.close()
+            return
         try:
             while True:
                 question = rounds.send(answer)
