@@ -7,7 +7,11 @@ for that leader then, for each of its partitions:
   1. truncates first (the Truncating state): it runs Partition.truncation(),
      the same steps the labs run by hand, answering the questions with
      OffsetForLeaderEpoch requests to the leader, one request a round for all
-     its truncating partitions. No answer: try again before the next fetch;
+     its truncating partitions. No answer: try again before the next fetch.
+     An answer that comes after the partition moved to another leader or leader
+     epoch is dropped (Kafka's maybeTruncate checks the current leader epoch):
+     it neither cuts the log nor stands for the truncation against the new
+     leader, which that leader's fetcher still does;
   2. fetches (the Fetching state): one Fetch for all of them from their log end
      offsets, held by the leader up to `replica.fetch.wait.max.ms` when it has
      nothing new; appends what comes back and learns the leader's HW. The
@@ -154,6 +158,7 @@ class ReplicaFetcherManager:
         partitions at once). Returns the followers that finished; the others
         (an answer did not come) try again before the next fetch."""
         leos = {id(f): f.log.log_end_offset for f in followers}
+        epochs = {id(f): f.leader_epoch for f in followers}  # asked in these epochs
         asking: dict[TopicPartition, tuple[Partition, Generator, EpochQuestion]] = {}
         finished: list[Partition] = []
 
@@ -168,6 +173,13 @@ class ReplicaFetcherManager:
                     finished.append(follower)
                     self._record_truncation(follower, leos[id(follower)], done.value)
 
+        def still_following(follower: Partition) -> bool:
+            return (
+                follower.role == Role.FOLLOWER
+                and follower.leader_id == leader
+                and follower.leader_epoch == epochs[id(follower)]
+            )
+
         for follower in followers:
             step(follower, follower.truncation(), _START)
         while asking:
@@ -176,6 +188,14 @@ class ReplicaFetcherManager:
                 leader, {tp: (f, q) for tp, (f, _, q) in questions.items()}
             )
             for tp, (follower, steps, _) in questions.items():
+                if not still_following(follower):
+                    # The partition moved to another leader or epoch while we asked:
+                    # this answer is about a history it no longer follows. Dropped,
+                    # as Kafka's fetcher drops it (maybeTruncate checks the current
+                    # leader epoch): it must neither cut the log nor stand for the
+                    # truncation the new leader's fetcher has to do.
+                    steps.close()
+                    continue
                 step(follower, steps, answers.get(tp))
         return finished
 
