@@ -22,12 +22,7 @@ from typing import Any
 
 from kafkalab.errors import Errors, KafkaError
 from kafkalab.protocol.api_keys import ApiKeys
-from kafkalab.protocol.header import (
-    RequestHeader,
-    decode_response,
-    encode_request,
-    encode_request_parts,
-)
+from kafkalab.protocol.header import RequestHeader, decode_response, encode_request_parts
 from kafkalab.protocol.messages import APIS
 
 CLIENT_ID = "kafkalab-client"
@@ -121,22 +116,7 @@ class BrokerConnection:
         their own buffer, not copied into the frame."""
         version = self.version(api_key)
         with self._lock:
-            correlation_id = next(self._ids)
-            header = RequestHeader(api_key, version, correlation_id, CLIENT_ID)
-            parts = encode_request_parts(header, body)
-            views = [memoryview(p if isinstance(p, (bytes, bytearray)) else p.data) for p in parts]
-            try:
-                while views:  # sendmsg may send only a part: go on from there
-                    sent = self.sock.sendmsg(views)
-                    while views and sent >= views[0].nbytes:
-                        sent -= views[0].nbytes
-                        views.pop(0)
-                    if views and sent:
-                        views[0] = views[0][sent:]
-            except OSError as e:  # the broker went away: a retriable network error
-                self.broken = True
-                raise KafkaError(Errors.NETWORK_EXCEPTION, str(e)) from e
-            return correlation_id, version
+            return self._send(api_key, version, body), version
 
     def receive(self, api_key: int, version: int, correlation_id: int) -> dict:
         """The response to the oldest request in flight, sent by send()."""
@@ -145,9 +125,17 @@ class BrokerConnection:
 
     def _send(self, api_key: int, version: int, body: dict) -> int:
         correlation_id = next(self._ids)
-        frame = encode_request(RequestHeader(api_key, version, correlation_id, CLIENT_ID), body)
+        header = RequestHeader(api_key, version, correlation_id, CLIENT_ID)
+        parts = encode_request_parts(header, body)
+        views = [memoryview(p if isinstance(p, (bytes, bytearray)) else p.data) for p in parts]
         try:
-            self.sock.sendall(frame)
+            while views:  # sendmsg may send only a part: go on from there
+                sent = self.sock.sendmsg(views)
+                while views and sent >= views[0].nbytes:
+                    sent -= views[0].nbytes
+                    views.pop(0)
+                if views and sent:
+                    views[0] = views[0][sent:]
         except OSError as e:  # the broker went away: a retriable network error
             self.broken = True
             raise KafkaError(Errors.NETWORK_EXCEPTION, str(e)) from e

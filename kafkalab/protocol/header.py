@@ -80,15 +80,8 @@ def decode_request_header(r: Reader, apis: Mapping[int, Api] = APIS) -> RequestH
 
 def encode_request(header: RequestHeader, body: dict, apis: Mapping[int, Api] = APIS) -> bytes:
     """A whole request frame (size prefix included): what a client sends."""
-    api = apis[header.api_key]
-    w = Writer()
-    w.buf += _HEADER_START.pack(header.api_key, header.api_version, header.correlation_id)
-    STRING.write(w, header.client_id, False, True)
-    if request_header_version(api, header.api_version) >= 2:
-        write_tagged_fields(w)
-    api.request.encode(body, header.api_version, w)
-    data = w.getvalue()
-    return _SIZE.pack(len(data)) + data
+    parts = encode_request_parts(header, body, apis)
+    return b"".join(p if isinstance(p, (bytes, bytearray)) else p.read() for p in parts)
 
 
 def encode_request_parts(
@@ -98,29 +91,29 @@ def encode_request_parts(
     bytes, and each records value given as a RecordsView as it is (not copied)."""
     api = apis[header.api_key]
     w = Writer()
-    w.buf += b"\0\0\0\0"  # size, patched below
+    w.buf += b"\0\0\0\0"  # size, patched by _framed
     w.buf += _HEADER_START.pack(header.api_key, header.api_version, header.correlation_id)
     STRING.write(w, header.client_id, False, True)
     if request_header_version(api, header.api_version) >= 2:
         write_tagged_fields(w)
     api.request.encode(body, header.api_version, w)
-    parts = w.finish()
-    size = sum(len(p) if isinstance(p, (bytes, bytearray)) else p.size_in_bytes() for p in parts)
-    first = bytearray(parts[0])
-    _SIZE.pack_into(first, 0, size - 4)
-    parts[0] = bytes(first)
-    return parts
+    return _framed(w)
 
 
 def encode_response(api: Api, version: int, correlation_id: int, body: dict) -> list[Any]:
     """A whole response frame as parts: bytes, and FileRecords slices to send
     from their files. The first part starts with the size prefix."""
     w = Writer()
-    w.buf += b"\0\0\0\0"  # size, patched below
+    w.buf += b"\0\0\0\0"  # size, patched by _framed
     w.buf += _SIZE.pack(correlation_id)
     if response_header_version(api, version) >= 1:
         write_tagged_fields(w)
     api.response.encode(body, version, w)
+    return _framed(w)
+
+
+def _framed(w: Writer) -> list[Any]:
+    """The writer's parts, their first four bytes (left for it) the frame's size."""
     parts = w.finish()
     size = sum(len(p) if isinstance(p, (bytes, bytearray)) else p.size_in_bytes() for p in parts)
     first = bytearray(parts[0])
