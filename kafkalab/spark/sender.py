@@ -32,6 +32,7 @@ import time
 from collections import deque
 from collections.abc import Iterable
 
+from kafkalab.client.producer import RETRIABLE as PRODUCER_RETRIABLE
 from kafkalab.client.producer import produce_results
 from kafkalab.errors import Errors, KafkaError
 from kafkalab.protocol.api_keys import ApiKeys
@@ -41,26 +42,17 @@ from kafkalab.spark.batch_encoder import BatchEncoder, EncodedBatch
 from kafkalab.spark.errors import KafkaWriteError
 from kafkalab.spark.options import WriteOptions
 
-#: Errors after which a batch goes again, unchanged, once Metadata is asked again.
-RETRIABLE = frozenset(
-    {
-        Errors.NOT_LEADER_OR_FOLLOWER,
-        Errors.LEADER_NOT_AVAILABLE,
-        Errors.FENCED_LEADER_EPOCH,
-        Errors.UNKNOWN_LEADER_EPOCH,
-        Errors.REQUEST_TIMED_OUT,
-        Errors.NETWORK_EXCEPTION,
-        Errors.NOT_ENOUGH_REPLICAS,
-        Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-        Errors.UNKNOWN_TOPIC_OR_PARTITION,
-        Errors.KAFKA_STORAGE_ERROR,
-        Errors.CORRUPT_MESSAGE,
-        Errors.CONCURRENT_TRANSACTIONS,
-        Errors.COORDINATOR_LOAD_IN_PROGRESS,
-        Errors.COORDINATOR_NOT_AVAILABLE,
-        Errors.NOT_COORDINATOR,
-    }
-)
+#: Errors after which a batch goes again, unchanged, once Metadata is asked again:
+#: the producer's (kafkalab.client.producer), and what Metadata and InitProducerId
+#: may answer while leaders or the producer id's source move.
+RETRIABLE = frozenset(PRODUCER_RETRIABLE) | {
+    Errors.FENCED_LEADER_EPOCH,
+    Errors.UNKNOWN_LEADER_EPOCH,
+    Errors.CONCURRENT_TRANSACTIONS,
+    Errors.COORDINATOR_LOAD_IN_PROGRESS,
+    Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.NOT_COORDINATOR,
+}
 #: Kafka's producer allows no more unanswered requests per connection when idempotent.
 MAX_IN_FLIGHT_IDEMPOTENT = 5
 #: What to do about a few errors a write meets (the rest say it themselves).
