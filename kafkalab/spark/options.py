@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -272,9 +272,7 @@ class ReadOptions:
 
     def own_fetch(self, compiled: bool) -> bool:
         """Whether executors read with kafkalab's own fetch (`compiled`: numba is there)."""
-        if self.fetcher == Fetcher.AUTO:
-            return compiled and not librdkafka_only(self.kafka_params)
-        return self.fetcher == Fetcher.KAFKALAB
+        return _takes_own(self.fetcher, compiled, lambda: librdkafka_only(self.kafka_params))
 
     def consumer_config(self, role: str) -> dict[str, str | int | bool]:
         """librdkafka settings for a consumer on the driver or an executor.
@@ -303,9 +301,9 @@ class WriteOptions:
 
     def own_produce(self, compiled: bool) -> bool:
         """Whether executors write with kafkalab's own produce (`compiled`: numba is there)."""
-        if self.producer == Producer.AUTO:
-            return compiled and not librdkafka_only_produce(self.kafka_params)
-        return self.producer == Producer.KAFKALAB
+        return _takes_own(
+            self.producer, compiled, lambda: librdkafka_only_produce(self.kafka_params)
+        )
 
     def producer_config(self) -> dict[str, str | int | bool]:
         """Idempotent and acks=all unless the user says otherwise (Kafka's own
@@ -554,23 +552,14 @@ def parse_read_options(options: Mapping[str, str], streaming: bool | None) -> Re
 
 
 def _fetcher(opts: dict[str, str], params: dict[str, str]) -> Fetcher:
-    raw = opts.get("kafkalab.fetcher", "auto")
-    try:
-        fetcher = Fetcher(raw.strip().lower())
-    except ValueError:
-        raise KafkaSourceOptionError(
-            f"Option 'kafkalab.fetcher' must be 'auto', 'kafkalab' or 'librdkafka', got {raw!r}"
-        ) from None
-    if fetcher == Fetcher.KAFKALAB:
-        only = librdkafka_only(params)
-        if only:
-            raise KafkaSourceOptionError(
-                f"Option 'kafkalab.fetcher' is 'kafkalab', but {', '.join(only)} need "
-                "librdkafka (kafkalab's own fetch speaks plaintext Kafka and knows "
-                f"{', '.join(sorted(OWN_FETCH_PARAMS))}). Set 'kafkalab.fetcher' to 'auto' or "
-                "'librdkafka'."
-            )
-    return fetcher
+    return _choice(
+        Fetcher,
+        opts,
+        "kafkalab.fetcher",
+        librdkafka_only(params),
+        "kafkalab's own fetch speaks plaintext Kafka and knows "
+        f"{', '.join(sorted(OWN_FETCH_PARAMS))}",
+    )
 
 
 def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
@@ -583,22 +572,40 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
 
 
 def _producer(opts: dict[str, str], params: dict[str, str]) -> Producer:
-    raw = opts.get("kafkalab.producer", "auto")
+    return _choice(
+        Producer,
+        opts,
+        "kafkalab.producer",
+        librdkafka_only_produce(params),
+        "kafkalab's own produce speaks plaintext Kafka, writes non-transactional batches "
+        "with acks all or 1, Java's murmur2 partitioner and the codecs "
+        f"{', '.join(OWN_PRODUCE_CODECS)}, and knows {', '.join(sorted(OWN_PRODUCE_PARAMS))}",
+    )
+
+
+def _choice(kind, opts: dict[str, str], option: str, needs_librdkafka: list[str], own: str):
+    """`kafkalab.fetcher` or `kafkalab.producer` (`kind`: Fetcher or Producer) from the
+    options; 'kafkalab' is refused when `needs_librdkafka` names options (`own`: what
+    kafkalab's own path does, for the message)."""
+    raw = opts.get(option, "auto")
     try:
-        producer = Producer(raw.strip().lower())
+        choice = kind(raw.strip().lower())
     except ValueError:
         raise KafkaSourceOptionError(
-            f"Option 'kafkalab.producer' must be 'auto', 'kafkalab' or 'librdkafka', got {raw!r}"
+            f"Option '{option}' must be 'auto', 'kafkalab' or 'librdkafka', got {raw!r}"
         ) from None
-    if producer == Producer.KAFKALAB:
-        only = librdkafka_only_produce(params)
-        if only:
-            raise KafkaSourceOptionError(
-                f"Option 'kafkalab.producer' is 'kafkalab', but {', '.join(only)} need "
-                "librdkafka (kafkalab's own produce speaks plaintext Kafka, writes "
-                "non-transactional batches with acks all or 1, Java's murmur2 partitioner and "
-                f"the codecs {', '.join(OWN_PRODUCE_CODECS)}, and "
-                f"knows {', '.join(sorted(OWN_PRODUCE_PARAMS))}). Set 'kafkalab.producer' to "
-                "'auto' or 'librdkafka'."
-            )
-    return producer
+    if choice == kind.KAFKALAB and needs_librdkafka:
+        raise KafkaSourceOptionError(
+            f"Option '{option}' is 'kafkalab', but {', '.join(needs_librdkafka)} need "
+            f"librdkafka ({own}). Set '{option}' to 'auto' or 'librdkafka'."
+        )
+    return choice
+
+
+def _takes_own(choice: str, compiled: bool, needs_librdkafka: Callable[[], list[str]]) -> bool:
+    """Whether kafkalab's own path runs for this `kafkalab.fetcher`/`kafkalab.producer`
+    choice: 'kafkalab', or 'auto' when numba is there (`compiled`) and no option
+    needs librdkafka."""
+    if choice == "auto":
+        return compiled and not needs_librdkafka()
+    return choice == "kafkalab"
