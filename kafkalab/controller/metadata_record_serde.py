@@ -97,11 +97,7 @@ class JsonMetadataRecordError(MetadataParseError):
     to re-create the cluster directory."""
 
 
-def _by_name() -> dict[str, MetadataRecordType]:
-    return {t.name: t for t in METADATA_RECORDS.values()}
-
-
-_TYPES = _by_name()
+_TYPES: dict[str, MetadataRecordType] = {t.name: t for t in METADATA_RECORDS.values()}
 
 #: Every record type's name ("PartitionRecord", ...), kafkalab's marker too.
 METADATA_RECORD_TYPES = frozenset(_TYPES)
@@ -121,7 +117,7 @@ def _uuid(value: str | uuid.UUID | None) -> uuid.UUID:
 
 def _register_broker_body(r: dict) -> dict:
     endpoints = r.get("endpoints") or [[DEFAULT_LISTENER, r["host"], r["port"]]]
-    body = {
+    return {
         "broker_id": r["broker_id"],
         "incarnation_id": _uuid(r["incarnation_id"]),
         "broker_epoch": r["broker_epoch"],
@@ -133,7 +129,6 @@ def _register_broker_body(r: dict) -> dict:
         "rack": None,
         "fenced": r.get("fenced", True),
     }
-    return body
 
 
 def _register_broker_record(body: dict) -> dict:

@@ -87,9 +87,9 @@ class MetadataDelta:
 
     def partitions(self, image: MetadataImage) -> list[tuple[str, int]]:
         """The partitions to look at, in the image's order (topics as created)."""
-        named = self.partitions_named
         order = {name: i for i, name in enumerate(image.topics)}
-        return sorted((tp for tp in named if tp[0] in order), key=lambda tp: (order[tp[0]], tp[1]))
+        named = (tp for tp in self.partitions_named if tp[0] in order)
+        return sorted(named, key=lambda tp: (order[tp[0]], tp[1]))
 
 
 class BrokerMetadataListener:
