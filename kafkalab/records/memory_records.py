@@ -15,21 +15,15 @@ consumers, tools and labs do.
 
 from __future__ import annotations
 
-import struct
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from kafkalab.records.compression import compress, decompress
-from kafkalab.records.crc import crc32c
 from kafkalab.records.record import Header, Record, decode_record, encode_record
 from kafkalab.records.record_batch import (
-    ATTRIBUTES_OFFSET,
     CONTROL_FLAG_MASK,
-    CRC_OFFSET,
     DELETE_HORIZON_FLAG_MASK,
-    LOG_OVERHEAD,
-    MAGIC,
     NO_PARTITION_LEADER_EPOCH,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
@@ -45,9 +39,8 @@ from kafkalab.records.record_batch import (
     ensure_valid,
     iter_headers,
     read_header,
+    write_header,
 )
-
-_HEADER = struct.Struct(">qiibIhiqqqhii")
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,25 +137,22 @@ def build_batch(
     if is_control:
         attributes |= CONTROL_FLAG_MASK
     buf = bytearray(RECORD_BATCH_OVERHEAD + len(payload))
-    _HEADER.pack_into(
+    buf[RECORD_BATCH_OVERHEAD:] = payload
+    write_header(
         buf,
         0,
-        base_offset,
-        len(buf) - LOG_OVERHEAD,
-        partition_leader_epoch,
-        MAGIC,
-        0,  # CRC, below
-        attributes,
-        len(simple) - 1,
-        first_ts,
-        max(timestamps),
-        producer_id,
-        producer_epoch,
-        base_sequence,
-        len(simple),
+        len(buf),
+        base_offset=base_offset,
+        partition_leader_epoch=partition_leader_epoch,
+        attributes=attributes,
+        last_offset_delta=len(simple) - 1,
+        base_timestamp=first_ts,
+        max_timestamp=max(timestamps),
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        records_count=len(simple),
     )
-    buf[RECORD_BATCH_OVERHEAD:] = payload
-    struct.pack_into(">I", buf, CRC_OFFSET, crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:]))
     return bytes(buf)
 
 
@@ -215,25 +205,22 @@ def build_retained_batch(
                 )
         payload = compress(header.compression_type, body)
     buf = bytearray(RECORD_BATCH_OVERHEAD + len(payload))
-    _HEADER.pack_into(
+    buf[RECORD_BATCH_OVERHEAD:] = payload
+    write_header(
         buf,
         0,
-        header.base_offset,
-        len(buf) - LOG_OVERHEAD,
-        header.partition_leader_epoch,
-        MAGIC,
-        0,  # CRC, below
-        attributes,
-        header.last_offset_delta,
-        base_ts,
-        max_ts,
-        header.producer_id,
-        header.producer_epoch,
-        header.base_sequence,
-        len(records),
+        len(buf),
+        base_offset=header.base_offset,
+        partition_leader_epoch=header.partition_leader_epoch,
+        attributes=attributes,
+        last_offset_delta=header.last_offset_delta,
+        base_timestamp=base_ts,
+        max_timestamp=max_ts,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        records_count=len(records),
     )
-    buf[RECORD_BATCH_OVERHEAD:] = payload
-    struct.pack_into(">I", buf, CRC_OFFSET, crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:]))
     return bytes(buf)
 
 

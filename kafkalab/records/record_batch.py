@@ -278,6 +278,44 @@ def set_partition_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int
     _INT32.pack_into(buf, pos + PARTITION_LEADER_EPOCH_OFFSET, epoch)
 
 
+def write_header(
+    buf: bytearray | memoryview,
+    pos: int,
+    size: int,
+    *,
+    base_offset: int,
+    partition_leader_epoch: int,
+    attributes: int,
+    last_offset_delta: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    records_count: int,
+) -> None:
+    """Write the 61-byte header of the v2 batch of `size` bytes at `pos`, whose
+    records already follow it, and its CRC-32C (Kafka: DefaultRecordBatch.writeHeader)."""
+    _HEADER.pack_into(
+        buf,
+        pos,
+        base_offset,
+        size - LOG_OVERHEAD,
+        partition_leader_epoch,
+        MAGIC,
+        0,  # the CRC, below: it covers the attributes onwards
+        attributes,
+        last_offset_delta,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        records_count,
+    )
+    _UINT32.pack_into(buf, pos + CRC_OFFSET, compute_crc(buf, pos, size))
+
+
 def set_max_timestamp_and_type(
     buf: bytearray | memoryview, pos: int, timestamp: int, timestamp_type: TimestampType
 ) -> None:

@@ -29,7 +29,6 @@ times slower): the sink then writes through librdkafka unless told otherwise.
 from __future__ import annotations
 
 import random
-import struct
 import time
 from collections.abc import Callable
 from typing import NamedTuple
@@ -37,21 +36,15 @@ from typing import NamedTuple
 import numpy as np
 
 from kafkalab.records.compression import compress
-from kafkalab.records.crc import crc32c
 from kafkalab.records.record_batch import (
-    ATTRIBUTES_OFFSET,
-    CRC_OFFSET,
-    LOG_OVERHEAD,
-    MAGIC,
     NO_PARTITION_LEADER_EPOCH,
     RECORD_BATCH_OVERHEAD,
     CompressionType,
+    write_header,
 )
 from kafkalab.spark.batch_columns import njit
 from kafkalab.spark.errors import KafkaWriteError
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
-_CRC = struct.Struct(">I")
 #: Most bytes a record's fixed fields take beyond its key, value and headers: its
 #: length (5), attributes (1), timestamp delta (1: always 0), offset delta (5),
 #: key and value lengths (5 each), header count (5).
@@ -351,7 +344,8 @@ class BatchEncoder:
                 f"0..{counts[topic_index[bad]] - 1}: Kafka's error UNKNOWN_TOPIC_OR_PARTITION"
             )
         h = self._headers(col.get("headers"), n)
-        group = topic_index * int(counts.max()) + partition
+        width = int(counts.max())
+        group = topic_index * width + partition
         order = np.argsort(group, kind="stable")
         hcount = len(h[2]) - 1  # every header entry the column holds: a bound
         bound = (
@@ -381,7 +375,6 @@ class BatchEncoder:
         stamp = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
         view = memoryview(out)
         result = []
-        width = int(counts.max())
         for start, end, count, g in bounds[:nb].tolist():
             t = topics[g // width]
             p = g % width
@@ -393,26 +386,22 @@ class BatchEncoder:
                 size = RECORD_BATCH_OVERHEAD + len(records)
                 buf, at = bytearray(size), 0
                 buf[RECORD_BATCH_OVERHEAD:] = records
-            _HEADER.pack_into(
+            write_header(
                 buf,
                 at,
-                0,
-                size - LOG_OVERHEAD,
-                NO_PARTITION_LEADER_EPOCH,
-                MAGIC,
-                0,
-                int(self.compression),  # attributes: the codec, CreateTime, not transactional
-                count - 1,
-                stamp,
-                stamp,
-                self.producer_id,
-                self.producer_epoch,
-                seq,
-                count,
+                size,
+                base_offset=0,
+                partition_leader_epoch=NO_PARTITION_LEADER_EPOCH,
+                attributes=int(self.compression),  # the codec, CreateTime, not transactional
+                last_offset_delta=count - 1,
+                base_timestamp=stamp,
+                max_timestamp=stamp,
+                producer_id=self.producer_id,
+                producer_epoch=self.producer_epoch,
+                base_sequence=seq,
+                records_count=count,
             )
-            whole = memoryview(buf)[at : at + size]
-            _CRC.pack_into(buf, at + CRC_OFFSET, crc32c(whole[ATTRIBUTES_OFFSET:]))
-            result.append(EncodedBatch(t, p, seq, count, whole))
+            result.append(EncodedBatch(t, p, seq, count, memoryview(buf)[at : at + size]))
         return result
 
     def _next_sequence(self, topic: str, partition: int, count: int) -> int:
